@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Sets up everything mqstore needs on a fresh Debian machine with Python 3.11:
+#   * Java 17 (for PySpark) through apt-get when `java` is missing,
+#   * a virtual environment in .venv with mqstore installed (editable) plus its Spark and test extras.
+# Safe to run again: it only reinstalls when pyproject.toml changed since the last run.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+log() { printf '[setup] %s\n' "$*" >&2; }
+
+if ! command -v java >/dev/null 2>&1; then
+    log "java not found: installing openjdk-17-jre-headless with apt-get"
+    SUDO=""
+    if [ "$(id -u)" != "0" ]; then SUDO="sudo"; fi
+    export DEBIAN_FRONTEND=noninteractive
+    $SUDO apt-get update -q
+    $SUDO apt-get install -y -q --no-install-recommends openjdk-17-jre-headless procps
+fi
+
+PY="${PYTHON:-}"
+if [ -z "$PY" ]; then
+    for cand in python3.11 python3.12 python3.13 python3; do
+        if command -v "$cand" >/dev/null 2>&1 && "$cand" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
+            PY="$cand"; break
+        fi
+    done
+fi
+[ -n "$PY" ] || { echo "setup: Python >= 3.11 is required" >&2; exit 1; }
+
+if [ ! -x .venv/bin/python ]; then
+    log "creating .venv with $PY"
+    "$PY" -m venv .venv
+fi
+
+stamp=".venv/.mqstore-installed"
+want="$(sha256sum pyproject.toml | cut -d' ' -f1)"
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ] || ! .venv/bin/python -c 'import mqstore, pyspark' 2>/dev/null; then
+    log "installing mqstore and its dependencies into .venv (first time: about a minute)"
+    .venv/bin/python -m pip install -q --upgrade pip
+    .venv/bin/python -m pip install -q -e ".[spark,test]"
+    echo "$want" > "$stamp"
+fi

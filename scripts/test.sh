@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# Sets everything up, then runs the linter and the whole test suite (Spark tests included).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+.venv/bin/ruff check src tests benchmarks
+exec .venv/bin/python -m pytest -q "$@"

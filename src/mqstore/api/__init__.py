@@ -1,0 +1,1 @@
+"""mqstore.api layer."""

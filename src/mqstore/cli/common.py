@@ -1,0 +1,76 @@
+"""Shared helpers of the CLI: error handling, JSON output, tables."""
+
+from __future__ import annotations
+
+import base64
+import functools
+import json
+import sys
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
+
+import click
+
+from mqstore.errors import MqStoreError
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON (one object per line) for scripts.")
+
+
+def handle_errors(func: F) -> F:
+    """Turn mqstore errors and OS errors into one error line and exit code 2 (never a traceback)."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except MqStoreError as exc:
+            click.echo(f"error: {exc}", err=True)
+            sys.exit(2)
+        except (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError) as exc:
+            click.echo(f"error: {exc.strerror or exc}: {exc.filename}", err=True)
+            sys.exit(2)
+        except BrokenPipeError:  # `mqstore ... | head`
+            sys.stderr.close()
+            sys.exit(0)
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _default(obj: Any) -> Any:
+    if isinstance(obj, bytes | bytearray | memoryview):
+        return base64.b64encode(bytes(obj)).decode("ascii")
+    if hasattr(obj, "_asdict"):
+        return obj._asdict()
+    if hasattr(obj, "__dataclass_fields__"):
+        import dataclasses
+
+        return dataclasses.asdict(obj)
+    if hasattr(obj, "tolist"):
+        return obj.tolist()
+    raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
+
+
+def to_json(obj: Any) -> str:
+    return json.dumps(obj, default=_default, ensure_ascii=False, separators=(",", ":"))
+
+
+def echo_json_lines(objs: Iterable[Any]) -> int:
+    n = 0
+    for obj in objs:
+        click.echo(to_json(obj))
+        n += 1
+    return n
+
+
+def print_table(title: str | None, columns: list[str], rows: Iterable[Iterable[Any]]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=title, show_lines=False)
+    for col in columns:
+        table.add_column(col)
+    for row in rows:
+        table.add_row(*("" if v is None else str(v) for v in row))
+    Console().print(table)

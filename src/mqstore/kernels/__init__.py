@@ -1,0 +1,1 @@
+"""mqstore.kernels layer."""

@@ -1,0 +1,1 @@
+"""mqstore.storage layer."""
