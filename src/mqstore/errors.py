@@ -116,3 +116,14 @@ class FlushError(StoreError, OSError):
 class DataLossError(StoreError):
     """Requested data is no longer available (deleted by retention or truncated) and the
     caller asked to fail rather than skip it."""
+
+
+# ----------------------------------------------------------------------------- kafka layer
+class IndexOrderError(InvalidArgumentError):
+    """An index append would break the index's ordering rule (Kafka's InvalidOffsetException for
+    offsets, IllegalStateException for time-index timestamps)."""
+
+
+class OffsetOverflowError(InvalidArgumentError):
+    """An offset cannot be stored as an int32 relative to a segment's base offset (Kafka's
+    IndexOffsetOverflowException / LogSegmentOffsetOverflowException)."""

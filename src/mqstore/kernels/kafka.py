@@ -1,0 +1,601 @@
+"""Hot loops of the Kafka layer, each with a pure-Python twin that gives identical answers.
+
+* :func:`scan_batches` – walk the batch headers of a ``.log`` buffer (spec §2.4) into columns;
+* :func:`check_crcs` – CRC-32C (v2) / CRC-32 (legacy) of many batches;
+* :func:`build_index_entries` – the recovery rule of spec §4.5 over scanned batches;
+* :func:`index_search_many` – the exact largest-lower-bound / smallest-upper-bound search of spec
+  §3.7 (warm-section split and its quirks included) for many targets at once;
+* :func:`decode_records_columnar` – records of many batches as columns (for Arrow / Spark).
+
+The compiled versions use numba ``@njit(cache=True)``; the twins (suffix ``_py``) are plain
+Python and are what the tests compare against.
+"""
+
+from __future__ import annotations
+
+import zlib
+from typing import Any
+
+import crc32c as _crc32c
+import numpy as np
+from numba import njit
+
+from mqstore.errors import CorruptDataError, CorruptIndexError, IndexFullError
+
+# stop reasons of scan_batches
+STOP_END = 0  # fewer than 18 bytes left: clean end of data
+STOP_TORN = 1  # the last batch is cut short (torn write): end of data, not an error
+STOP_BAD_SIZE = 2  # size field < 14: Kafka's CorruptRecordException
+
+SCAN_FIELDS = (
+    "position",
+    "size",
+    "base_offset",
+    "last_offset",
+    "max_timestamp",
+    "base_timestamp",
+    "partition_leader_epoch",
+    "magic",
+    "attributes",
+    "record_count",
+    "crc",
+)
+
+# error codes of build_index_entries
+BUILD_OK = 0
+BUILD_OFFSET_OVERFLOW = 1  # last offset − base ∉ [0, 2^31 − 1]
+BUILD_OFFSET_NOT_INCREASING = 2  # offset index append with offset ≤ last indexed offset
+BUILD_OFFSET_INDEX_FULL = 3
+BUILD_TIME_INDEX_FULL = 4
+BUILD_POSITION_OVERFLOW = 5
+
+
+# ----------------------------------------------------------------------------- big-endian readers
+@njit(cache=True, inline="always")
+def _i8(a, p):
+    v = np.int64(a[p])
+    return v - 256 if v >= 128 else v
+
+
+@njit(cache=True, inline="always")
+def _u16(a, p):
+    return (np.int64(a[p]) << 8) | np.int64(a[p + 1])
+
+
+@njit(cache=True, inline="always")
+def _u32(a, p):
+    return (np.int64(a[p]) << 24) | (np.int64(a[p + 1]) << 16) | (np.int64(a[p + 2]) << 8) | np.int64(a[p + 3])
+
+
+@njit(cache=True, inline="always")
+def _i32(a, p):
+    v = _u32(a, p)
+    return v - 4294967296 if v >= 2147483648 else v
+
+
+@njit(cache=True, inline="always")
+def _i64(a, p):
+    hi = _u32(a, p)
+    lo = _u32(a, p + 4)
+    u = (np.uint64(hi) << np.uint64(32)) | np.uint64(lo)
+    return np.int64(u)
+
+
+# ----------------------------------------------------------------------------- scan
+@njit(cache=True)
+def _scan_count(a, start, end):
+    p = start
+    n = 0
+    while True:
+        if p >= end - 17:
+            return n, p, STOP_END
+        size = _i32(a, p + 8)
+        if size < 14:
+            return n, p, STOP_BAD_SIZE
+        if p > end - 12 - size:
+            return n, p, STOP_TORN
+        n += 1
+        p += 12 + size
+
+
+@njit(cache=True)
+def _scan_fill(a, start, n, position, size, base_offset, last_offset, max_ts, base_ts, epoch, magic, attrs, count, crc):
+    p = start
+    end = a.shape[0]
+    for i in range(n):
+        s = _i32(a, p + 8)
+        m = _i8(a, p + 16)
+        total = s + 12
+        position[i] = p
+        size[i] = total
+        magic[i] = m
+        off = _i64(a, p)
+        if m >= 2:
+            epoch[i] = _i32(a, p + 12)
+            if total >= 61 and p + 61 <= end:
+                crc[i] = _u32(a, p + 17)
+                attrs[i] = _u16(a, p + 21)
+                base_offset[i] = off
+                last_offset[i] = off + _i32(a, p + 23)
+                base_ts[i] = _i64(a, p + 27)
+                max_ts[i] = _i64(a, p + 35)
+                count[i] = _i32(a, p + 57)
+            else:
+                crc[i] = _u32(a, p + 17) if p + 21 <= end else 0
+                attrs[i] = 0
+                base_offset[i] = off
+                last_offset[i] = off
+                base_ts[i] = -1
+                max_ts[i] = -1
+                count[i] = 0
+        else:
+            epoch[i] = -1
+            crc[i] = _u32(a, p + 12)
+            attrs[i] = np.int64(a[p + 17])
+            base_offset[i] = -1
+            last_offset[i] = off
+            count[i] = 1
+            if m == 1 and s >= 22:
+                base_ts[i] = _i64(a, p + 18)
+            else:
+                base_ts[i] = -1
+            max_ts[i] = base_ts[i]
+        p += total
+
+
+def _as_u8(buf: Any) -> np.ndarray:
+    if isinstance(buf, np.ndarray):
+        return buf.view(np.uint8).reshape(-1)
+    return np.frombuffer(buf, dtype=np.uint8)
+
+
+def _empty_columns(n: int) -> dict[str, np.ndarray]:
+    cols = {}
+    for name in SCAN_FIELDS:
+        dtype = np.uint32 if name == "crc" else np.int8 if name == "magic" else np.int32 if name in (
+            "size", "partition_leader_epoch", "attributes", "record_count") else np.int64
+        cols[name] = np.zeros(n, dtype=dtype)
+    return cols
+
+
+def scan_batches(buf: Any, start: int = 0) -> dict[str, Any]:
+    """Walk batch headers from ``start`` (numba).  Returns one numpy array per field of
+    :data:`SCAN_FIELDS` plus ``valid_end`` (where the walk stopped), ``stop_reason``
+    (``STOP_END``/``STOP_TORN``/``STOP_BAD_SIZE``) and ``count``.
+
+    For legacy (magic 0/1) messages ``base_offset`` is −1, ``last_offset`` the stored offset,
+    ``record_count`` 1 and timestamps −1 for magic 0.  Nothing is validated here.
+    """
+    a = _as_u8(buf)
+    end = a.shape[0]
+    n, stop, reason = _scan_count(a, start, end)
+    cols = _empty_columns(n)
+    if n:
+        _scan_fill(a, start, n, *(cols[f] for f in SCAN_FIELDS))
+    out: dict[str, Any] = dict(cols)
+    out.update(valid_end=int(stop), stop_reason=int(reason), count=int(n))
+    return out
+
+
+def scan_batches_py(buf: Any, start: int = 0) -> dict[str, Any]:
+    """Pure-Python twin of :func:`scan_batches` (same output)."""
+    mv = memoryview(buf).cast("B") if not isinstance(buf, np.ndarray) else memoryview(_as_u8(buf))
+    end = len(mv)
+    rows = []
+    p = start
+    reason = STOP_END
+    while True:
+        if p >= end - 17:
+            reason = STOP_END
+            break
+        s = int.from_bytes(mv[p + 8 : p + 12], "big", signed=True)
+        if s < 14:
+            reason = STOP_BAD_SIZE
+            break
+        if p > end - 12 - s:
+            reason = STOP_TORN
+            break
+        total = s + 12
+        m = int.from_bytes(mv[p + 16 : p + 17], "big", signed=True)
+        off = int.from_bytes(mv[p : p + 8], "big", signed=True)
+        if m >= 2:
+            epoch = int.from_bytes(mv[p + 12 : p + 16], "big", signed=True)
+            if total >= 61 and p + 61 <= end:
+                row = (
+                    p, total, off, off + int.from_bytes(mv[p + 23 : p + 27], "big", signed=True),
+                    int.from_bytes(mv[p + 35 : p + 43], "big", signed=True),
+                    int.from_bytes(mv[p + 27 : p + 35], "big", signed=True), epoch, m,
+                    int.from_bytes(mv[p + 21 : p + 23], "big"),
+                    int.from_bytes(mv[p + 57 : p + 61], "big", signed=True),
+                    int.from_bytes(mv[p + 17 : p + 21], "big"),
+                )
+            else:
+                c = int.from_bytes(mv[p + 17 : p + 21], "big") if p + 21 <= end else 0
+                row = (p, total, off, off, -1, -1, epoch, m, 0, 0, c)
+        else:
+            ts = int.from_bytes(mv[p + 18 : p + 26], "big", signed=True) if m == 1 and s >= 22 else -1
+            row = (p, total, -1, off, ts, ts, -1, m, mv[p + 17], 1, int.from_bytes(mv[p + 12 : p + 16], "big"))
+        rows.append(row)
+        p += total
+    cols = _empty_columns(len(rows))
+    for j, name in enumerate(SCAN_FIELDS):
+        if rows:
+            cols[name][:] = [r[j] for r in rows]
+    out: dict[str, Any] = dict(cols)
+    out.update(valid_end=p, stop_reason=reason, count=len(rows))
+    return out
+
+
+# ----------------------------------------------------------------------------- CRC
+def check_crcs(buf: Any, scan: dict[str, Any]) -> np.ndarray:
+    """``True`` per scanned batch whose size and checksum are valid (Kafka ``ensureValid``).
+
+    v2: size ≥ 61 and CRC-32C of ``[21, end)`` equals the stored CRC; legacy: size field ≥ 14
+    and CRC-32 of magic..end; unknown magic: invalid.  The checksum is C code (``crc32c``), the
+    loop is Python – it is one call per batch.
+    """
+    mv = memoryview(buf).cast("B") if not isinstance(buf, np.ndarray) else memoryview(_as_u8(buf))
+    n = scan["count"]
+    ok = np.zeros(n, dtype=bool)
+    pos = scan["position"].tolist()
+    size = scan["size"].tolist()
+    magic = scan["magic"].tolist()
+    crc = scan["crc"].tolist()
+    c32c = _crc32c.crc32c
+    for i in range(n):
+        p, s, m = pos[i], size[i], magic[i]
+        if m >= 2:  # like Kafka, any magic ≥ 2 is checked as a v2 batch (size and CRC-32C)
+            ok[i] = s >= 61 and c32c(mv[p + 21 : p + s]) == crc[i]
+        elif m in (0, 1):
+            ok[i] = s >= 26 and (zlib.crc32(mv[p + 16 : p + s]) & 0xFFFFFFFF) == crc[i]
+    return ok
+
+
+# ----------------------------------------------------------------------------- index build (§4.5)
+@njit(cache=True)
+def _build(positions, sizes, last_offsets, max_ts, n, base, interval, max_off_entries, max_time_entries,
+           oi_off, oi_pos, ti_ts, ti_off):
+    no = 0
+    nt = 0
+    last_ts = np.int64(-1)
+    last_toff = base
+    last_ooff = base
+    max_so_far = np.int64(-1)
+    off_of_max = np.int64(-1)
+    last_entry_bytes = np.int64(0)
+    valid = np.int64(0)
+    for i in range(n):
+        lo = last_offsets[i]
+        rel = lo - base
+        if rel < 0 or rel > 2147483647:
+            return no, nt, BUILD_OFFSET_OVERFLOW, i
+        if max_ts[i] > max_so_far:
+            max_so_far = max_ts[i]
+            off_of_max = lo
+        if valid - last_entry_bytes > interval:
+            if no >= max_off_entries:
+                return no, nt, BUILD_OFFSET_INDEX_FULL, i
+            if no > 0 and lo <= last_ooff:
+                return no, nt, BUILD_OFFSET_NOT_INCREASING, i
+            if valid > 2147483647:
+                return no, nt, BUILD_POSITION_OVERFLOW, i
+            oi_off[no] = lo
+            oi_pos[no] = valid
+            no += 1
+            last_ooff = lo
+            # timeIndex.maybeAppend(max_so_far, off_of_max)
+            if nt >= max_time_entries - 1:
+                return no, nt, BUILD_TIME_INDEX_FULL, i
+            if nt > 0 and off_of_max < last_toff:
+                return no, nt, BUILD_OFFSET_NOT_INCREASING, i
+            if max_so_far > last_ts:
+                ti_ts[nt] = max_so_far
+                ti_off[nt] = off_of_max
+                nt += 1
+                last_ts = max_so_far
+                last_toff = off_of_max
+            last_entry_bytes = valid
+        valid += sizes[i]
+    # final entry, skipFullCheck = true (still bounded by the physical slots)
+    if max_so_far > last_ts:
+        if nt >= max_time_entries:
+            return no, nt, BUILD_TIME_INDEX_FULL, n
+        if nt > 0 and off_of_max < last_toff:
+            return no, nt, BUILD_OFFSET_NOT_INCREASING, n
+        ti_ts[nt] = max_so_far
+        ti_off[nt] = off_of_max
+        nt += 1
+    return no, nt, BUILD_OK, n
+
+
+def _build_py(positions, sizes, last_offsets, max_ts, n, base, interval, max_off_entries, max_time_entries,
+              oi_off, oi_pos, ti_ts, ti_off):
+    no = nt = 0
+    last_ts, last_toff, last_ooff = -1, base, base
+    max_so_far, off_of_max = -1, -1
+    last_entry_bytes = valid = 0
+    for i in range(n):
+        lo = int(last_offsets[i])
+        if not 0 <= lo - base <= 2147483647:
+            return no, nt, BUILD_OFFSET_OVERFLOW, i
+        if int(max_ts[i]) > max_so_far:
+            max_so_far, off_of_max = int(max_ts[i]), lo
+        if valid - last_entry_bytes > interval:
+            if no >= max_off_entries:
+                return no, nt, BUILD_OFFSET_INDEX_FULL, i
+            if no > 0 and lo <= last_ooff:
+                return no, nt, BUILD_OFFSET_NOT_INCREASING, i
+            if valid > 2147483647:
+                return no, nt, BUILD_POSITION_OVERFLOW, i
+            oi_off[no], oi_pos[no] = lo, valid
+            no += 1
+            last_ooff = lo
+            if nt >= max_time_entries - 1:
+                return no, nt, BUILD_TIME_INDEX_FULL, i
+            if nt > 0 and off_of_max < last_toff:
+                return no, nt, BUILD_OFFSET_NOT_INCREASING, i
+            if max_so_far > last_ts:
+                ti_ts[nt], ti_off[nt] = max_so_far, off_of_max
+                nt += 1
+                last_ts, last_toff = max_so_far, off_of_max
+            last_entry_bytes = valid
+        valid += int(sizes[i])
+    if max_so_far > last_ts:
+        if nt >= max_time_entries:
+            return no, nt, BUILD_TIME_INDEX_FULL, n
+        if nt > 0 and off_of_max < last_toff:
+            return no, nt, BUILD_OFFSET_NOT_INCREASING, n
+        ti_ts[nt], ti_off[nt] = max_so_far, off_of_max
+        nt += 1
+    return no, nt, BUILD_OK, n
+
+
+_BUILD_MESSAGES = {
+    BUILD_OFFSET_OVERFLOW: "batch last offset cannot be stored relative to the segment base offset",
+    BUILD_OFFSET_NOT_INCREASING: "batch offsets go backwards: the offset index would not be increasing",
+    BUILD_OFFSET_INDEX_FULL: "the offset index is full (raise max index bytes)",
+    BUILD_TIME_INDEX_FULL: "the time index is full (raise max index bytes)",
+    BUILD_POSITION_OVERFLOW: "batch position does not fit an int32",
+}
+
+
+def build_index_entries(
+    scan: dict[str, Any],
+    n_valid: int,
+    base_offset: int,
+    index_interval_bytes: int,
+    max_index_size: int,
+    *,
+    compiled: bool = True,
+    path: str | None = None,
+) -> dict[str, np.ndarray]:
+    """Index entries that Kafka's ``LogSegment.recover`` writes for the first ``n_valid`` batches.
+
+    Returns ``offset_offsets``/``offset_positions`` (absolute offsets) and ``time_timestamps``/
+    ``time_offsets``, including the final time entry.  ``max_index_size`` bounds the number of
+    entries as on disk (``floor(size/8)`` / ``floor(size/12)``); exceeding it raises
+    :class:`IndexFullError`.  Offsets going backwards or overflowing raise :class:`CorruptDataError`.
+    """
+    max_off = max_index_size // 8
+    max_time = max_index_size // 12
+    cap_o = min(max_off, n_valid) + 1
+    cap_t = min(max_time, n_valid + 1) + 1
+    oi_off = np.zeros(cap_o, np.int64)
+    oi_pos = np.zeros(cap_o, np.int64)
+    ti_ts = np.zeros(cap_t, np.int64)
+    ti_off = np.zeros(cap_t, np.int64)
+    fn = _build if compiled else _build_py
+    no, nt, err, at = fn(
+        scan["position"], scan["size"], scan["last_offset"], scan["max_timestamp"], n_valid,
+        np.int64(base_offset), np.int64(index_interval_bytes), max_off, max_time, oi_off, oi_pos, ti_ts, ti_off,
+    )
+    if err != BUILD_OK:
+        pos = int(scan["position"][at]) if at < scan["count"] else None
+        msg = _BUILD_MESSAGES[err]
+        if err in (BUILD_OFFSET_INDEX_FULL, BUILD_TIME_INDEX_FULL):
+            raise IndexFullError(msg, path=path, offset=pos)
+        raise CorruptDataError(msg, path=path, offset=pos)
+    return {
+        "offset_offsets": oi_off[:no].copy(),
+        "offset_positions": oi_pos[:no].copy(),
+        "time_timestamps": ti_ts[:nt].copy(),
+        "time_offsets": ti_off[:nt].copy(),
+    }
+
+
+# ----------------------------------------------------------------------------- index search (§3.7)
+@njit(cache=True)
+def _search_one(col, n, target, warm, want_sub):
+    if n == 0:
+        return -1
+    first_hot = n - 1 - warm
+    if first_hot < 0:
+        first_hot = 0
+    if col[first_hot] < target:
+        lo = first_hot
+        hi = n - 1
+    else:
+        if col[0] > target:
+            return 0 if want_sub else -1
+        lo = 0
+        hi = first_hot
+    while lo < hi:
+        mid = (lo + hi + 1) >> 1
+        v = col[mid]
+        if v > target:
+            hi = mid - 1
+        elif v < target:
+            lo = mid
+        else:
+            return mid
+    if not want_sub:
+        return lo
+    return -1 if lo == n - 1 else lo + 1
+
+
+@njit(cache=True)
+def _search_many(col, n, targets, warm, want_sub, out):
+    for i in range(targets.shape[0]):
+        out[i] = _search_one(col, n, targets[i], warm, want_sub)
+
+
+def index_search_py(col: Any, n: int, target: int, warm: int, smallest_upper_bound: bool = False) -> int:
+    """Pure-Python twin: the exact slot search of spec §3.7 over ``col[0:n]``."""
+    if n == 0:
+        return -1
+    first_hot = max(0, n - 1 - warm)
+    if col[first_hot] < target:
+        lo, hi = first_hot, n - 1
+    else:
+        if col[0] > target:
+            return 0 if smallest_upper_bound else -1
+        lo, hi = 0, first_hot
+    while lo < hi:
+        mid = (lo + hi + 1) >> 1
+        v = col[mid]
+        if v > target:
+            hi = mid - 1
+        elif v < target:
+            lo = mid
+        else:
+            return mid
+    if not smallest_upper_bound:
+        return lo
+    return -1 if lo == n - 1 else lo + 1
+
+
+def index_search_many(col: np.ndarray, n: int, targets: Any, warm: int, smallest_upper_bound: bool = False) -> np.ndarray:
+    """Slots for many targets at once (numba); same answers as :func:`index_search_py`."""
+    t = np.ascontiguousarray(np.asarray(targets, dtype=np.int64))
+    out = np.empty(t.shape[0], dtype=np.int64)
+    c = np.ascontiguousarray(col[:n], dtype=np.int64)
+    _search_many(c, n, t, warm, smallest_upper_bound, out)
+    return out
+
+
+def index_search_many_py(col: Any, n: int, targets: Any, warm: int, smallest_upper_bound: bool = False) -> np.ndarray:
+    """Pure-Python twin of :func:`index_search_many`."""
+    c = [int(x) for x in col[:n]]
+    return np.array([index_search_py(c, n, int(t), warm, smallest_upper_bound) for t in targets], dtype=np.int64)
+
+
+def validate_index_arrays(offsets: np.ndarray, base_offset: int, path: str | None = None) -> None:
+    """Raise :class:`CorruptIndexError` if offsets are not strictly increasing (used by verify)."""
+    if offsets.shape[0] > 1:
+        bad = np.nonzero(np.diff(offsets) <= 0)[0]
+        if bad.shape[0]:
+            raise CorruptIndexError(f"index offsets not increasing at slot {int(bad[0]) + 1}", path=path)
+
+
+# ----------------------------------------------------------------------------- columnar records
+def decode_records_columnar(
+    buf: Any,
+    start: int = 0,
+    end: int | None = None,
+    *,
+    start_offset: int | None = None,
+    end_offset: int | None = None,
+    include_control: bool = False,
+    validate: bool = True,
+    path: str | None = None,
+) -> dict[str, Any]:
+    """Decode every record of the batches in ``buf[start:end]`` into columns.
+
+    Intended for building a ``pyarrow.RecordBatch`` shaped like Spark's Kafka source (the caller
+    adds the constant ``topic`` and ``partition`` columns)::
+
+        cols = decode_records_columnar(mm, start=pos, start_offset=o)
+        pa.record_batch({"key": pa.array(cols["key"], pa.binary()), "value": ...,
+                         "topic": ..., "partition": ..., "offset": cols["offset"],
+                         "timestamp": cols["timestamp"], "timestampType": cols["timestamp_type"],
+                         "headers": cols["headers"]})
+
+    Returns a dict with
+
+    * ``offset`` int64 array, ``timestamp`` int64 array (ms; LogAppendTime batches report the
+      batch max timestamp), ``timestamp_type`` int32 array (0 CreateTime, 1 LogAppendTime, −1 none
+      for magic 0);
+    * ``key``, ``value``: lists of ``bytes | None``;
+    * ``headers``: list of lists of ``(key: str, value: bytes | None)`` tuples (Spark's
+      ``array<struct<key string, value binary>>``);
+    * ``partition_leader_epoch`` int32, ``is_transactional`` bool, ``batch_position`` int64 arrays
+      and ``next_position`` (where decoding stopped: the end of the last whole batch).
+
+    Records with offset < ``start_offset`` or ≥ ``end_offset`` are skipped; control batches
+    (transaction markers) are skipped unless ``include_control``.  A batch failing its CRC raises
+    :class:`~mqstore.errors.CrcMismatchError` when ``validate`` (the default).  A torn tail ends
+    the decoding silently (it is the end of data); a size field below 14 raises.
+    """
+    from mqstore.formats.kafka.batch import (
+        decode_batch_header,
+        decode_legacy_message,
+        iter_legacy_records,
+        iter_records,
+        validate_batch,
+    )
+
+    mv = memoryview(buf).cast("B") if not isinstance(buf, np.ndarray) else memoryview(_as_u8(buf))
+    if end is not None:
+        mv = mv[:end]
+    scan = scan_batches(mv, start)
+    if scan["stop_reason"] == STOP_BAD_SIZE:
+        raise CorruptDataError("record size smaller than the minimum record overhead (14)", path=path,
+                               offset=scan["valid_end"])
+    offsets: list[int] = []
+    timestamps: list[int] = []
+    ts_types: list[int] = []
+    keys: list[bytes | None] = []
+    values: list[bytes | None] = []
+    headers: list[list[tuple[str, bytes | None]]] = []
+    epochs: list[int] = []
+    txn: list[bool] = []
+    bpos: list[int] = []
+    lo = -(1 << 63) if start_offset is None else start_offset
+    hi = (1 << 63) - 1 if end_offset is None else end_offset
+    for i in range(scan["count"]):
+        if scan["last_offset"][i] < lo:
+            continue
+        p = int(scan["position"][i])
+        m = int(scan["magic"][i])
+        if m == 2:
+            h = decode_batch_header(mv, p, path=path)
+            if validate:
+                validate_batch(mv, h, path=path)
+            if h.base_offset >= hi:
+                break
+            if h.is_control and not include_control:
+                continue
+            tt = int(h.timestamp_type)
+            recs = iter_records(mv, h, path=path)
+            epoch, is_txn = h.partition_leader_epoch, h.is_transactional
+        elif m in (0, 1):
+            msg = decode_legacy_message(mv, p, validate=validate, path=path)
+            tt = int(msg.timestamp_type)
+            recs = iter_legacy_records(msg, path=path)
+            epoch, is_txn = -1, False
+        else:
+            raise CorruptDataError(f"unknown record batch magic {m}", path=path, offset=p)
+        for r in recs:
+            if r.offset < lo or r.offset >= hi:
+                continue
+            offsets.append(r.offset)
+            timestamps.append(r.timestamp)
+            ts_types.append(tt)
+            keys.append(r.key)
+            values.append(r.value)
+            headers.append([(x.key, x.value) for x in r.headers])
+            epochs.append(epoch)
+            txn.append(is_txn)
+            bpos.append(p)
+    return {
+        "offset": np.array(offsets, dtype=np.int64),
+        "timestamp": np.array(timestamps, dtype=np.int64),
+        "timestamp_type": np.array(ts_types, dtype=np.int32),
+        "key": keys,
+        "value": values,
+        "headers": headers,
+        "partition_leader_epoch": np.array(epochs, dtype=np.int32),
+        "is_transactional": np.array(txn, dtype=bool),
+        "batch_position": np.array(bpos, dtype=np.int64),
+        "next_position": int(scan["valid_end"]),
+    }
