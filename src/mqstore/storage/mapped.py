@@ -1,0 +1,292 @@
+"""Memory-mapped fixed-size segment files and the queues of them (RocketMQ spec §0).
+
+A :class:`MappedFile` is one pre-allocated file of a fixed size, mapped whole.  Its name is the
+global offset of its first byte as 20 decimal digits.  A :class:`MappedFileQueue` is the sorted
+list of those files of one directory (a CommitLog or one ConsumeQueue).
+
+Durability: bytes written through a mapping are in the OS page cache at once, so they survive a
+crash of this process (``kill -9``); :meth:`MappedFile.flush` (``msync``) makes them survive a
+crash of the machine.  Nothing here flushes on its own: the owners decide when (flush policies).
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+from pathlib import Path
+
+import numpy as np
+
+from mqstore.errors import GeometryMismatchError, PathOutsideStoreError, ReadOnlyStoreError, StoreError
+
+OS_PAGE_SIZE = 4096
+
+
+def segment_name(offset: int) -> str:
+    return f"{offset:020d}"
+
+
+def ensure_inside(root: Path, path: Path) -> Path:
+    """Resolve ``path`` and check that it lies inside ``root`` (symlinks included)."""
+    real_root = root.resolve()
+    real = path.resolve()
+    if real != real_root and real_root not in real.parents:
+        raise PathOutsideStoreError(f"{path} leads outside the store directory {root}")
+    return real
+
+
+class MappedFile:
+    """One mapped segment file."""
+
+    def __init__(self, path: Path, file_size: int, *, read_only: bool = False, create: bool = False) -> None:
+        self.path = Path(path)
+        self.file_size = file_size
+        self.read_only = read_only
+        try:
+            self.file_from_offset = int(self.path.name)
+        except ValueError as exc:
+            raise StoreError(f"segment file name is not a number: {self.path.name}", path=str(self.path)) from exc
+        if create:
+            if read_only:
+                raise ReadOnlyStoreError("cannot create a segment in a read-only store", path=str(self.path))
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                os.ftruncate(fd, file_size)
+            finally:
+                os.close(fd)
+        actual = self.path.stat().st_size
+        if actual != file_size:
+            raise GeometryMismatchError(
+                f"segment is {actual} bytes but the configured size is {file_size}", path=str(self.path)
+            )
+        flags = os.O_RDONLY if read_only else os.O_RDWR
+        fd = os.open(self.path, flags)
+        try:
+            access = mmap.ACCESS_READ if read_only else mmap.ACCESS_WRITE
+            self._mm: mmap.mmap | None = mmap.mmap(fd, file_size, access=access) if file_size > 0 else None
+        finally:
+            os.close(fd)
+        self._np: np.ndarray | None = None
+        # positions are relative to the file start
+        self.wrote_position = file_size if not create else 0
+        self.flushed_position = file_size if not create else 0
+
+    # ------------------------------------------------------------------ access
+    @property
+    def mm(self) -> mmap.mmap:
+        if self._mm is None:
+            raise StoreError("segment is closed", path=str(self.path))
+        return self._mm
+
+    @property
+    def array(self) -> np.ndarray:
+        """A zero-copy ``uint8`` numpy view of the whole file."""
+        if self._np is None:
+            self._np = np.frombuffer(self.mm, dtype=np.uint8)
+        return self._np
+
+    @property
+    def end_offset(self) -> int:
+        return self.file_from_offset + self.file_size
+
+    def is_full(self) -> bool:
+        return self.wrote_position >= self.file_size
+
+    def read(self, pos: int, size: int) -> bytes:
+        return self.mm[pos : pos + size]
+
+    def write_at(self, pos: int, data: bytes | bytearray | memoryview) -> None:
+        if self.read_only:
+            raise ReadOnlyStoreError("store is opened read-only", path=str(self.path))
+        self.mm[pos : pos + len(data)] = data
+
+    def append(self, data: bytes | bytearray | memoryview) -> int:
+        """Write ``data`` at the write position; returns the position it was written at."""
+        pos = self.wrote_position
+        if pos + len(data) > self.file_size:
+            raise StoreError(f"append of {len(data)} bytes overflows the segment at {pos}", path=str(self.path))
+        self.write_at(pos, data)
+        self.wrote_position = pos + len(data)
+        return pos
+
+    # ------------------------------------------------------------------ flush
+    def is_able_to_flush(self, least_pages: int) -> bool:
+        if self.is_full() and self.flushed_position < self.wrote_position:
+            return True
+        if least_pages > 0:
+            return (self.wrote_position // OS_PAGE_SIZE - self.flushed_position // OS_PAGE_SIZE) >= least_pages
+        return self.wrote_position > self.flushed_position
+
+    def flush(self, least_pages: int = 0) -> int:
+        """``msync`` the written-but-unflushed pages when eligible; returns the flushed position."""
+        if self.read_only or self._mm is None:
+            return self.flushed_position
+        if self.is_able_to_flush(least_pages):
+            start = (self.flushed_position // mmap.PAGESIZE) * mmap.PAGESIZE
+            end = self.wrote_position
+            try:
+                self._mm.flush(start, end - start)
+            except OSError as exc:
+                from mqstore.errors import FlushError
+
+                raise FlushError(f"msync failed: {exc.strerror}", path=str(self.path)) from exc
+            self.flushed_position = end
+        return self.flushed_position
+
+    def flush_all(self) -> None:
+        if not self.read_only and self._mm is not None:
+            self._mm.flush()
+            self.flushed_position = self.wrote_position
+
+    # ------------------------------------------------------------------ lifecycle
+    def close(self) -> None:
+        self._np = None
+        if self._mm is not None:
+            try:
+                self._mm.close()
+            except BufferError:  # a caller still holds a view; the mapping goes when it does
+                pass
+            self._mm = None
+
+    def destroy(self) -> None:
+        self.close()
+        try:
+            self.path.unlink()
+        except FileNotFoundError:
+            pass
+
+    def __repr__(self) -> str:
+        return f"MappedFile({self.path.name}, wrote={self.wrote_position}, flushed={self.flushed_position})"
+
+
+class MappedFileQueue:
+    """The ordered segment files of one directory."""
+
+    def __init__(self, directory: Path, file_size: int, *, read_only: bool = False) -> None:
+        self.directory = Path(directory)
+        self.file_size = file_size
+        self.read_only = read_only
+        self.files: list[MappedFile] = []
+
+    # ------------------------------------------------------------------ load (spec §0)
+    def load(self) -> None:
+        """Open every segment: sorted by name, sub-directories skipped, an empty *last* file
+        deleted, any other file of the wrong length is an error."""
+        if not self.directory.is_dir():
+            return
+        entries = sorted(p for p in self.directory.iterdir() if p.is_file() and p.name.isdigit())
+        for i, p in enumerate(entries):
+            size = p.stat().st_size
+            if size == 0 and i == len(entries) - 1:
+                if not self.read_only:
+                    p.unlink()
+                continue
+            if size != self.file_size:
+                raise GeometryMismatchError(
+                    f"segment is {size} bytes but the configured size is {self.file_size}", path=str(p)
+                )
+            self.files.append(MappedFile(p, self.file_size, read_only=self.read_only))
+
+    # ------------------------------------------------------------------ lookup
+    @property
+    def min_offset(self) -> int:
+        return self.files[0].file_from_offset if self.files else -1
+
+    @property
+    def max_offset(self) -> int:
+        """Global offset just past the last written byte (0 when empty)."""
+        if not self.files:
+            return 0
+        last = self.files[-1]
+        return last.file_from_offset + last.wrote_position
+
+    @property
+    def flushed_offset(self) -> int:
+        if not self.files:
+            return 0
+        last = self.files[-1]
+        return last.file_from_offset + last.flushed_position
+
+    def last(self) -> MappedFile | None:
+        return self.files[-1] if self.files else None
+
+    def find(self, offset: int, *, return_first_on_not_found: bool = False) -> MappedFile | None:
+        """The segment that holds global ``offset``."""
+        if not self.files:
+            return None
+        first = self.files[0]
+        idx = (offset - first.file_from_offset) // self.file_size if offset >= first.file_from_offset else -1
+        if 0 <= idx < len(self.files):
+            f = self.files[idx]
+            if f.file_from_offset <= offset < f.end_offset:
+                return f
+        for f in self.files:  # segments not contiguous (deleted holes): linear fallback
+            if f.file_from_offset <= offset < f.end_offset:
+                return f
+        return first if return_first_on_not_found else None
+
+    def get_last_or_create(self, start_offset: int = 0) -> MappedFile:
+        """The last segment if it has room, else a new one (the first at ``start_offset`` rounded
+        down to the segment size)."""
+        last = self.last()
+        if last is not None and not last.is_full():
+            return last
+        if self.read_only:
+            raise ReadOnlyStoreError("store is opened read-only", path=str(self.directory))
+        new_from = last.end_offset if last is not None else start_offset - start_offset % self.file_size
+        self.directory.mkdir(parents=True, exist_ok=True)
+        mf = MappedFile(self.directory / segment_name(new_from), self.file_size, create=True)
+        self.files.append(mf)
+        return mf
+
+    # ------------------------------------------------------------------ maintenance
+    def set_positions(self, offset: int) -> None:
+        """After recovery: every segment before ``offset`` full, the one holding it at ``offset``."""
+        for f in self.files:
+            if f.end_offset <= offset:
+                f.wrote_position = f.flushed_position = self.file_size
+            elif f.file_from_offset <= offset:
+                f.wrote_position = f.flushed_position = offset - f.file_from_offset
+
+    def truncate_dirty(self, offset: int) -> None:
+        """Drop segments that start beyond ``offset``; set the positions of the one holding it."""
+        keep: list[MappedFile] = []
+        for f in self.files:
+            if f.file_from_offset > offset:
+                if self.read_only:
+                    continue
+                f.destroy()
+                continue
+            keep.append(f)
+        self.files = keep
+        self.set_positions(offset)
+
+    def delete_last(self) -> None:
+        f = self.files.pop()
+        f.destroy()
+
+    def delete_files(self, victims: list[MappedFile]) -> int:
+        ids = {id(v) for v in victims}
+        for v in victims:
+            v.destroy()
+        self.files = [f for f in self.files if id(f) not in ids]
+        return len(victims)
+
+    def flush(self, least_pages: int = 0) -> int:
+        for f in self.files:
+            if f.flushed_position < f.wrote_position:
+                f.flush(least_pages)
+        return self.flushed_offset
+
+    def close(self) -> None:
+        for f in self.files:
+            f.close()
+
+    def destroy(self) -> None:
+        for f in self.files:
+            f.destroy()
+        self.files = []
+        try:
+            self.directory.rmdir()
+        except OSError:
+            pass

@@ -1,0 +1,309 @@
+"""The CommitLog: every message of every topic, in fixed-size mapped segments (spec §1, §6.3).
+
+Durability (see also :class:`mqstore.api.rocketmq.StoreConfig`): an appended record is in the
+page cache when :meth:`CommitLog.append_records` returns, so it survives a crash of the process;
+it survives a crash of the machine once :meth:`CommitLog.flush` has covered it (``msync``).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from mqstore.errors import CorruptDataError, MessageTooLargeError, OffsetOutOfRangeError
+from mqstore.formats.rocketmq.record import (
+    BLANK_RECORD_SIZE,
+    MessageRecord,
+    check_record,
+    encode_blank,
+    store_timestamp_position,
+)
+from mqstore.kernels.rocketmq_scan import STOP_BLANK, STOP_LIMIT, DispatchBatch, scan_segment
+from mqstore.storage.mapped import MappedFile, MappedFileQueue
+
+DEFAULT_COMMIT_LOG_FILE_SIZE = 1024 * 1024 * 1024
+
+
+@dataclass(slots=True)
+class RecoveryResult:
+    process_offset: int  # valid end of the CommitLog
+    start_offset: int  # where the scan began (start of the chosen segment)
+    truncated_bytes: int  # bytes of torn/invalid data dropped at the tail
+    error: str | None  # why the scan stopped before the written end, if it did
+
+
+class CommitLog:
+    def __init__(self, directory: Path, file_size: int = DEFAULT_COMMIT_LOG_FILE_SIZE, *, read_only: bool = False) -> None:
+        if file_size < 64:
+            from mqstore.errors import InvalidArgumentError
+
+            raise InvalidArgumentError(f"CommitLog segment size {file_size} is too small")
+        self.directory = Path(directory)
+        self.file_size = file_size
+        self.queue = MappedFileQueue(self.directory, file_size, read_only=read_only)
+        self.read_only = read_only
+
+    def load(self) -> None:
+        self.queue.load()
+
+    # ------------------------------------------------------------------ offsets
+    @property
+    def min_offset(self) -> int:
+        """Global offset of the oldest segment (0 when there is none)."""
+        return max(self.queue.min_offset, 0)
+
+    @property
+    def max_offset(self) -> int:
+        return self.queue.max_offset
+
+    @property
+    def flushed_offset(self) -> int:
+        return self.queue.flushed_offset
+
+    def roll_next_file(self, offset: int) -> int:
+        return offset + self.file_size - offset % self.file_size
+
+    # ------------------------------------------------------------------ append (spec §1.7)
+    def append_records(self, sizes: list[int], encode_at: EncodeAt) -> list[int]:
+        """Append records of the given sizes; ``encode_at(i, physical_offset)`` returns the bytes
+        of record ``i`` once its offset is known.  The end-of-segment rule applies: a record
+        that does not leave 8 spare bytes goes to the next segment and the rest of the current
+        one becomes a blank record.  Returns the physical offset of each record."""
+        offsets: list[int] = []
+        i = 0
+        n = len(sizes)
+        while i < n:
+            mf = self.queue.get_last_or_create(0)
+            pos = mf.wrote_position
+            max_blank = self.file_size - pos
+            if sizes[i] + BLANK_RECORD_SIZE > self.file_size:
+                raise MessageTooLargeError(
+                    f"record of {sizes[i]} bytes does not fit in a CommitLog segment of {self.file_size} bytes"
+                )
+            if sizes[i] + BLANK_RECORD_SIZE > max_blank:
+                mf.write_at(pos, encode_blank(max_blank))
+                mf.wrote_position = self.file_size
+                continue
+            # As many records as fit, written as one copy.
+            chunk = bytearray()
+            p = pos
+            while i < n and sizes[i] + BLANK_RECORD_SIZE <= self.file_size - p:
+                data = encode_at(i, mf.file_from_offset + p)
+                if len(data) != sizes[i]:
+                    raise CorruptDataError(f"encoded record is {len(data)} bytes, expected {sizes[i]}")
+                chunk += data
+                offsets.append(mf.file_from_offset + p)
+                p += sizes[i]
+                i += 1
+            mf.append(chunk)
+        return offsets
+
+    # ------------------------------------------------------------------ read
+    def segment_for(self, offset: int) -> MappedFile:
+        mf = self.queue.find(offset)
+        if mf is None:
+            raise OffsetOutOfRangeError(
+                f"offset {offset} is outside the CommitLog [{self.min_offset}, {self.max_offset})"
+            )
+        return mf
+
+    def read_record(self, offset: int, *, check_crc: bool = False) -> MessageRecord:
+        """Decode the message record at ``offset`` or raise a typed error naming the offset."""
+        if offset < self.min_offset or offset >= self.max_offset:
+            raise OffsetOutOfRangeError(
+                f"offset {offset} is outside the CommitLog [{self.min_offset}, {self.max_offset})"
+            )
+        mf = self.segment_for(offset)
+        pos = offset - mf.file_from_offset
+        res = check_record(mf.mm, pos, mf.wrote_position, check_crc=check_crc)
+        if res.success and res.record is not None:
+            return res.record
+        if res.size == 0 and res.success:
+            raise CorruptDataError("blank end-of-segment record, not a message", path=str(mf.path), offset=offset)
+        raise CorruptDataError(res.error or "invalid record", path=str(mf.path), offset=offset)
+
+    def read_raw(self, offset: int, size: int) -> bytes:
+        mf = self.segment_for(offset)
+        pos = offset - mf.file_from_offset
+        if pos + size > mf.wrote_position:
+            raise OffsetOutOfRangeError(f"{size} bytes at {offset} run past the written end", path=str(mf.path))
+        return mf.read(pos, size)
+
+    def pickup_store_timestamp(self, offset: int, size: int) -> int:
+        """``pickupStoreTimestamp``: the store time of the record at ``offset``, -1 when unavailable."""
+        if offset < self.min_offset or size <= 0 or offset + size > self.max_offset:
+            return -1
+        mf = self.queue.find(offset)
+        if mf is None:
+            return -1
+        pos = offset - mf.file_from_offset
+        sys_flag = int.from_bytes(mf.mm[pos + 36 : pos + 40], "big", signed=True)
+        tpos = pos + store_timestamp_position(sys_flag)
+        return int.from_bytes(mf.mm[tpos : tpos + 8], "big", signed=True)
+
+    def scan(self, start: int, end: int | None = None, *, check_crc: bool = False, max_records: int | None = None,
+             skip_length_mismatch: bool = True) -> Iterator[DispatchBatch]:
+        """Dispatch batches for the records in [start, end) segment by segment (the reput loop)."""
+        end = self.max_offset if end is None else end
+        offset = max(start, self.min_offset)
+        while offset < end:
+            mf = self.queue.find(offset)
+            if mf is None:
+                return
+            seg_end = min(mf.file_from_offset + mf.wrote_position, end)
+            pos = offset - mf.file_from_offset
+            batch = scan_segment(
+                mf.mm, mf.file_from_offset, pos, seg_end - mf.file_from_offset,
+                check_crc=check_crc, max_records=max_records, skip_length_mismatch=skip_length_mismatch,
+            )
+            yield batch
+            if batch.stop == STOP_BLANK:
+                offset = self.roll_next_file(batch.next_offset)
+            elif batch.stop == STOP_LIMIT:
+                offset = batch.next_offset
+            else:
+                return
+
+    # ------------------------------------------------------------------ recovery (spec §6.3)
+    def _first_record_ok(self, mf: MappedFile, check_crc: bool) -> MessageRecord | None:
+        res = check_record(mf.mm, 0, mf.file_size, check_crc=check_crc, read_body=check_crc)
+        if not res.success or res.record is None or res.record.store_timestamp == 0:
+            return None
+        return res.record
+
+    def choose_recovery_segment(self, *, normal: bool, dispatch_from_phy: int, min_timestamp: int, check_crc: bool) -> int:
+        files = self.queue.files
+        if not files:
+            return 0
+        if normal:
+            for i in range(len(files) - 1, 0, -1):
+                rec = self._first_record_ok(files[i], check_crc)
+                if rec is not None and rec.physical_offset <= dispatch_from_phy:
+                    return i
+            return 0
+        for i in range(len(files) - 1, -1, -1):
+            rec = self._first_record_ok(files[i], check_crc)
+            if rec is not None and rec.store_timestamp <= min_timestamp:
+                return i
+        return 0
+
+    def find_valid_end(self, start_index: int, *, check_crc: bool) -> RecoveryResult:
+        """Scan forward from segment ``start_index`` and return the end of the valid records."""
+        files = self.queue.files
+        if not files:
+            return RecoveryResult(0, 0, 0, None)
+        idx = start_index
+        start_offset = files[idx].file_from_offset
+        process = start_offset
+        error = None
+        while idx < len(files):
+            mf = files[idx]
+            batch = scan_segment(mf.mm, mf.file_from_offset, 0, mf.file_size, check_crc=check_crc, skip_length_mismatch=False)
+            process = batch.next_offset
+            if batch.stop == STOP_BLANK:
+                if idx + 1 < len(files) and files[idx + 1].file_from_offset == mf.end_offset:
+                    idx += 1
+                    process = files[idx].file_from_offset
+                    continue
+                process = mf.end_offset if idx + 1 >= len(files) else process
+                break
+            error = batch.error
+            break
+        return RecoveryResult(process, start_offset, 0, error)
+
+    def truncate_dirty(self, offset: int) -> int:
+        """Drop everything at and beyond ``offset``: later segments are deleted and the rest of
+        the segment holding it is zeroed (so stale bytes can never be mistaken for records).
+        Returns the number of bytes that were dropped from written segments."""
+        dropped = 0
+        for mf in self.queue.files:
+            if mf.file_from_offset > offset:
+                dropped += _used_bytes(mf, 0)
+            elif mf.file_from_offset <= offset < mf.end_offset:
+                pos = offset - mf.file_from_offset
+                dropped += _used_bytes(mf, pos)
+                if not self.read_only and dropped:
+                    zero_range(mf, pos, mf.file_size)
+        self.queue.truncate_dirty(offset)
+        if self.queue.files and self.queue.files[-1].end_offset == offset:
+            self.queue.files[-1].wrote_position = self.file_size
+        return dropped
+
+    # ------------------------------------------------------------------ flush / retention
+    def flush(self, least_pages: int = 0) -> int:
+        return self.queue.flush(least_pages)
+
+    def delete_expired_by_time(self, expired_before_ms: int, *, max_files: int = 10) -> int:
+        """Delete whole segments (never the last) whose files were last modified before the
+        given time, oldest first, stopping at the first one that is not expired."""
+        victims: list[MappedFile] = []
+        for mf in self.queue.files[:-1]:
+            if len(victims) >= max_files:
+                break
+            if int(mf.path.stat().st_mtime * 1000) < expired_before_ms:
+                victims.append(mf)
+            else:
+                break
+        return self.queue.delete_files(victims)
+
+    def close(self) -> None:
+        self.queue.close()
+
+
+class EncodeAt:  # typing helper (a callable protocol)
+    def __call__(self, i: int, physical_offset: int) -> bytes: ...
+
+
+_libc = None
+
+
+def _used_bytes(mf: MappedFile, pos: int) -> int:
+    """Bytes from ``pos`` up to the last non-zero byte of the segment (torn or stale data)."""
+    nz = np.flatnonzero(mf.array[pos:])
+    del_ = int(nz[-1]) + 1 if len(nz) else 0
+    return del_
+
+
+def _fallocate_punch(fd: int, offset: int, length: int) -> bool:
+    global _libc
+    try:
+        if _libc is None:
+            _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        fn = _libc.fallocate
+        fn.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_long, ctypes.c_long]
+        # FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE
+        return fn(fd, 0x01 | 0x02, offset, length) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def zero_range(mf: MappedFile, start: int, end: int) -> None:
+    """Make ``[start, end)`` of a segment read as zeros (hole punching where possible)."""
+    if end <= start:
+        return
+    page = 4096
+    a = -(-start // page) * page
+    # zero the partial first page by hand
+    head_end = min(a, end)
+    if head_end > start:
+        mf.mm[start:head_end] = bytes(head_end - start)
+    if a >= end:
+        return
+    fd = os.open(mf.path, os.O_RDWR)
+    try:
+        if _fallocate_punch(fd, a, end - a):
+            return
+    finally:
+        os.close(fd)
+    arr = mf.array
+    chunk = 1 << 20
+    for s in range(a, end, chunk):
+        e = min(end, s + chunk)
+        if np.any(arr[s:e]):
+            mf.mm[s:e] = bytes(e - s)

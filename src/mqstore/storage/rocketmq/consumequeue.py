@@ -1,0 +1,342 @@
+"""ConsumeQueue: per topic/queue files of 20-byte units (RocketMQ spec §2).
+
+Durability: units are written through the mapping (safe from a process crash at once); the
+store's flush service ``msync``s them every ``flush_interval_consume_queue_ms`` and on close.
+A ConsumeQueue can always be rebuilt from the CommitLog, so losing its tail in a machine crash
+only costs re-dispatching (recovery does that).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from mqstore.errors import StoreError
+from mqstore.formats.rocketmq.consumequeue import (
+    BLANK_UNIT,
+    CQ_DTYPE,
+    CQ_UNIT_SIZE,
+    CQUnit,
+    decode_unit,
+    encode_unit,
+)
+from mqstore.storage.mapped import MappedFile, MappedFileQueue
+
+#: Given (commit_log_offset, size) → the message's store timestamp, or -1 when unavailable.
+StoreTimeLookup = Callable[[int, int], int]
+
+BOUNDARY_LOWER = "lower"
+BOUNDARY_UPPER = "upper"
+
+
+class ConsumeQueue:
+    def __init__(self, directory: Path, topic: str, queue_id: int, file_size: int, *, read_only: bool = False) -> None:
+        self.topic = topic
+        self.queue_id = queue_id
+        self.file_size = file_size
+        self.queue = MappedFileQueue(directory, file_size, read_only=read_only)
+        self.max_physic_offset = -1
+        self.min_logic_offset = 0  # bytes
+
+    # ------------------------------------------------------------------ load / recover
+    def load(self) -> None:
+        self.queue.load()
+
+    def recover(self) -> None:
+        """Spec §2.4: scan the last three segments for the end of the valid units."""
+        files = self.queue.files
+        if not files:
+            return
+        idx = max(0, len(files) - 3)
+        process_offset = files[idx].file_from_offset
+        max_ext = -1
+        while idx < len(files):
+            f = files[idx]
+            units = np.frombuffer(f.mm, dtype=CQ_DTYPE)
+            valid = (units["offset"] >= 0) & (units["size"] > 0)
+            n_valid = len(units) if valid.all() else int(np.argmin(valid))
+            real = units[:n_valid][~_blank_mask(units[:n_valid])]
+            if len(real):
+                max_ext = int(real[-1]["offset"]) + int(real[-1]["size"])
+            del real
+            process_offset = f.file_from_offset + n_valid * CQ_UNIT_SIZE
+            full = n_valid == len(units)
+            del units, valid
+            if full and idx + 1 < len(files):
+                idx += 1
+                continue
+            break
+        self.max_physic_offset = max_ext
+        self.queue.truncate_dirty(process_offset)
+
+    def truncate_dirty_logic_files(self, phy_offset: int) -> None:
+        """Spec §2.4: drop units whose message starts at or beyond ``phy_offset`` (the CommitLog's
+        valid end): whole last segments whose first unit is beyond it, then the tail of the new
+        last segment from its first invalid or beyond-the-end unit."""
+        while True:
+            last = self.queue.last()
+            if last is None:
+                self.max_physic_offset = -1
+                return
+            units = np.frombuffer(last.mm, dtype=CQ_DTYPE)
+            if int(units[0]["offset"]) >= phy_offset and len(self.queue.files) > 0:
+                del units
+                self.queue.delete_last()
+                continue
+            keep = (units["offset"] >= 0) & (units["size"] > 0) & (units["offset"] < phy_offset)
+            k = len(units) if keep.all() else int(np.argmin(keep))
+            old = last.wrote_position // CQ_UNIT_SIZE
+            last.wrote_position = last.flushed_position = k * CQ_UNIT_SIZE
+            if k < old:
+                last.mm[k * CQ_UNIT_SIZE : old * CQ_UNIT_SIZE] = bytes((old - k) * CQ_UNIT_SIZE)
+            real = units[:k][~_blank_mask(units[:k])]
+            if len(real):
+                self.max_physic_offset = int(real[-1]["offset"]) + int(real[-1]["size"])
+            del units, keep, real
+            return
+
+    # ------------------------------------------------------------------ offsets
+    @property
+    def max_offset_in_queue(self) -> int:
+        return self.queue.max_offset // CQ_UNIT_SIZE
+
+    @property
+    def min_offset_in_queue(self) -> int:
+        return self.min_logic_offset // CQ_UNIT_SIZE
+
+    def correct_min_offset(self, min_commit_log_offset: int) -> None:
+        """Spec §2.5: move ``min_logic_offset`` to the first unit pointing at live CommitLog data."""
+        files = self.queue.files
+        if not files:
+            return
+        last_unit = self.get_unit(self.max_offset_in_queue - 1) if self.max_offset_in_queue > 0 else None
+        if last_unit is not None and last_unit.commit_log_offset < min_commit_log_offset:
+            self.min_logic_offset = self.queue.max_offset
+            return
+        first = files[0]
+        n = first.wrote_position // CQ_UNIT_SIZE
+        units = np.frombuffer(first.mm, dtype=CQ_DTYPE, count=n)
+        start = max(0, (self.min_logic_offset - first.file_from_offset) // CQ_UNIT_SIZE)
+        offs = units["offset"][start:]
+        ok = (offs >= min_commit_log_offset) & (units["size"][start:] > 0)
+        if ok.any():
+            i = start + int(np.argmax(ok))
+            self.min_logic_offset = max(self.min_logic_offset, first.file_from_offset + i * CQ_UNIT_SIZE)
+        del units, offs, ok
+
+    # ------------------------------------------------------------------ write (spec §2.3)
+    def put_unit(self, commit_log_offset: int, size: int, tags_code: int, cq_offset: int) -> bool:
+        if commit_log_offset + size <= self.max_physic_offset:
+            return True
+        expect = cq_offset * CQ_UNIT_SIZE
+        mf = self._file_for_logic_offset(expect)
+        if mf is None:
+            raise StoreError(f"cannot create ConsumeQueue segment for {self.topic}/{self.queue_id}")
+        if mf is self.queue.files[0] and cq_offset != 0 and mf.wrote_position == 0 and len(self.queue.files) == 1:
+            self.min_logic_offset = expect
+            self._fill_pre_blank(mf, expect)
+        if cq_offset != 0:
+            cur = mf.file_from_offset + mf.wrote_position
+            if expect < cur:
+                return True  # duplicate
+        self.max_physic_offset = commit_log_offset + size
+        mf.append(encode_unit(commit_log_offset, size, tags_code))
+        return True
+
+    def put_units(self, offsets: np.ndarray, sizes: np.ndarray, tags: np.ndarray, cq_offsets: np.ndarray) -> int:
+        """Append many units of this queue (in CommitLog order); vectorised when they are the
+        contiguous continuation of the queue, otherwise unit by unit with the exact rules."""
+        n = len(offsets)
+        if n == 0:
+            return 0
+        done = 0
+        # Skip what is already written (replayed batches).
+        already = offsets + sizes <= self.max_physic_offset
+        if already.any():
+            first_new = int(np.argmin(already)) if not already.all() else n
+            done = first_new
+        while done < n:
+            expect_unit = int(cq_offsets[done])
+            cur_unit = self.queue.max_offset // CQ_UNIT_SIZE
+            if expect_unit != cur_unit or not self.queue.files:
+                self.put_unit(int(offsets[done]), int(sizes[done]), int(tags[done]), expect_unit)
+                done += 1
+                continue
+            # contiguous run: units done.. with cq offsets cur_unit, cur_unit+1, ...
+            run_end = done + 1
+            expected = cq_offsets[done:] - np.arange(n - done) - expect_unit
+            bad = np.nonzero(expected)[0]
+            run_end = done + (int(bad[0]) if len(bad) else n - done)
+            mf = self._file_for_logic_offset(expect_unit * CQ_UNIT_SIZE)
+            assert mf is not None
+            room = (mf.file_size - mf.wrote_position) // CQ_UNIT_SIZE
+            take = min(room, run_end - done)
+            arr = np.empty(take, dtype=CQ_DTYPE)
+            arr["offset"] = offsets[done : done + take]
+            arr["size"] = sizes[done : done + take]
+            arr["tags_code"] = tags[done : done + take]
+            mf.append(arr.tobytes())
+            self.max_physic_offset = int(offsets[done + take - 1]) + int(sizes[done + take - 1])
+            done += take
+        return n
+
+    def _file_for_logic_offset(self, logic_offset: int) -> MappedFile | None:
+        q = self.queue
+        if not q.files:
+            start = logic_offset - logic_offset % self.file_size
+            return q.get_last_or_create(start)
+        last = q.files[-1]
+        while logic_offset >= last.end_offset or last.is_full():
+            if logic_offset < last.end_offset and not last.is_full():
+                break
+            last = q.get_last_or_create(last.end_offset)
+            if logic_offset < last.end_offset:
+                break
+        return q.find(logic_offset) or last
+
+    def _fill_pre_blank(self, mf: MappedFile, until: int) -> None:
+        blank = encode_unit(*BLANK_UNIT)
+        n = (until % mf.file_size) // CQ_UNIT_SIZE
+        mf.append(blank * n)
+
+    # ------------------------------------------------------------------ read
+    def get_unit(self, queue_offset: int) -> CQUnit | None:
+        if queue_offset < self.min_offset_in_queue or queue_offset >= self.max_offset_in_queue:
+            return None
+        pos = queue_offset * CQ_UNIT_SIZE
+        mf = self.queue.find(pos)
+        if mf is None:
+            return None
+        return decode_unit(mf.mm, pos - mf.file_from_offset)
+
+    def get_units(self, queue_offset: int, max_count: int) -> np.ndarray:
+        """Units from ``queue_offset`` (at most ``max_count``), as a structured array (copied)."""
+        out: list[np.ndarray] = []
+        q = max(queue_offset, self.min_offset_in_queue)
+        end = min(self.max_offset_in_queue, q + max_count)
+        while q < end:
+            pos = q * CQ_UNIT_SIZE
+            mf = self.queue.find(pos)
+            if mf is None:
+                break
+            rel = (pos - mf.file_from_offset) // CQ_UNIT_SIZE
+            take = min(end - q, mf.wrote_position // CQ_UNIT_SIZE - rel)
+            if take <= 0:
+                break
+            out.append(np.frombuffer(mf.mm, dtype=CQ_DTYPE, count=take, offset=rel * CQ_UNIT_SIZE).copy())
+            q += take
+        return np.concatenate(out) if out else np.empty(0, dtype=CQ_DTYPE)
+
+    # ------------------------------------------------------------------ time search (spec §2.6)
+    def offset_in_queue_by_time(
+        self, timestamp: int, boundary: str, store_time: StoreTimeLookup, min_phy_offset: int
+    ) -> int:
+        files = [f for f in self.queue.files if f.wrote_position > 0]
+        if not files:
+            return 0
+        mf = self._file_by_time(files, timestamp, boundary, store_time)
+        if mf is None:
+            return 0
+        result = self._binary_search_by_time(mf, timestamp, boundary, store_time, min_phy_offset)
+        return max(self.min_offset_in_queue, min(result, self.max_offset_in_queue))
+
+    def _unit_time(self, mf: MappedFile, pos: int, store_time: StoreTimeLookup) -> tuple[int, int]:
+        u = decode_unit(mf.mm, pos)
+        return u.commit_log_offset, store_time(u.commit_log_offset, u.size)
+
+    def _file_by_time(
+        self, files: list[MappedFile], timestamp: int, boundary: str, store_time: StoreTimeLookup
+    ) -> MappedFile | None:
+        if boundary == BOUNDARY_LOWER:
+            for f in files[:-1]:
+                last_pos = f.wrote_position - CQ_UNIT_SIZE
+                _, stop = self._unit_time(f, last_pos, store_time)
+                if stop >= timestamp:
+                    return f
+            return files[-1]
+        for f in reversed(files):
+            _, start = self._unit_time(f, 0, store_time)
+            if start <= timestamp:
+                return f
+        return None
+
+    def _binary_search_by_time(
+        self, mf: MappedFile, timestamp: int, boundary: str, store_time: StoreTimeLookup, min_phy_offset: int
+    ) -> int:
+        fs = mf.file_from_offset
+        low = self.min_logic_offset - fs if self.min_logic_offset > fs else 0
+        floor = low
+        rng = mf.file_size if mf.is_full() else mf.wrote_position
+        ceiling = rng - CQ_UNIT_SIZE
+        high = ceiling
+        lower = boundary == BOUNDARY_LOWER
+        _, t_ceiling = self._unit_time(mf, ceiling, store_time)
+        if t_ceiling < timestamp:
+            return (fs + ceiling + CQ_UNIT_SIZE) // CQ_UNIT_SIZE if lower else (fs + ceiling) // CQ_UNIT_SIZE
+        _, t_floor = self._unit_time(mf, floor, store_time)
+        if t_floor > timestamp:
+            return fs // CQ_UNIT_SIZE if lower else 0
+        left = right = -1
+        found = -1
+        while high >= low:
+            mid = (low + high) // 40 * 20
+            off, t = self._unit_time(mf, mid, store_time)
+            if off < min_phy_offset:
+                low = mid + CQ_UNIT_SIZE
+                left = mid
+                continue
+            if t < 0:
+                return 0
+            if t == timestamp:
+                found = mid
+                break
+            if t > timestamp:
+                high = mid - CQ_UNIT_SIZE
+                right = mid
+            else:
+                low = mid + CQ_UNIT_SIZE
+                left = mid
+        if found >= 0:
+            if lower:
+                while found - CQ_UNIT_SIZE >= floor and self._unit_time(mf, found - CQ_UNIT_SIZE, store_time)[1] == timestamp:
+                    found -= CQ_UNIT_SIZE
+            else:
+                while found + CQ_UNIT_SIZE <= ceiling and self._unit_time(mf, found + CQ_UNIT_SIZE, store_time)[1] == timestamp:
+                    found += CQ_UNIT_SIZE
+            offset = found
+        else:
+            offset = right if lower else left
+        return _java_div(fs + offset, CQ_UNIT_SIZE)
+
+    # ------------------------------------------------------------------ retention / flush
+    def delete_expired(self, min_commit_log_offset: int) -> int:
+        """Spec §2.5: delete segments (never the last) whose last unit points below the offset."""
+        victims: list[MappedFile] = []
+        for f in self.queue.files[:-1]:
+            last = decode_unit(f.mm, f.file_size - CQ_UNIT_SIZE)
+            if last.commit_log_offset < min_commit_log_offset:
+                victims.append(f)
+            else:
+                break
+        n = self.queue.delete_files(victims)
+        if n:
+            self.min_logic_offset = max(self.min_logic_offset, self.queue.files[0].file_from_offset if self.queue.files else 0)
+        self.correct_min_offset(min_commit_log_offset)
+        return n
+
+    def flush(self, least_pages: int = 0) -> None:
+        self.queue.flush(least_pages)
+
+    def close(self) -> None:
+        self.queue.close()
+
+
+def _java_div(a: int, b: int) -> int:
+    q = abs(a) // abs(b)
+    return q if (a >= 0) == (b > 0) else -q
+
+
+def _blank_mask(units: np.ndarray) -> np.ndarray:
+    return (units["offset"] == 0) & (units["size"] == 2**31 - 1) & (units["tags_code"] == 0)

@@ -1,0 +1,323 @@
+"""IndexFile files and the IndexService (spec §3–4): hash index of message keys.
+
+Files live in ``index/`` and are named ``yyyyMMddHHmmssSSS`` (UTC) of the store timestamp of
+their first key, bumped by 1 ms when that name is not greater than the last one; the broker uses
+the wall clock at creation instead, which makes the names irreproducible.  The contents are
+byte-identical to what the broker writes for the same messages.
+
+Durability: keys are written through the mapping (safe from a process crash at once).  A file is
+``msync``ed when it fills and a new one is rolled (then the checkpoint's ``indexMsgTimestamp``
+advances), and all files are flushed on close.  After an unclean shutdown the files newer than
+the checkpoint are not deleted as the broker does (which loses key lookups): they are rebuilt by
+re-dispatching their messages from the CommitLog (:meth:`IndexService.load` returns where from).
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from mqstore.errors import CorruptIndexError, GeometryMismatchError, ReadOnlyStoreError
+from mqstore.formats.rocketmq.indexfile import IndexFileBuffer, index_file_size
+from mqstore.formats.rocketmq.javahash import index_key_hash
+from mqstore.formats.rocketmq.msgid import index_file_name, index_file_name_to_ms
+from mqstore.kernels.rocketmq_scan import DispatchBatch
+
+LONG_MAX = 2**63 - 1
+
+
+class IndexFile:
+    """One mapped IndexFile."""
+
+    def __init__(self, path: Path, hash_slot_num: int, index_num: int, *, read_only: bool = False, create: bool = False) -> None:
+        self.path = Path(path)
+        self.name = self.path.name
+        self.read_only = read_only
+        size = index_file_size(hash_slot_num, index_num)
+        if create:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+            try:
+                os.ftruncate(fd, size)
+            finally:
+                os.close(fd)
+        actual = self.path.stat().st_size
+        if actual != size:
+            raise GeometryMismatchError(
+                f"index file is {actual} bytes but {hash_slot_num} slots x {index_num} items need {size}",
+                path=str(self.path),
+            )
+        fd = os.open(self.path, os.O_RDONLY if read_only else os.O_RDWR)
+        try:
+            self.mm = mmap.mmap(fd, size, access=mmap.ACCESS_READ if read_only else mmap.ACCESS_WRITE)
+        finally:
+            os.close(fd)
+        self.buffer = IndexFileBuffer(self.mm, hash_slot_num, index_num, load=not create)
+
+    @property
+    def header(self):
+        return self.buffer.header
+
+    def is_write_full(self) -> bool:
+        return self.buffer.is_write_full()
+
+    def flush(self) -> None:
+        if self.read_only:
+            return
+        self.buffer.write_header()
+        self.mm.flush()
+
+    def close(self) -> None:
+        try:
+            self.mm.close()
+        except BufferError:
+            pass
+
+    def destroy(self) -> None:
+        self.close()
+        try:
+            self.path.unlink()
+        except FileNotFoundError:
+            pass
+
+
+@dataclass(slots=True)
+class QueryOffsetResult:
+    phy_offsets: list[int]
+    index_last_update_timestamp: int
+    index_last_update_phyoffset: int
+
+
+class IndexService:
+    def __init__(self, directory: Path, hash_slot_num: int, index_num: int, *, read_only: bool = False) -> None:
+        self.directory = Path(directory)
+        self.hash_slot_num = hash_slot_num
+        self.index_num = index_num
+        self.read_only = read_only
+        self.files: list[IndexFile] = []
+        # Messages below resume_offset are indexed; the first resume_skip keys of the message at
+        # resume_offset are indexed too (a file can fill in the middle of a message's keys).
+        self.resume_offset = -1
+        self.resume_skip = 0
+        self.on_file_full = None  # callback(end_timestamp) after a full file is flushed
+
+    # ------------------------------------------------------------------ load (spec §4.5)
+    def load(self, last_exit_ok: bool, index_msg_timestamp: int, commit_log_end: int | None = None) -> int | None:
+        """Open the files.  After an unclean shutdown, the files the broker would delete (end
+        timestamp newer than the checkpoint, or pointing beyond the valid CommitLog end) are
+        removed and the offset from which their messages must be re-dispatched is returned
+        (``None`` when nothing has to be rebuilt)."""
+        if not self.directory.is_dir():
+            return None
+        names = sorted(p.name for p in self.directory.iterdir() if p.is_file())
+        for name in names:
+            if not name.isdigit():
+                continue  # the broker skips non-numeric names
+            self.files.append(IndexFile(self.directory / name, self.hash_slot_num, self.index_num, read_only=self.read_only))
+        rebuild_from: int | None = None
+        if not last_exit_ok or commit_log_end is not None:
+            keep = len(self.files)
+            while keep > 0:
+                h = self.files[keep - 1].header
+                stale = (not last_exit_ok and h.end_timestamp > index_msg_timestamp) or (
+                    commit_log_end is not None and h.end_phy_offset >= commit_log_end and h.index_count > 1
+                )
+                if not stale:
+                    break
+                keep -= 1
+            if keep < len(self.files):
+                victims = self.files[keep:]
+                self.files = self.files[:keep]
+                # Re-dispatch from the last message the kept files hold (its missing keys are
+                # completed, see _compute_resume), or from the start when no file is kept.
+                rebuild_from = self.files[-1].header.end_phy_offset if self.files else 0
+                if not self.read_only:
+                    for v in victims:
+                        v.destroy()
+        self._compute_resume()
+        return rebuild_from
+
+    def _compute_resume(self) -> None:
+        """Find the last indexed message and how many of its keys the files hold."""
+        self.resume_offset, self.resume_skip = -1, 0
+        for f in reversed(self.files):
+            h = f.header
+            if h.index_count <= 1:
+                continue
+            if self.resume_offset < 0:
+                self.resume_offset = h.end_phy_offset
+            elif h.end_phy_offset != self.resume_offset:
+                break
+            n = h.index_count - 1
+            count = 0
+            for item in range(n, 0, -1):
+                _, phy, _, _ = f.buffer.read_item(item)
+                if phy != self.resume_offset:
+                    break
+                count += 1
+            self.resume_skip += count
+            if count < n:
+                break
+
+    # ------------------------------------------------------------------ files
+    def last_file(self) -> IndexFile | None:
+        return self.files[-1] if self.files else None
+
+    def _new_file(self, first_timestamp: int) -> IndexFile:
+        if self.read_only:
+            raise ReadOnlyStoreError("store is opened read-only", path=str(self.directory))
+        self.directory.mkdir(parents=True, exist_ok=True)
+        prev = self.last_file()
+        ts = max(first_timestamp, 0)
+        name = index_file_name(ts)
+        if prev is not None and prev.name.isdigit() and len(prev.name) == 17 and name <= prev.name:
+            name = index_file_name(index_file_name_to_ms(prev.name) + 1)
+        while (self.directory / name).exists():
+            name = index_file_name(index_file_name_to_ms(name) + 1)
+        f = IndexFile(self.directory / name, self.hash_slot_num, self.index_num, create=True)
+        if prev is not None:
+            f.buffer.carry_over(prev.header.end_phy_offset, prev.header.end_timestamp)
+            prev.flush()
+            if prev.is_write_full() and self.on_file_full is not None:
+                self.on_file_full(prev.header.end_timestamp)
+        self.files.append(f)
+        return f
+
+    def _current(self, timestamp: int) -> IndexFile:
+        last = self.last_file()
+        if last is None or last.is_write_full():
+            last = self._new_file(timestamp)
+        return last
+
+    # ------------------------------------------------------------------ build (spec §4.2)
+    def put_hashes(self, key_hash: np.ndarray, phy_offset: np.ndarray, store_ts: np.ndarray) -> None:
+        """Put keys (already hashed) in order, rolling files as they fill."""
+        n = len(key_hash)
+        i = 0
+        while i < n:
+            f = self._current(int(store_ts[i]))
+            i += _bulk_put(f, key_hash, phy_offset, store_ts, i)
+
+    def build(self, batch: DispatchBatch) -> int:
+        """Index the keys of a dispatch batch (ROLLBACK messages skipped, already indexed keys
+        skipped); returns the number of keys put."""
+        if len(batch.key_hash) == 0:
+            return 0
+        mask = batch.index_key_mask()
+        rows = batch.key_row
+        offsets = batch.commit_log_offset[rows]
+        if self.resume_offset >= 0:
+            mask &= offsets >= self.resume_offset
+            at = np.nonzero(mask & (offsets == self.resume_offset))[0]
+            if len(at):
+                mask[at[: self.resume_skip]] = False
+        if not mask.any():
+            return 0
+        hashes = batch.key_hash[mask]
+        offs = offsets[mask]
+        ts = batch.store_timestamp[rows][mask]
+        self.put_hashes(hashes, offs, ts)
+        last = int(offs[-1])
+        put_for_last = int(np.count_nonzero(offs == last))
+        self.resume_skip = self.resume_skip + put_for_last if last == self.resume_offset else put_for_last
+        self.resume_offset = last
+        return len(hashes)
+
+    # ------------------------------------------------------------------ query (spec §4.3)
+    def query_offset(self, topic: str, key: str, max_num: int, begin: int, end: int, *, cap: int | None = 64) -> QueryOffsetResult:
+        """``IndexService.queryOffset``: candidate offsets newest first (hash matches only)."""
+        if cap is not None:
+            max_num = min(max_num, cap)
+        out: list[int] = []
+        last_ts = last_phy = 0
+        key_hash = index_key_hash(f"{topic}#{key}")
+        for i, f in enumerate(reversed(self.files)):
+            h = f.header
+            if i == 0:
+                last_ts, last_phy = h.end_timestamp, h.end_phy_offset
+            if f.buffer.is_time_matched(begin, end):
+                f.buffer.select_by_hash(out, key_hash, max_num, begin, end)
+            if h.begin_timestamp < begin:
+                break
+            if len(out) >= max_num:
+                break
+        return QueryOffsetResult(out, last_ts, last_phy)
+
+    def candidates(self, topic: str, key: str, begin: int, end: int) -> Iterable[int]:
+        """Every candidate offset of ``topic#key`` whose (second-granularity) index time may lie
+        in [begin, end], newest first, with no cap.  Callers re-check key and time exactly."""
+        key_hash = index_key_hash(f"{topic}#{key}")
+        # The index rounds times down to whole seconds after the file's begin: widen by 1 s.
+        wbegin = max(0, begin - 1000)
+        for f in reversed(self.files):
+            h = f.header
+            if h.index_count <= 1:
+                continue
+            if not f.buffer.is_time_matched(wbegin, end):
+                if h.end_timestamp < wbegin:
+                    break
+                continue
+            out: list[int] = []
+            f.buffer.select_by_hash(out, key_hash, LONG_MAX, wbegin, end)
+            yield from out
+            if h.begin_timestamp < wbegin:
+                break
+
+    # ------------------------------------------------------------------ retention / flush
+    def delete_expired(self, min_commit_log_offset: int) -> int:
+        if not self.files or self.files[0].header.end_phy_offset >= min_commit_log_offset:
+            return 0
+        victims = []
+        for f in self.files[:-1]:
+            if f.header.end_phy_offset < min_commit_log_offset:
+                victims.append(f)
+            else:
+                break
+        for v in victims:
+            v.destroy()
+        self.files = self.files[len(victims) :]
+        return len(victims)
+
+    def flush(self) -> None:
+        for f in self.files:
+            f.flush()
+
+    def close(self) -> None:
+        for f in self.files:
+            f.close()
+        self.files = []
+
+    def verify_chains(self) -> list[str]:
+        """Sanity problems of the files (bad counts, links out of range)."""
+        problems = []
+        for f in self.files:
+            h = f.header
+            if not 1 <= h.index_count <= self.index_num:
+                problems.append(f"{f.name}: indexCount {h.index_count} outside 1..{self.index_num}")
+            if h.hash_slot_count > min(self.hash_slot_num, max(h.index_count - 1, 0)):
+                problems.append(f"{f.name}: hashSlotCount {h.hash_slot_count} exceeds the keys stored")
+        return problems
+
+
+def _bulk_put(f: IndexFile, key_hash: np.ndarray, phy: np.ndarray, ts: np.ndarray, start: int) -> int:
+    """Put keys from ``start`` until the file is full; returns how many were put."""
+    try:
+        from mqstore.kernels import rocketmq_index as kernel
+    except ImportError:
+        kernel = None
+    if kernel is not None and hasattr(kernel, "bulk_put_file"):
+        return kernel.bulk_put_file(f.buffer, key_hash, phy, ts, start)
+    buf = f.buffer
+    i = start
+    n = len(key_hash)
+    while i < n:
+        if not buf.put_hash(int(key_hash[i]), int(phy[i]), int(ts[i])):
+            break
+        i += 1
+    if i == start and n > start:
+        raise CorruptIndexError("index file refused a key although it is not full", path=str(f.path))
+    return i - start

@@ -1,0 +1,479 @@
+"""The RocketMQ-layout store engine: files, locking, recovery, append, dispatch, flush, retention.
+
+:class:`mqstore.api.rocketmq.MessageStore` is the public face; this class owns the files.
+
+Threads (when ``config.background_services``): the *reput* service dispatches new CommitLog
+records into the ConsumeQueues and IndexFiles; the *flush* service flushes the CommitLog (async
+mode), the ConsumeQueues and the checkpoint; the *cleaner* applies retention.  Readers never wait
+for the reput thread: every read first dispatches what is pending (read-your-writes).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from mqstore.errors import (
+    CorruptDataError,
+    ReadOnlyStoreError,
+    StoreClosedError,
+    StoreLockedError,
+    StoreNotFoundError,
+)
+from mqstore.formats.rocketmq.record import (
+    TRANSACTION_MASK,
+    TRANSACTION_PREPARED_TYPE,
+    TRANSACTION_ROLLBACK_TYPE,
+    MessageRecord,
+    encode_record,
+    record_length,
+)
+from mqstore.kernels.rocketmq_scan import DispatchBatch
+from mqstore.storage.mapped import ensure_inside
+from mqstore.storage.rocketmq.checkpoint import StoreCheckpoint
+from mqstore.storage.rocketmq.commitlog import CommitLog, RecoveryResult
+from mqstore.storage.rocketmq.config import FLUSH_SYNC, StoreConfig, validate_topic
+from mqstore.storage.rocketmq.consumequeue import ConsumeQueue
+from mqstore.storage.rocketmq.index import IndexService
+
+OS_PAGE = 4096
+
+
+@dataclass(slots=True)
+class AppendResult:
+    commit_log_offset: int
+    size: int
+    queue_offset: int
+    store_timestamp: int
+
+
+@dataclass(slots=True)
+class RecoveryReport:
+    clean_shutdown: bool
+    commit_log_end: int
+    truncated_bytes: int
+    redispatched_from: int | None
+    index_rebuilt_from: int | None
+    error: str | None
+
+
+class RocketMQStore:
+    def __init__(self, root: str | os.PathLike[str], config: StoreConfig | None = None, *, read_only: bool = False,
+                 create: bool = True) -> None:
+        self.root = Path(root)
+        self.config = config or StoreConfig()
+        self.read_only = read_only
+        if not self.root.exists():
+            if read_only or not create:
+                raise StoreNotFoundError(f"store directory {self.root} does not exist")
+            self.root.mkdir(parents=True)
+        if not self.root.is_dir():
+            raise StoreNotFoundError(f"{self.root} is not a directory")
+        self._closed = False
+        self._lock_fd: int | None = None
+        self._put_lock = threading.RLock()
+        self._dispatch_lock = threading.RLock()
+        self._flush_lock = threading.Lock()
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self.background_error: BaseException | None = None
+        self.queue_offsets: dict[tuple[str, int], int] = {}
+        self.consume_queues: dict[tuple[str, int], ConsumeQueue] = {}
+        self.last_flushed_store_ts = 0
+        self.last_logic_store_ts = 0
+        self._last_put_ts = 0
+        self._ts_of_offset: list[tuple[int, int]] = []  # (end offset, store ts) pending flush
+        if not read_only:
+            self._acquire_lock()
+        try:
+            self.last_exit_ok = not (self.root / "abort").exists()
+            self.commit_log = CommitLog(self._sub("commitlog"), self.config.commit_log_file_size, read_only=read_only)
+            self.checkpoint = StoreCheckpoint(self.root / "checkpoint", read_only=read_only)
+            self.index = IndexService(self._sub("index"), self.config.hash_slot_num, self.config.index_num, read_only=read_only)
+            self.index.on_file_full = self._on_index_file_full
+            self.recovery = self._load_and_recover()
+            self.reput_from_offset = self.commit_log.max_offset
+            if not read_only:
+                (self.root / "abort").write_text(str(os.getpid()))
+                if self.config.background_services:
+                    self._start_services()
+        except BaseException:
+            self._release_lock()
+            raise
+
+    # ================================================================== files and lock
+    def _sub(self, name: str) -> Path:
+        return ensure_inside(self.root, self.root / name)
+
+    def _acquire_lock(self) -> None:
+        path = self.root / "lock"
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, 0)
+        except OSError as exc:
+            os.close(fd)
+            raise StoreLockedError(f"store {self.root} is locked by another writer", path=str(path)) from exc
+        os.pwrite(fd, b"lock", 0)
+        self._lock_fd = fd
+
+    def _release_lock(self) -> None:
+        if self._lock_fd is not None:
+            try:
+                fcntl.lockf(self._lock_fd, fcntl.LOCK_UN, 1, 0)
+            finally:
+                os.close(self._lock_fd)
+                self._lock_fd = None
+
+    def _cq_dir(self, topic: str, queue_id: int) -> Path:
+        return ensure_inside(self.root, self.root / "consumequeue" / topic / str(queue_id))
+
+    def consume_queue(self, topic: str, queue_id: int, *, create: bool = False) -> ConsumeQueue | None:
+        key = (topic, queue_id)
+        cq = self.consume_queues.get(key)
+        if cq is None and create:
+            validate_topic(topic)
+            cq = ConsumeQueue(self._cq_dir(topic, queue_id), topic, queue_id,
+                              self.config.mapped_file_size_consume_queue, read_only=self.read_only)
+            self.consume_queues[key] = cq
+        return cq
+
+    def _load_consume_queues(self) -> None:
+        base = self.root / "consumequeue"
+        if not base.is_dir():
+            return
+        for tdir in sorted(base.iterdir()):
+            if not tdir.is_dir() or tdir.is_symlink():
+                continue
+            topic = tdir.name
+            for qdir in sorted(tdir.iterdir()):
+                try:
+                    qid = int(qdir.name)
+                except ValueError:
+                    continue  # the broker skips non-numeric queue directories
+                if not qdir.is_dir() or qdir.is_symlink():
+                    continue
+                ensure_inside(self.root, qdir)
+                cq = ConsumeQueue(qdir, topic, qid, self.config.mapped_file_size_consume_queue, read_only=self.read_only)
+                cq.load()
+                self.consume_queues[(topic, qid)] = cq
+
+    # ================================================================== recovery (spec §6.3)
+    def _load_and_recover(self) -> RecoveryReport:
+        cfg = self.config
+        self.commit_log.load()
+        self._load_consume_queues()
+        for cq in self.consume_queues.values():
+            cq.recover()
+        dispatch_from_phy = max((cq.max_physic_offset for cq in self.consume_queues.values()), default=-1)
+        cp = self.checkpoint.values
+        normal = self.last_exit_ok
+        idx = self.commit_log.choose_recovery_segment(
+            normal=normal, dispatch_from_phy=dispatch_from_phy, min_timestamp=cp.min_timestamp(),
+            check_crc=cfg.check_crc_on_recover,
+        )
+        res: RecoveryResult = self.commit_log.find_valid_end(idx, check_crc=cfg.check_crc_on_recover)
+        end = res.process_offset
+        truncated = 0
+        if not self.commit_log.queue.files:
+            for cq in self.consume_queues.values():
+                if not self.read_only:
+                    cq.queue.destroy()
+            self.consume_queues.clear()
+        elif self.read_only:
+            self.commit_log.queue.set_positions(end)
+        else:
+            truncated = self.commit_log.truncate_dirty(end)
+            for cq in self.consume_queues.values():
+                cq.truncate_dirty_logic_files(end)
+        index_from = None
+        if cfg.message_index_enable:
+            index_from = self.index.load(normal, cp.index_msg_timestamp, commit_log_end=end if not self.read_only else None)
+        for key, cq in self.consume_queues.items():
+            self.queue_offsets[key] = cq.max_offset_in_queue
+            cq.correct_min_offset(self.commit_log.min_offset)
+        redispatch = None
+        if not self.read_only and self.commit_log.queue.files:
+            if normal:
+                start = dispatch_from_phy if dispatch_from_phy >= 0 else self.commit_log.min_offset
+            else:
+                start = res.start_offset
+            if index_from is not None:
+                start = min(start, index_from)
+            if start < end:
+                redispatch = start
+                self._dispatch_range(start, end)
+        return RecoveryReport(normal, end, truncated, redispatch, index_from, res.error)
+
+    # ================================================================== append
+    def append(self, records: list[MessageRecord]) -> list[AppendResult]:
+        """Assign queue offsets, stamp store times and append the records (one lock, one copy
+        per segment).  ``record.store_timestamp`` is stamped here."""
+        self._check_writable()
+        cfg = self.config
+        with self._put_lock:
+            now = cfg.now()
+            sizes: list[int] = []
+            topic_bytes: list[bytes] = []
+            for rec in records:
+                tb = rec.topic.encode("utf-8")
+                topic_bytes.append(tb)
+                sizes.append(self._record_size(rec, tb))
+            assigned: list[int] = []
+            pending: dict[tuple[str, int], int] = {}
+            for rec in records:
+                key = (rec.topic, rec.queue_id)
+                tx = rec.sys_flag & TRANSACTION_MASK
+                if tx in (TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE):
+                    assigned.append(0)
+                    continue
+                nxt = pending.get(key, self.queue_offsets.get(key, 0))
+                assigned.append(nxt)
+                pending[key] = nxt + 1
+            for rec, qo in zip(records, assigned, strict=True):
+                rec.queue_offset = qo
+                rec.store_timestamp = now
+
+            def encode_at(i: int, phys: int) -> bytes:
+                rec = records[i]
+                rec.physical_offset = phys
+                return encode_record(rec, append_prop_crc=cfg.enabled_append_prop_crc,
+                                     max_message_size=cfg.max_message_size)
+
+            offsets = self.commit_log.append_records(sizes, encode_at)  # type: ignore[arg-type]
+            self.queue_offsets.update(pending)
+            self._last_put_ts = now
+            end = offsets[-1] + sizes[-1] if offsets else self.commit_log.max_offset
+            self._ts_of_offset.append((end, now))
+        if cfg.flush_disk_type == FLUSH_SYNC:
+            self.flush_commit_log(0)
+        self._wake.set()
+        return [AppendResult(o, s, q, now) for o, s, q in zip(offsets, sizes, assigned, strict=True)]
+
+    def _record_size(self, rec: MessageRecord, topic_b: bytes) -> int:
+        from mqstore.formats.rocketmq.record import CRC32_RESERVED_LEN, MAGIC_V2, choose_magic
+        from mqstore.formats.rocketmq.record import Host as _Host
+
+        magic = choose_magic(rec.topic, self.config.auto_message_version_on_topic_len)
+        rec.magic = magic
+        props = rec.properties_text.encode("utf-8")
+        extra = 0
+        if self.config.enabled_append_prop_crc:
+            extra = CRC32_RESERVED_LEN + (1 if rec.properties_text and not rec.properties_text.endswith("\x02") else 0)
+        return record_length(len(rec.body), len(topic_b), len(props) + extra, v2=magic == MAGIC_V2,
+                             born_v6=_Host.parse(rec.born_host).is_v6, store_v6=_Host.parse(rec.store_host).is_v6)
+
+    def _check_writable(self) -> None:
+        if self._closed:
+            raise StoreClosedError("store is closed")
+        if self.read_only:
+            raise ReadOnlyStoreError(f"store {self.root} is opened read-only")
+        if self.background_error is not None:
+            raise CorruptDataError(f"a background service failed: {self.background_error}")
+
+    # ================================================================== dispatch (spec §5)
+    @property
+    def confirm_offset(self) -> int:
+        """What the reput service may dispatch: flushed data in sync mode, written data otherwise."""
+        if self.config.flush_disk_type == FLUSH_SYNC:
+            return self.commit_log.flushed_offset
+        return self.commit_log.max_offset
+
+    def dispatch_pending(self) -> int:
+        """Dispatch everything up to the confirm offset now (the reput service's ``doReput``)."""
+        if self.read_only or self._closed:
+            return 0
+        with self._dispatch_lock:
+            end = self.confirm_offset
+            if self.reput_from_offset >= end:
+                return 0
+            start = max(self.reput_from_offset, self.commit_log.min_offset)
+            n = self._dispatch_range(start, end)
+            self.reput_from_offset = end
+            return n
+
+    def _dispatch_range(self, start: int, end: int) -> int:
+        n = 0
+        for batch in self.commit_log.scan(start, end):
+            n += self.apply_batch(batch)
+        return n
+
+    def apply_batch(self, batch: DispatchBatch) -> int:
+        """Route a dispatch batch to the ConsumeQueue and IndexFile writers (idempotent)."""
+        if len(batch) == 0:
+            return 0
+        with self._dispatch_lock:
+            mask = batch.cq_mask()
+            if mask.any():
+                rows = np.nonzero(mask)[0]
+                qids = batch.queue_id[rows]
+                tids = batch.topic_id[rows]
+                keys = tids.astype(np.int64) * (1 << 32) + qids.astype(np.int64)
+                order = np.argsort(keys, kind="stable")
+                skeys = keys[order]
+                bounds = np.flatnonzero(np.diff(skeys)) + 1
+                for grp in np.split(order, bounds):
+                    r = rows[grp]
+                    topic = batch.topics[int(batch.topic_id[r[0]])]
+                    cq = self.consume_queue(topic, int(batch.queue_id[r[0]]), create=True)
+                    assert cq is not None
+                    cq.put_units(batch.commit_log_offset[r], batch.size[r], batch.tags_code[r], batch.queue_offset[r])
+                self.last_logic_store_ts = int(batch.store_timestamp[rows[-1]])
+            if self.config.message_index_enable:
+                self.index.build(batch)
+        return len(batch)
+
+    # ================================================================== flush
+    def flush_commit_log(self, least_pages: int = 0) -> int:
+        with self._flush_lock:
+            flushed = self.commit_log.flush(least_pages)
+            with self._put_lock:
+                keep = []
+                for end, ts in self._ts_of_offset:
+                    if end <= flushed:
+                        self.last_flushed_store_ts = max(self.last_flushed_store_ts, ts)
+                    else:
+                        keep.append((end, ts))
+                self._ts_of_offset = keep
+            return flushed
+
+    def flush_consume_queues(self, least_pages: int = 0) -> None:
+        with self._dispatch_lock:
+            for cq in list(self.consume_queues.values()):
+                cq.flush(least_pages)
+
+    def flush_checkpoint(self) -> None:
+        if self.read_only:
+            return
+        cp = self.checkpoint.values
+        cp.physic_msg_timestamp = max(cp.physic_msg_timestamp, self.last_flushed_store_ts)
+        cp.logics_msg_timestamp = max(cp.logics_msg_timestamp, self.last_logic_store_ts)
+        self.checkpoint.flush()
+
+    def _on_index_file_full(self, end_timestamp: int) -> None:
+        self.checkpoint.values.index_msg_timestamp = end_timestamp
+        self.flush_checkpoint()
+
+    def flush(self) -> None:
+        """Make everything durable now: CommitLog, dispatch, ConsumeQueues, IndexFiles, checkpoint."""
+        if self.read_only or self._closed:
+            return
+        self.flush_commit_log(0)
+        self.dispatch_pending()
+        self.flush_consume_queues(0)
+        with self._dispatch_lock:
+            self.index.flush()
+        self.flush_checkpoint()
+
+    # ================================================================== retention (spec §6.5)
+    def delete_expired(self, *, force: bool = False, now_ms: int | None = None) -> int:
+        """Delete CommitLog segments older than ``file_reserved_time_hours`` (all but the last;
+        at most ``delete_file_batch_max`` per call), then the ConsumeQueue segments and index
+        files that only point into deleted segments.  Without ``force`` it runs only in the
+        ``delete_when`` hours."""
+        self._check_writable()
+        cfg = self.config
+        now_ms = cfg.now() if now_ms is None else now_ms
+        if not force:
+            hours = {int(h) for h in cfg.delete_when.split(";")}
+            if time.gmtime(now_ms / 1000).tm_hour not in hours:
+                return 0
+        expired_before = now_ms - int(cfg.file_reserved_time_hours * 3600_000)
+        with self._put_lock, self._dispatch_lock:
+            self.dispatch_pending()
+            n = self.commit_log.delete_expired_by_time(expired_before, max_files=cfg.delete_file_batch_max)
+            if n:
+                min_off = self.commit_log.min_offset
+                for cq in self.consume_queues.values():
+                    cq.delete_expired(min_off)
+                self.index.delete_expired(min_off)
+                self.reput_from_offset = max(self.reput_from_offset, min_off)
+        return n
+
+    # ================================================================== services
+    def _start_services(self) -> None:
+        for name, target in (("reput", self._reput_loop), ("flush", self._flush_loop), ("clean", self._clean_loop)):
+            t = threading.Thread(target=self._guard(target), name=f"mqstore-{name}", daemon=True)
+            t.start()
+            self._threads.append(t)
+
+    def _guard(self, fn: Callable[[], None]) -> Callable[[], None]:
+        def run() -> None:
+            try:
+                fn()
+            except BaseException as exc:  # surfaced to the next caller
+                self.background_error = exc
+
+        return run
+
+    def _reput_loop(self) -> None:
+        while not self._stop.is_set():
+            self._wake.wait(0.05)
+            self._wake.clear()
+            if self._stop.is_set():
+                break
+            self.dispatch_pending()
+
+    def _flush_loop(self) -> None:
+        cfg = self.config
+        last_cl_thorough = last_cq_thorough = 0.0
+        next_cq = time.monotonic()
+        interval = cfg.flush_interval_commit_log_ms / 1000.0
+        while not self._stop.wait(interval if cfg.flush_disk_type != FLUSH_SYNC else cfg.flush_interval_consume_queue_ms / 1000.0):
+            now = time.monotonic()
+            if cfg.flush_disk_type != FLUSH_SYNC:
+                pages = cfg.flush_commit_log_least_pages
+                if (now - last_cl_thorough) * 1000 >= cfg.flush_commit_log_thorough_interval_ms:
+                    pages, last_cl_thorough = 0, now
+                self.flush_commit_log(pages)
+            if now >= next_cq:
+                next_cq = now + cfg.flush_interval_consume_queue_ms / 1000.0
+                pages = cfg.flush_consume_queue_least_pages
+                if (now - last_cq_thorough) * 1000 >= cfg.flush_consume_queue_thorough_interval_ms:
+                    pages, last_cq_thorough = 0, now
+                self.flush_consume_queues(pages)
+                self.flush_checkpoint()
+
+    def _clean_loop(self) -> None:
+        while not self._stop.wait(self.config.clean_resource_interval_ms / 1000.0):
+            self.delete_expired()
+
+    # ================================================================== close
+    def close(self) -> None:
+        if self._closed:
+            return
+        try:
+            self._stop.set()
+            self._wake.set()
+            for t in self._threads:
+                t.join(timeout=30)
+            if not self.read_only:
+                self.flush()
+                if self.reput_from_offset >= self.commit_log.max_offset:
+                    try:
+                        (self.root / "abort").unlink()
+                    except FileNotFoundError:
+                        pass
+        finally:
+            self._closed = True
+            self.commit_log.close()
+            for cq in self.consume_queues.values():
+                cq.close()
+            self.index.close()
+            self.checkpoint.close()
+            self._release_lock()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def check_open(self) -> None:
+        if self._closed:
+            raise StoreClosedError("store is closed")
