@@ -13,12 +13,35 @@ return identical batches (tests run both on the same data).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
+from numba import njit
 
-from mqstore.formats.rocketmq.javahash import DEFAULT_DELAY_TABLE, index_key_hash, tags_code
-from mqstore.formats.rocketmq.properties import split_keys
-from mqstore.formats.rocketmq.record import TRANSACTION_MASK, TRANSACTION_ROLLBACK_TYPE, check_record
+from mqstore.errors import CorruptDataError, InvalidArgumentError
+from mqstore.formats.rocketmq.javahash import (
+    DEFAULT_DELAY_TABLE,
+    SCHEDULE_TOPIC,
+    index_key_hash,
+    tags_code,
+)
+from mqstore.formats.rocketmq.properties import (
+    PROPERTY_KEYS,
+    PROPERTY_TAGS,
+    PROPERTY_UNIQ_KEY,
+    parse_properties,
+    split_keys,
+)
+from mqstore.formats.rocketmq.record import (
+    BLANK_MAGIC,
+    MAGIC_V1,
+    MAGIC_V2,
+    TRANSACTION_MASK,
+    TRANSACTION_ROLLBACK_TYPE,
+    Host,
+    check_record,
+)
+from mqstore.kernels.javahash import as_u8, hash_continue, index_hash_of_state, state_to_int32
 
 STOP_END = "end"  # reached the end of the requested range (or a partial record that may still be written)
 STOP_BLANK = "blank"  # an end-of-segment filler: continue in the next segment
@@ -158,3 +181,709 @@ def _all_zero(buf: bytes | bytearray | memoryview, a: int, b: int) -> bool:
     return not any(bytes(buf[a:b]))
 
 
+# =============================================================================== fast path (numba)
+#
+# The kernels read every integer byte by byte (big-endian) and check each length against the end
+# of its record before touching a byte, so a corrupt or truncated buffer can only stop a scan.
+
+MIN_RECORD_SIZE = 91  # IPv4 hosts, magic v1, empty body/topic/properties
+_FIXED_MIN = 88  # 48 + 8 (born host) + 8 + 8 (store host) + 12 + 4: smaller records cannot decode
+
+# stop states of the kernels
+_ST_RANGE = 0  # reached ``end``
+_ST_LIMIT = 1  # max_records
+_ST_BLANK = 2  # blank end-of-segment record
+_ST_TRUNC = 3  # TOTALSIZE runs past ``end`` (not written yet)
+_ST_NOHDR = 4  # <= 4 bytes left
+_ST_BADMAGIC = 5  # neither v1, v2 nor blank
+_ST_BAD = 6  # undecodable, CRC mismatch, or a length mismatch that is not skipped
+
+
+@njit(cache=True)
+def rd_i16(buf: np.ndarray, p: int) -> int:
+    v = (np.int64(buf[p]) << 8) | np.int64(buf[p + 1])
+    return v - 0x10000 if v >= 0x8000 else v
+
+
+@njit(cache=True)
+def rd_i32(buf: np.ndarray, p: int) -> int:
+    v = (np.int64(buf[p]) << 24) | (np.int64(buf[p + 1]) << 16) | (np.int64(buf[p + 2]) << 8) | np.int64(buf[p + 3])
+    return v - 0x100000000 if v >= 0x80000000 else v
+
+
+@njit(cache=True)
+def rd_i64(buf: np.ndarray, p: int) -> int:
+    v = np.uint64(0)
+    for k in range(8):
+        v = (v << np.uint64(8)) | np.uint64(buf[p + k])
+    return np.int64(v)
+
+
+def _make_crc_table() -> np.ndarray:
+    t = np.zeros((8, 256), np.int64)
+    for n in range(256):
+        c = n
+        for _ in range(8):
+            c = (c >> 1) ^ 0xEDB88320 if c & 1 else c >> 1
+        t[0, n] = c
+    for k in range(1, 8):
+        prev = t[k - 1]
+        t[k] = (prev >> 8) ^ t[0, prev & 0xFF]
+    return t
+
+
+CRC_TABLE = _make_crc_table()
+
+
+@njit(cache=True)
+def crc32_span(buf: np.ndarray, s: int, e: int, tbl: np.ndarray) -> int:
+    """zlib CRC-32 of ``buf[s:e]`` (slice-by-8)."""
+    crc = np.int64(0xFFFFFFFF)
+    i = s
+    while i + 8 <= e:
+        one = crc ^ (
+            np.int64(buf[i]) | (np.int64(buf[i + 1]) << 8) | (np.int64(buf[i + 2]) << 16) | (np.int64(buf[i + 3]) << 24)
+        )
+        two = np.int64(buf[i + 4]) | (np.int64(buf[i + 5]) << 8) | (np.int64(buf[i + 6]) << 16) | (np.int64(buf[i + 7]) << 24)
+        crc = (
+            tbl[7, one & 0xFF] ^ tbl[6, (one >> 8) & 0xFF] ^ tbl[5, (one >> 16) & 0xFF] ^ tbl[4, (one >> 24) & 0xFF]
+            ^ tbl[3, two & 0xFF] ^ tbl[2, (two >> 8) & 0xFF] ^ tbl[1, (two >> 16) & 0xFF] ^ tbl[0, (two >> 24) & 0xFF]
+        )  # fmt: skip
+        i += 8
+    while i < e:
+        crc = tbl[0, (crc ^ np.int64(buf[i])) & 0xFF] ^ (crc >> 8)
+        i += 1
+    return crc ^ 0xFFFFFFFF
+
+
+@njit(cache=True)
+def _walk(buf: np.ndarray, start: int, end: int, limit: int, pos_out: np.ndarray, size_out: np.ndarray, fill: bool):
+    """Cheap boundary walk (TOTALSIZE + magic only): ``(count, stop position, state)``."""
+    pos = start
+    n = 0
+    state = _ST_RANGE
+    while pos < end:
+        if limit >= 0 and n >= limit:
+            state = _ST_LIMIT
+            break
+        remaining = end - pos
+        if remaining <= 4:
+            state = _ST_NOHDR
+            break
+        total = rd_i32(buf, pos)
+        magic = rd_i32(buf, pos + 4) if remaining >= 8 else 0
+        if magic == BLANK_MAGIC:
+            state = _ST_BLANK
+            break
+        if total < 0 or total > remaining:
+            state = _ST_TRUNC
+            break
+        if magic != MAGIC_V1 and magic != MAGIC_V2:
+            state = _ST_BADMAGIC
+            break
+        if total < MIN_RECORD_SIZE:
+            state = _ST_BAD
+            break
+        if fill:
+            pos_out[n] = pos
+            size_out[n] = total
+        n += 1
+        pos += total
+    return n, pos, state
+
+
+@njit(cache=True)
+def _eq_bytes(buf: np.ndarray, a: int, b: int, n: int) -> bool:
+    for k in range(n):
+        if buf[a + k] != buf[b + k]:
+            return False
+    return True
+
+
+@njit(cache=True)
+def _eq_const(buf: np.ndarray, a: int, n: int, const: np.ndarray) -> bool:
+    if n != const.shape[0]:
+        return False
+    for k in range(n):
+        if buf[a + k] != const[k]:
+            return False
+    return True
+
+
+@njit(cache=True)
+def _find_props(buf: np.ndarray, a: int, b: int, out: np.ndarray) -> None:
+    """Spans of the KEYS, TAGS, UNIQ_KEY and DELAY values in the properties ``buf[a:b]`` with the
+    exact rules of ``string2messageProperties`` (later duplicates win).
+
+    ``out`` = [keys_s, keys_e, tags_s, tags_e, uniq_s, uniq_e, delay_s, delay_e], -1 when absent.
+    """
+    for k in range(8):
+        out[k] = -1
+    s = a
+    while s < b:
+        e = s
+        while e < b and buf[e] != 2:
+            e += 1
+        sep = s
+        while sep < e and buf[sep] != 1:
+            sep += 1
+        if s < sep < e - 1:
+            ln = sep - s
+            if ln == 4:
+                if buf[s] == 75 and buf[s + 1] == 69 and buf[s + 2] == 89 and buf[s + 3] == 83:  # KEYS
+                    out[0] = sep + 1
+                    out[1] = e
+                elif buf[s] == 84 and buf[s + 1] == 65 and buf[s + 2] == 71 and buf[s + 3] == 83:  # TAGS
+                    out[2] = sep + 1
+                    out[3] = e
+            elif ln == 8:
+                if (
+                    buf[s] == 85 and buf[s + 1] == 78 and buf[s + 2] == 73 and buf[s + 3] == 81
+                    and buf[s + 4] == 95 and buf[s + 5] == 75 and buf[s + 6] == 69 and buf[s + 7] == 89
+                ):  # UNIQ_KEY  # fmt: skip
+                    out[4] = sep + 1
+                    out[5] = e
+            elif ln == 5:
+                if buf[s] == 68 and buf[s + 1] == 69 and buf[s + 2] == 76 and buf[s + 3] == 65 and buf[s + 4] == 89:  # DELAY
+                    out[6] = sep + 1
+                    out[7] = e
+        s = e + 1
+
+
+@njit(cache=True)
+def _count_pieces(buf: np.ndarray, s: int, e: int) -> int:
+    n = 0
+    i = s
+    while i < e:
+        j = i
+        while j < e and buf[j] != 32:
+            j += 1
+        if j > i:
+            n += 1
+        i = j + 1
+    return n
+
+
+@njit(cache=True)
+def _scan_kernel(
+    buf, base, start, end, check_crc, skip_mismatch, max_records,
+    crc_tbl, delay_ms, max_level, delay_ok, sched,
+    off, size, qid, qoff, sysf, ts, tags, topic_id, topic_state,
+    uniq_s, uniq_e, keys_s, keys_e, nkeys, fallback,
+    rep_s, rep_l, table, skip_pos, skip_total, skip_computed,
+):  # fmt: skip
+    n = 0
+    nt = 0
+    ns = 0
+    nk = 0
+    pos = start
+    state = _ST_RANGE
+    mask = table.shape[0] - 1
+    props = np.empty(8, np.int64)
+    last_tid = -1
+    while pos < end:
+        if max_records >= 0 and n >= max_records:
+            state = _ST_LIMIT
+            break
+        remaining = end - pos
+        if remaining <= 4:
+            state = _ST_NOHDR
+            break
+        total = rd_i32(buf, pos)
+        magic = rd_i32(buf, pos + 4) if remaining >= 8 else 0
+        if magic == BLANK_MAGIC:
+            state = _ST_BLANK
+            break
+        if total < 0 or total > remaining:
+            state = _ST_TRUNC
+            break
+        if magic != MAGIC_V1 and magic != MAGIC_V2:
+            state = _ST_BADMAGIC
+            break
+        if total < _FIXED_MIN:
+            state = _ST_BAD
+            break
+        rend = pos + total
+        sys = rd_i32(buf, pos + 36)
+        bw = 20 if sys & 0x10 else 8
+        sw = 20 if sys & 0x20 else 8
+        p = pos + 48 + bw + 8 + sw + 12
+        if p + 4 > rend:
+            state = _ST_BAD
+            break
+        body_len = rd_i32(buf, p)
+        p += 4
+        if body_len < 0 or p + body_len > rend:
+            state = _ST_BAD
+            break
+        bs = p
+        p += body_len
+        if magic == MAGIC_V2:
+            if p + 2 > rend:
+                state = _ST_BAD
+                break
+            tl = rd_i16(buf, p)
+            p += 2
+            tw = 2
+        else:
+            if p + 1 > rend:
+                state = _ST_BAD
+                break
+            tl = np.int64(buf[p])
+            if tl >= 128:
+                tl -= 256
+            p += 1
+            tw = 1
+        if tl < 0 or p + tl > rend:
+            state = _ST_BAD
+            break
+        tps = p
+        p += tl
+        if p + 2 > rend:
+            state = _ST_BAD
+            break
+        pl = rd_i16(buf, p)
+        p += 2
+        if pl < 0 or p + pl > rend:
+            state = _ST_BAD
+            break
+        pps = p
+        computed = 48 + bw + 8 + sw + 12 + 4 + body_len + tw + tl + 2 + pl
+        if check_crc:
+            c = crc32_span(buf, bs, bs + body_len, crc_tbl) & 0x7FFFFFFF
+            if c != rd_i32(buf, pos + 8):
+                state = _ST_BAD
+                break
+        if computed != total:
+            if skip_mismatch:
+                skip_pos[ns] = base + pos
+                skip_total[ns] = total
+                skip_computed[ns] = computed
+                ns += 1
+                pos += total
+                continue
+            state = _ST_BAD
+            break
+        # ---- a valid record
+        store_ts = rd_i64(buf, pos + 48 + bw)
+        off[n] = base + pos
+        size[n] = total
+        qid[n] = rd_i32(buf, pos + 12)
+        qoff[n] = rd_i64(buf, pos + 20)
+        sysf[n] = sys
+        ts[n] = store_ts
+        # topic: Java hash state (reused for the index keys) and its id
+        st = hash_continue(buf, tps, tps + tl, np.uint64(0))
+        topic_state[n] = st
+        if last_tid >= 0 and rep_l[last_tid] == tl and _eq_bytes(buf, rep_s[last_tid], tps, tl):
+            tid = last_tid
+        else:
+            slot = np.int64(((st * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(33)) & np.uint64(mask))
+            while True:
+                t = table[slot]
+                if t < 0:
+                    tid = nt
+                    rep_s[nt] = tps
+                    rep_l[nt] = tl
+                    table[slot] = nt
+                    nt += 1
+                    break
+                if rep_l[t] == tl and _eq_bytes(buf, rep_s[t], tps, tl):
+                    tid = t
+                    break
+                slot = (slot + 1) & mask
+            last_tid = tid
+        topic_id[n] = tid
+        # properties
+        _find_props(buf, pps, pps + pl, props)
+        keys_s[n] = props[0]
+        keys_e[n] = props[1]
+        uniq_s[n] = props[4]
+        uniq_e[n] = props[5]
+        k = 0
+        if props[4] >= 0:
+            k += 1
+        if props[0] >= 0:
+            k += _count_pieces(buf, props[0], props[1])
+        nkeys[n] = k
+        nk += k
+        # tagsCode (delay topic: deliver time)
+        code = np.int64(0)
+        done = False
+        if props[6] >= 0 and _eq_const(buf, tps, tl, sched):
+            ds = props[6]
+            dl = props[7] - ds
+            digits = delay_ok and 1 <= dl <= 18
+            level = np.int64(0)
+            if digits:
+                for q in range(ds, ds + dl):
+                    d = np.int64(buf[q]) - 48
+                    if d < 0 or d > 9:
+                        digits = False
+                        break
+                    level = level * 10 + d
+            if not digits:
+                fallback[n] = 1
+                done = True
+            else:
+                if level > max_level:
+                    level = max_level
+                if level > 0:
+                    dm = np.int64(1000)
+                    if level < delay_ms.shape[0] and delay_ms[level] >= 0:
+                        dm = delay_ms[level]
+                    code = store_ts + dm
+                    done = True
+        if not done and props[2] >= 0:
+            code = state_to_int32(hash_continue(buf, props[2], props[3], np.uint64(0)))
+        tags[n] = code
+        n += 1
+        pos += total
+    return n, pos, state, nt, ns, nk
+
+
+@njit(cache=True)
+def _keys_kernel(buf, n, topic_state, uniq_s, uniq_e, keys_s, keys_e, key_row, key_hash):  # fmt: skip
+    k = 0
+    for r in range(n):
+        h0 = topic_state[r] * np.uint64(31) + np.uint64(35)  # topic + '#'
+        if uniq_s[r] >= 0:
+            key_row[k] = r
+            key_hash[k] = index_hash_of_state(hash_continue(buf, uniq_s[r], uniq_e[r], h0))
+            k += 1
+        s = keys_s[r]
+        if s >= 0:
+            e = keys_e[r]
+            i = s
+            while i < e:
+                j = i
+                while j < e and buf[j] != 32:
+                    j += 1
+                if j > i:
+                    key_row[k] = r
+                    key_hash[k] = index_hash_of_state(hash_continue(buf, i, j, h0))
+                    k += 1
+                i = j + 1
+    return k
+
+
+_SCHED = np.frombuffer(SCHEDULE_TOPIC.encode("ascii"), np.uint8).copy()
+
+
+def _delay_array(delay_table: dict[int, int]) -> tuple[np.ndarray, int, bool]:
+    if not delay_table:
+        return np.full(1, -1, np.int64), 0, True
+    lo, hi = min(delay_table), max(delay_table)
+    if lo < 0 or hi > 1_000_000:
+        return np.full(1, -1, np.int64), 0, False
+    arr = np.full(hi + 1, -1, np.int64)
+    for level, ms in delay_table.items():
+        arr[level] = ms
+    return arr, hi, True
+
+
+def _check_range(buf: np.ndarray, start: int, end: int) -> None:
+    if start < 0 or end > len(buf) or start > end:
+        raise InvalidArgumentError(f"scan range [{start}, {end}) is outside the buffer of {len(buf)} bytes")
+
+
+def _table_size(n: int) -> int:
+    size = 16
+    while size < 2 * n + 2:
+        size <<= 1
+    return size
+
+
+def scan_segment(
+    buf: bytes | bytearray | memoryview | np.ndarray,
+    file_from_offset: int,
+    start: int,
+    end: int,
+    *,
+    check_crc: bool = False,
+    skip_length_mismatch: bool = True,
+    max_records: int | None = None,
+    delay_table: dict[int, int] = DEFAULT_DELAY_TABLE,
+) -> DispatchBatch:
+    """Fast path of :func:`scan_segment_py` (same arguments, same result).
+
+    ``buf`` may be any contiguous bytes-like object (a memory map too) or a ``uint8`` array; no
+    copy is made.  ``[start, end)`` must lie inside the buffer (else ``InvalidArgumentError``).
+    """
+    u8 = as_u8(buf)
+    _check_range(u8, start, end)
+    limit = -1 if max_records is None else max(int(max_records), 0)
+    # upper bound of the records the scan can consume (valid or skipped): the boundary walk
+    walked, _, _ = _walk(u8, start, end, -1, np.empty(0, np.int64), np.empty(0, np.int32), False)
+    walked = int(walked)
+    cap = walked if limit < 0 else min(walked, limit)
+    i64 = lambda: np.empty(cap, np.int64)  # noqa: E731
+    i32 = lambda: np.empty(cap, np.int32)  # noqa: E731
+    off, qoff, ts, tags = i64(), i64(), i64(), i64()
+    size, qid, sysf, topic_id, nkeys = i32(), i32(), i32(), i32(), i32()
+    uniq_s, uniq_e, keys_s, keys_e = i64(), i64(), i64(), i64()
+    topic_state = np.empty(cap, np.uint64)
+    fallback = np.zeros(cap, np.int8)
+    rep_s, rep_l = i64(), i64()
+    table = np.full(_table_size(cap), -1, np.int64)
+    skip_pos, skip_total, skip_computed = (np.empty(walked, np.int64) for _ in range(3))
+    delay_ms, max_level, delay_ok = _delay_array(delay_table)
+    n, pos, state, nt, ns, nk = _scan_kernel(
+        u8, np.int64(file_from_offset), np.int64(start), np.int64(end), bool(check_crc),
+        bool(skip_length_mismatch), np.int64(limit), CRC_TABLE, delay_ms, np.int64(max_level),
+        bool(delay_ok), _SCHED, off, size, qid, qoff, sysf, ts, tags, topic_id, topic_state,
+        uniq_s, uniq_e, keys_s, keys_e, nkeys, fallback, rep_s, rep_l, table,
+        skip_pos, skip_total, skip_computed,
+    )  # fmt: skip
+    n, pos, nt, ns, nk = int(n), int(pos), int(nt), int(ns), int(nk)
+    key_row = np.empty(nk, np.int64)
+    key_hash = np.empty(nk, np.int32)
+    _keys_kernel(u8, n, topic_state, uniq_s, uniq_e, keys_s, keys_e, key_row, key_hash)
+    # topics: ids of distinct byte strings → ids of distinct decoded strings (first appearance)
+    topics: dict[str, int] = {}
+    remap = np.empty(nt, np.int32)
+    for t in range(nt):
+        s = int(rep_s[t])
+        name = u8[s : s + int(rep_l[t])].tobytes().decode("utf-8", "replace")
+        remap[t] = topics.setdefault(name, len(topics))
+    topic_ids = remap[topic_id[:n]] if nt else topic_id[:n]
+    tags = tags[:n]
+    topic_list = list(topics)
+    for r in np.flatnonzero(fallback[:n]).tolist():
+        res = check_record(u8, int(off[r]) - file_from_offset, end, read_body=False)
+        rec = res.record
+        assert rec is not None
+        tags[r] = tags_code(rec.topic, rec.tags, rec.delay, rec.store_timestamp, delay_table)
+    stop, error = _stop_of(state, u8, pos, end, check_crc)
+    skipped = [
+        (int(skip_pos[i]), f"length mismatch: TOTALSIZE {int(skip_total[i])}, fields add up to {int(skip_computed[i])}")
+        for i in range(ns)
+    ]
+    return DispatchBatch(
+        commit_log_offset=off[:n],
+        size=size[:n],
+        queue_id=qid[:n],
+        queue_offset=qoff[:n],
+        sys_flag=sysf[:n],
+        store_timestamp=ts[:n],
+        tags_code=tags,
+        topic_id=np.ascontiguousarray(topic_ids, np.int32),
+        topics=topic_list,
+        key_row=key_row,
+        key_hash=key_hash,
+        next_offset=file_from_offset + pos,
+        stop=stop,
+        error=error,
+        skipped=skipped,
+    )
+
+
+def _stop_of(state: int, u8: np.ndarray, pos: int, end: int, check_crc: bool) -> tuple[str, str | None]:
+    if state == _ST_RANGE or state == _ST_TRUNC:
+        return STOP_END, None
+    if state == _ST_LIMIT:
+        return STOP_LIMIT, None
+    if state == _ST_BLANK:
+        return STOP_BLANK, None
+    if state in (_ST_NOHDR, _ST_BADMAGIC) and not u8[pos : min(end, pos + 8)].any():
+        return STOP_END, None
+    res = check_record(u8, pos, end, check_crc=check_crc, read_body=False)
+    return STOP_INVALID, res.error or "invalid record"
+
+
+# =============================================================================== boundaries, columns
+def record_positions(
+    buf: bytes | bytearray | memoryview | np.ndarray, start: int, end: int
+) -> tuple[np.ndarray, np.ndarray, str, int]:
+    """Cheap boundary pre-scan of ``buf[start:end]`` (TOTALSIZE and magic of each record only).
+
+    Returns ``(positions int64, sizes int32, stop, next_pos)``: the in-buffer positions and sizes of
+    the records, why the walk stopped (``STOP_END``, ``STOP_BLANK`` or ``STOP_INVALID``, the same
+    states as :func:`scan_segment`) and the position where it stopped.  Used to split a segment
+    between workers; it does not validate record contents (length-mismatched records are listed).
+    """
+    u8 = as_u8(buf)
+    _check_range(u8, start, end)
+    empty64, empty32 = np.empty(0, np.int64), np.empty(0, np.int32)
+    n, _, _ = _walk(u8, start, end, -1, empty64, empty32, False)
+    positions = np.empty(int(n), np.int64)
+    sizes = np.empty(int(n), np.int32)
+    n, pos, state = _walk(u8, start, end, -1, positions, sizes, True)
+    pos = int(pos)
+    if state in (_ST_RANGE, _ST_TRUNC):
+        stop = STOP_END
+    elif state == _ST_BLANK:
+        stop = STOP_BLANK
+    elif state in (_ST_NOHDR, _ST_BADMAGIC) and not u8[pos : min(end, pos + 8)].any():
+        stop = STOP_END
+    else:
+        stop = STOP_INVALID
+    return positions, sizes, stop, pos
+
+
+# field columns of the decode kernel
+_F = (
+    "size", "magic", "bodyCRC", "queueId", "flag", "queueOffset", "physicalOffset", "sysFlag",
+    "bornTimestamp", "bornHostPos", "bornHostWidth", "storeTimestamp", "storeHostPos", "storeHostWidth",
+    "reconsumeTimes", "preparedTransactionOffset", "bodyStart", "bodyLen", "topicStart", "topicLen",
+    "propsStart", "propsLen",
+)  # fmt: skip
+_FI = {name: i for i, name in enumerate(_F)}
+
+
+@njit(cache=True)
+def _decode_kernel(buf: np.ndarray, positions: np.ndarray, out: np.ndarray) -> int:
+    """Fill ``out[i]`` with the fields of the record at ``positions[i]``; returns the first row that
+    is not a valid message record (or -1)."""
+    nbuf = buf.shape[0]
+    for r in range(positions.shape[0]):
+        pos = positions[r]
+        if pos < 0 or pos + 8 > nbuf:
+            return r
+        total = rd_i32(buf, pos)
+        magic = rd_i32(buf, pos + 4)
+        if (magic != MAGIC_V1 and magic != MAGIC_V2) or total < _FIXED_MIN or pos + total > nbuf:
+            return r
+        rend = pos + total
+        sys = rd_i32(buf, pos + 36)
+        bw = 20 if sys & 0x10 else 8
+        sw = 20 if sys & 0x20 else 8
+        p = pos + 48 + bw + 8 + sw + 12
+        if p + 4 > rend:
+            return r
+        body_len = rd_i32(buf, p)
+        p += 4
+        if body_len < 0 or p + body_len > rend:
+            return r
+        bs = p
+        p += body_len
+        if magic == MAGIC_V2:
+            if p + 2 > rend:
+                return r
+            tl = rd_i16(buf, p)
+            p += 2
+            tw = 2
+        else:
+            if p + 1 > rend:
+                return r
+            tl = np.int64(buf[p])
+            if tl >= 128:
+                tl -= 256
+            p += 1
+            tw = 1
+        if tl < 0 or p + tl > rend:
+            return r
+        tps = p
+        p += tl
+        if p + 2 > rend:
+            return r
+        pl = rd_i16(buf, p)
+        p += 2
+        if pl < 0 or p + pl > rend:
+            return r
+        if 48 + bw + 8 + sw + 12 + 4 + body_len + tw + tl + 2 + pl != total:
+            return r
+        o = out[r]
+        o[0] = total
+        o[1] = magic
+        o[2] = rd_i32(buf, pos + 8)
+        o[3] = rd_i32(buf, pos + 12)
+        o[4] = rd_i32(buf, pos + 16)
+        o[5] = rd_i64(buf, pos + 20)
+        o[6] = rd_i64(buf, pos + 28)
+        o[7] = sys
+        o[8] = rd_i64(buf, pos + 40)
+        o[9] = pos + 48
+        o[10] = bw
+        o[11] = rd_i64(buf, pos + 48 + bw)
+        o[12] = pos + 56 + bw
+        o[13] = sw
+        o[14] = rd_i32(buf, pos + 56 + bw + sw)
+        o[15] = rd_i64(buf, pos + 60 + bw + sw)
+        o[16] = bs
+        o[17] = body_len
+        o[18] = tps
+        o[19] = tl
+        o[20] = p
+        o[21] = pl
+    return -1
+
+
+def _host_strings(u8: np.ndarray, pos: np.ndarray, width: np.ndarray) -> list[str]:
+    cache: dict[bytes, str] = {}
+    out = []
+    for p, w in zip(pos.tolist(), width.tolist(), strict=True):
+        raw = u8[p : p + w].tobytes()
+        s = cache.get(raw)
+        if s is None:
+            s = cache[raw] = str(Host.from_bytes(raw))
+        out.append(s)
+    return out
+
+
+def decode_columns(
+    buf: bytes | bytearray | memoryview | np.ndarray,
+    file_from_offset: int,
+    positions: np.ndarray,
+    *,
+    include_body: bool = True,
+) -> dict[str, Any]:
+    """Every field of the records at ``positions`` (in-buffer positions, e.g. from
+    :func:`record_positions`) as columns.
+
+    Numeric columns are numpy arrays: ``flag, queueId, size, sysFlag, reconsumeTimes, bodyCRC,
+    magic`` (int32), ``queueOffset, commitLogOffset, bornTimestamp, storeTimestamp,
+    preparedTransactionOffset`` (int64); ``commitLogOffset`` is the record's location
+    (``file_from_offset + position``).  Lists: ``topic`` (str), ``body`` (bytes; omitted when
+    ``include_body`` is false), ``properties`` (dict), ``bornHost``/``storeHost`` (str as
+    ``Host.__str__``), ``keys`` (list of str), ``tags``/``uniqKey`` (str or None).
+    Raises :class:`CorruptDataError` (with the offset) when a position is not a valid record.
+    """
+    u8 = as_u8(buf)
+    pos = np.ascontiguousarray(positions, np.int64)
+    n = len(pos)
+    out = np.zeros((n, len(_F)), np.int64)
+    bad = int(_decode_kernel(u8, pos, out))
+    if bad >= 0:
+        p = int(pos[bad])
+        res = check_record(u8, p, check_crc=False, read_body=False) if 0 <= p < len(u8) else None
+        reason = (res.error if res is not None and res.error else None) or "not a message record"
+        raise CorruptDataError(reason, offset=file_from_offset + p)
+    col = {name: out[:, i] for i, name in enumerate(_F)}
+    cols: dict[str, Any] = {}
+    topic_cache: dict[bytes, str] = {}
+    topics = []
+    for s, ln in zip(col["topicStart"].tolist(), col["topicLen"].tolist(), strict=True):
+        raw = u8[s : s + ln].tobytes()
+        t = topic_cache.get(raw)
+        if t is None:
+            t = topic_cache[raw] = raw.decode("utf-8", "replace")
+        topics.append(t)
+    cols["topic"] = topics
+    cols["flag"] = col["flag"].astype(np.int32)
+    if include_body:
+        cols["body"] = [
+            u8[s : s + ln].tobytes() for s, ln in zip(col["bodyStart"].tolist(), col["bodyLen"].tolist(), strict=True)
+        ]
+    props = [
+        parse_properties(u8[s : s + ln].tobytes().decode("utf-8", "replace"))
+        for s, ln in zip(col["propsStart"].tolist(), col["propsLen"].tolist(), strict=True)
+    ]
+    cols["properties"] = props
+    cols["queueId"] = col["queueId"].astype(np.int32)
+    cols["queueOffset"] = col["queueOffset"].copy()
+    cols["commitLogOffset"] = pos + np.int64(file_from_offset)
+    cols["size"] = col["size"].astype(np.int32)
+    cols["bornTimestamp"] = col["bornTimestamp"].copy()
+    cols["storeTimestamp"] = col["storeTimestamp"].copy()
+    cols["bornHost"] = _host_strings(u8, col["bornHostPos"], col["bornHostWidth"])
+    cols["storeHost"] = _host_strings(u8, col["storeHostPos"], col["storeHostWidth"])
+    cols["sysFlag"] = col["sysFlag"].astype(np.int32)
+    cols["reconsumeTimes"] = col["reconsumeTimes"].astype(np.int32)
+    cols["bodyCRC"] = col["bodyCRC"].astype(np.int32)
+    cols["keys"] = [split_keys(p.get(PROPERTY_KEYS)) for p in props]
+    cols["tags"] = [p.get(PROPERTY_TAGS) for p in props]
+    cols["uniqKey"] = [p.get(PROPERTY_UNIQ_KEY) for p in props]
+    cols["preparedTransactionOffset"] = col["preparedTransactionOffset"].copy()
+    cols["magic"] = col["magic"].astype(np.int32)
+    return cols

@@ -1,0 +1,238 @@
+"""Vectorised Java ``String.hashCode`` over many byte spans of one buffer (numba).
+
+The bytes of a span are UTF-8; Java hashes UTF-16 code units, so the kernel decodes UTF-8 on the
+fly: ASCII bytes are one unit each (with a 4-byte unrolled fast path), valid multi-byte sequences
+give their code point (two surrogate units above U+FFFF), and every invalid or truncated sequence
+gives one U+FFFD exactly as Python's ``bytes.decode("utf-8", "replace")`` does (maximal subpart
+rule).  The scalar twins are :func:`mqstore.formats.rocketmq.javahash.java_bytes_hashcode` and
+:func:`~mqstore.formats.rocketmq.javahash.index_key_hash`.
+
+Hash states are carried as ``uint64`` (wrap-around arithmetic; only the low 32 bits matter) so a
+``topic#key`` hash is the topic's state continued with ``#`` and the key's bytes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from numba import njit
+
+from mqstore.errors import InvalidArgumentError
+
+_M32 = np.uint64(0xFFFFFFFF)
+_REPL = 0xFFFD
+
+
+@njit(cache=True)
+def utf8_next(buf: np.ndarray, i: int, e: int) -> tuple[int, int]:
+    """Decode one code point at ``buf[i]`` (``i < e``): ``(code point, next index)``.
+
+    Invalid input yields U+FFFD and consumes the maximal valid prefix (at least one byte)."""
+    b0 = np.int64(buf[i])
+    if b0 < 0x80:
+        return b0, i + 1
+    if b0 < 0xC2 or b0 > 0xF4:
+        return _REPL, i + 1
+    if b0 < 0xE0:
+        need = 1
+        cp = b0 & 0x1F
+        lo = 0x80
+        hi = 0xBF
+    elif b0 < 0xF0:
+        need = 2
+        cp = b0 & 0x0F
+        lo = 0xA0 if b0 == 0xE0 else 0x80
+        hi = 0x9F if b0 == 0xED else 0xBF
+    else:
+        need = 3
+        cp = b0 & 0x07
+        lo = 0x90 if b0 == 0xF0 else 0x80
+        hi = 0x8F if b0 == 0xF4 else 0xBF
+    j = i + 1
+    if j >= e:
+        return _REPL, j
+    b = np.int64(buf[j])
+    if b < lo or b > hi:
+        return _REPL, j
+    cp = (cp << 6) | (b & 0x3F)
+    j += 1
+    for _ in range(need - 1):
+        if j >= e:
+            return _REPL, j
+        b = np.int64(buf[j])
+        if b < 0x80 or b > 0xBF:
+            return _REPL, j
+        cp = (cp << 6) | (b & 0x3F)
+        j += 1
+    return cp, j
+
+
+@njit(cache=True)
+def hash_continue(buf: np.ndarray, s: int, e: int, h: np.uint64) -> np.uint64:
+    """Continue the Java hash state ``h`` over the UTF-8 bytes ``buf[s:e]``."""
+    i = s
+    c31 = np.uint64(31)
+    c961 = np.uint64(961)
+    c29791 = np.uint64(29791)
+    c923521 = np.uint64(923521)
+    while i < e:
+        if i + 4 <= e:
+            b0 = np.uint64(buf[i])
+            b1 = np.uint64(buf[i + 1])
+            b2 = np.uint64(buf[i + 2])
+            b3 = np.uint64(buf[i + 3])
+            if ((b0 | b1 | b2 | b3) & np.uint64(0x80)) == 0:
+                h = h * c923521 + b0 * c29791 + b1 * c961 + b2 * c31 + b3
+                i += 4
+                continue
+        b = buf[i]
+        if b < 0x80:
+            h = h * c31 + np.uint64(b)
+            i += 1
+            continue
+        cp, i = utf8_next(buf, i, e)
+        if cp >= 0x10000:
+            v = cp - 0x10000
+            h = h * c31 + np.uint64(0xD800 + (v >> 10))
+            h = h * c31 + np.uint64(0xDC00 + (v & 0x3FF))
+        else:
+            h = h * c31 + np.uint64(cp)
+    return h
+
+
+@njit(cache=True)
+def state_to_int32(h: np.uint64) -> int:
+    """The signed 32-bit value of a hash state."""
+    v = np.int64(h & np.uint64(0xFFFFFFFF))
+    if v >= 0x80000000:
+        v -= 0x100000000
+    return v
+
+
+@njit(cache=True)
+def index_hash_of_state(h: np.uint64) -> int:
+    """``IndexFile.indexKeyHashMethod``: ``abs(hashCode)``, 0 for ``Integer.MIN_VALUE``."""
+    v = state_to_int32(h)
+    if v < 0:
+        v = -v
+    if v > 0x7FFFFFFF:
+        v = 0
+    return v
+
+
+@njit(cache=True)
+def _hash_spans_kernel(buf: np.ndarray, starts: np.ndarray, lengths: np.ndarray, out: np.ndarray) -> None:
+    n = buf.shape[0]
+    for r in range(starts.shape[0]):
+        s = starts[r]
+        e = s + lengths[r]
+        s = min(max(s, 0), n)
+        e = min(max(e, s), n)
+        out[r] = state_to_int32(hash_continue(buf, s, e, np.uint64(0)))
+
+
+@njit(cache=True)
+def _index_hash_spans_kernel(
+    buf: np.ndarray,
+    topic_starts: np.ndarray,
+    topic_lens: np.ndarray,
+    key_starts: np.ndarray,
+    key_lens: np.ndarray,
+    out: np.ndarray,
+) -> None:
+    n = buf.shape[0]
+    c31 = np.uint64(31)
+    for r in range(key_starts.shape[0]):
+        ts = min(max(topic_starts[r], 0), n)
+        te = min(max(topic_starts[r] + topic_lens[r], ts), n)
+        ks = min(max(key_starts[r], 0), n)
+        ke = min(max(key_starts[r] + key_lens[r], ks), n)
+        h = hash_continue(buf, ts, te, np.uint64(0))
+        h = h * c31 + np.uint64(35)  # '#'
+        h = hash_continue(buf, ks, ke, h)
+        out[r] = index_hash_of_state(h)
+
+
+def as_u8(buf: object) -> np.ndarray:
+    """A zero-copy ``uint8`` view of a bytes-like object (or a numpy array)."""
+    if isinstance(buf, np.ndarray):
+        return buf.view(np.uint8).reshape(-1) if buf.dtype != np.uint8 else buf.reshape(-1)
+    return np.frombuffer(buf, dtype=np.uint8)  # type: ignore[call-overload]
+
+
+def _check_spans(n: int, starts: np.ndarray, lengths: np.ndarray, what: str) -> None:
+    if starts.shape != lengths.shape:
+        raise InvalidArgumentError(f"{what}: starts and lengths differ in shape")
+    if len(starts) and (
+        int(starts.min()) < 0 or int(lengths.min()) < 0 or int((starts + lengths).max()) > n
+    ):
+        raise InvalidArgumentError(f"{what}: a span lies outside the buffer of {n} bytes")
+
+
+def hash_spans(buf_u8: object, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """Java ``String.hashCode`` of the UTF-8 strings ``buf[starts[i] : starts[i] + lengths[i]]``."""
+    buf = as_u8(buf_u8)
+    s = np.ascontiguousarray(starts, dtype=np.int64)
+    ln = np.ascontiguousarray(lengths, dtype=np.int64)
+    _check_spans(len(buf), s, ln, "hash_spans")
+    out = np.empty(len(s), np.int32)
+    _hash_spans_kernel(buf, s, ln, out)
+    return out
+
+
+def index_hash_spans(
+    buf_u8: object,
+    topic_starts: np.ndarray,
+    topic_lens: np.ndarray,
+    key_starts: np.ndarray,
+    key_lens: np.ndarray,
+) -> np.ndarray:
+    """IndexFile key hash of ``topic + "#" + key`` for spans of one buffer."""
+    buf = as_u8(buf_u8)
+    ts = np.ascontiguousarray(topic_starts, dtype=np.int64)
+    tl = np.ascontiguousarray(topic_lens, dtype=np.int64)
+    ks = np.ascontiguousarray(key_starts, dtype=np.int64)
+    kl = np.ascontiguousarray(key_lens, dtype=np.int64)
+    _check_spans(len(buf), ts, tl, "index_hash_spans (topics)")
+    _check_spans(len(buf), ks, kl, "index_hash_spans (keys)")
+    if ts.shape != ks.shape:
+        raise InvalidArgumentError("index_hash_spans: topic and key spans differ in number")
+    out = np.empty(len(ks), np.int32)
+    _index_hash_spans_kernel(buf, ts, tl, ks, kl, out)
+    return out
+
+
+def _pack_strings(strings: Sequence[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    encoded = [s.encode("utf-8", "surrogatepass") for s in strings]
+    lengths = np.fromiter((len(b) for b in encoded), dtype=np.int64, count=len(encoded))
+    starts = np.zeros(len(encoded), np.int64)
+    if len(encoded) > 1:
+        np.cumsum(lengths[:-1], out=starts[1:])
+    return np.frombuffer(b"".join(encoded), np.uint8), starts, lengths
+
+
+def hash_strings(strings: Sequence[str]) -> np.ndarray:
+    """Java ``String.hashCode`` of many Python strings (encoded into one buffer, then the kernel).
+
+    Lone surrogates in a string are hashed as the code unit itself, as Java does."""
+    if any(not s.isascii() and _has_surrogate(s) for s in strings):
+        from mqstore.formats.rocketmq.javahash import java_string_hashcode
+
+        return np.array([java_string_hashcode(s) for s in strings], np.int32)
+    buf, starts, lengths = _pack_strings(strings)
+    out = np.empty(len(strings), np.int32)
+    _hash_spans_kernel(buf, starts, lengths, out)
+    return out
+
+
+def index_hash_strings(keys: Sequence[str]) -> np.ndarray:
+    """IndexFile key hash (``abs``, ``MIN_VALUE`` → 0) of many full index keys (``topic#key``)."""
+    h = hash_strings(keys).astype(np.int64)
+    h = np.abs(h)
+    h[h > 0x7FFFFFFF] = 0
+    return h.astype(np.int32)
+
+
+def _has_surrogate(s: str) -> bool:
+    return any(0xD800 <= ord(c) <= 0xDFFF for c in s)

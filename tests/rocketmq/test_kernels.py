@@ -1,0 +1,363 @@
+"""The RocketMQ fast paths (numba kernels) against their pure-Python twins, on the fixtures and on
+random (and randomly damaged) data."""
+
+from __future__ import annotations
+
+import struct
+import zlib
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from mqstore.errors import CorruptDataError, InvalidArgumentError
+from mqstore.formats.rocketmq.javahash import (
+    index_key_hash,
+    java_bytes_hashcode,
+    java_string_hashcode,
+)
+from mqstore.formats.rocketmq.record import MAGIC_V1, MAGIC_V2, check_record, decode_record
+from mqstore.kernels.javahash import hash_spans, hash_strings, index_hash_spans, index_hash_strings
+from mqstore.kernels.rocketmq_scan import (
+    CRC_TABLE,
+    STOP_BLANK,
+    STOP_END,
+    STOP_INVALID,
+    DispatchBatch,
+    as_u8,
+    crc32_span,
+    decode_columns,
+    record_positions,
+    scan_segment,
+    scan_segment_py,
+)
+
+from .helpers import (
+    CASES,
+    FixtureCase,
+    concat_batches,
+    load_case,
+    scan_store,
+)
+
+ARRAYS = (
+    "commit_log_offset",
+    "size",
+    "queue_id",
+    "queue_offset",
+    "sys_flag",
+    "store_timestamp",
+    "tags_code",
+    "topic_id",
+    "key_row",
+    "key_hash",
+)
+
+
+def assert_same_batch(fast: DispatchBatch, ref: DispatchBatch) -> None:
+    for name in ARRAYS:
+        a, b = getattr(fast, name), getattr(ref, name)
+        assert a.dtype == b.dtype, name
+        assert np.array_equal(a, b), (name, a, b)
+    assert fast.topics == ref.topics
+    assert (fast.next_offset, fast.stop) == (ref.next_offset, ref.stop), (fast.error, ref.error)
+    assert (fast.error is None) == (ref.error is None), (fast.error, ref.error)
+    assert fast.skipped == ref.skipped
+
+
+@pytest.fixture(scope="module", params=CASES)
+def case(request: pytest.FixtureRequest) -> FixtureCase:
+    return load_case(request.param)
+
+
+# ----------------------------------------------------------------------------- raw record builder
+def raw_record(
+    topic: bytes,
+    props: bytes,
+    body: bytes = b"",
+    *,
+    v2: bool = False,
+    sys_flag: int = 0,
+    queue_id: int = 0,
+    queue_offset: int = 0,
+    store_ts: int = 1_700_000_000_000,
+    crc: int | None = None,
+    total_delta: int = 0,
+) -> bytes:
+    """A record from raw bytes (so topics and properties may hold invalid UTF-8)."""
+    bw = 20 if sys_flag & 0x10 else 8
+    sw = 20 if sys_flag & 0x20 else 8
+    total = 48 + bw + 8 + sw + 12 + 4 + len(body) + (2 if v2 else 1) + len(topic) + 2 + len(props)
+    if crc is None:
+        crc = zlib.crc32(body) & 0x7FFFFFFF
+    out = struct.pack(
+        ">iiiiiqqiq", total + total_delta, MAGIC_V2 if v2 else MAGIC_V1, crc, queue_id, 0, queue_offset, 0, sys_flag, 1
+    )
+    out += bytes(range(1, bw + 1)) + struct.pack(">q", store_ts) + bytes(range(7, sw + 7))
+    out += struct.pack(">iqi", 0, 0, len(body)) + body
+    out += struct.pack(">h", len(topic)) if v2 else struct.pack(">b", len(topic))
+    out += topic + struct.pack(">h", len(props)) + props
+    return out
+
+
+# ----------------------------------------------------------------------------- scan: fixtures
+@pytest.mark.parametrize("check_crc", [False, True])
+def test_scan_fast_equals_reference_on_fixtures(case: FixtureCase, check_crc: bool) -> None:
+    for base, data in case.segments():
+        for max_records in (None, 0, 1, 5):
+            fast = scan_segment(data, base, 0, len(data), check_crc=check_crc, max_records=max_records)
+            ref = scan_segment_py(data, base, 0, len(data), check_crc=check_crc, max_records=max_records)
+            assert_same_batch(fast, ref)
+        # memory-mapped style inputs: numpy array and memoryview, and odd sub-ranges
+        arr = np.frombuffer(data, np.uint8)
+        for a, b in ((0, 100), (0, 1000), (173, len(data)), (0, len(data) - 3)):
+            assert_same_batch(scan_segment(arr, base, a, b), scan_segment_py(data, base, a, b))
+            assert_same_batch(scan_segment(memoryview(data), base, a, b), scan_segment_py(data, base, a, b))
+
+
+def test_scan_fast_store_walk_matches_reference(case: FixtureCase) -> None:
+    fast = concat_batches(list(scan_store(case, scan_segment)))
+    ref = concat_batches(list(scan_store(case, scan_segment_py)))
+    for k in fast:
+        assert np.array_equal(np.asarray(fast[k]), np.asarray(ref[k])), k
+    assert len(fast["off"]) == len(case.messages)
+
+
+def test_scan_rejects_bad_range() -> None:
+    with pytest.raises(InvalidArgumentError):
+        scan_segment(b"\0" * 10, 0, 0, 11)
+    with pytest.raises(InvalidArgumentError):
+        scan_segment(b"\0" * 10, 0, 5, 4)
+
+
+def test_record_positions_on_fixtures(case: FixtureCase) -> None:
+    blanks = {b["physicalOffset"] for b in case.manifest["blankRecords"]}
+    for base, data in case.segments():
+        pos, sizes, stop, nxt = record_positions(data, 0, len(data))
+        batch = scan_segment_py(data, base, 0, len(data))
+        assert np.array_equal(pos + base, batch.commit_log_offset)
+        assert np.array_equal(sizes, batch.size)
+        assert stop == batch.stop
+        assert nxt + base == batch.next_offset
+        assert (stop == STOP_BLANK) == (base + nxt in blanks)
+
+
+def test_decode_columns_on_fixtures(case: FixtureCase) -> None:
+    by_offset = {m["physicalOffset"]: m for m in case.messages}
+    seen = 0
+    for base, data in case.segments():
+        pos, _, _, _ = record_positions(data, 0, len(data))
+        cols = decode_columns(data, base, pos)
+        for i, p in enumerate(pos.tolist()):
+            m = by_offset[base + p]
+            seen += 1
+            assert cols["topic"][i] == m["topic"]
+            assert cols["body"][i].hex() == m["bodyHex"]
+            assert int(cols["flag"][i]) == m["flag"]
+            assert int(cols["queueId"][i]) == m["queueId"]
+            assert int(cols["queueOffset"][i]) == m["queueOffset"]
+            assert int(cols["commitLogOffset"][i]) == m["physicalOffset"]
+            assert int(cols["size"][i]) == m["size"]
+            assert int(cols["bornTimestamp"][i]) == m["bornTimestamp"]
+            assert int(cols["storeTimestamp"][i]) == m["storeTimestamp"]
+            assert cols["bornHost"][i] == m["bornHost"]
+            assert cols["storeHost"][i] == m["storeHost"]
+            assert int(cols["sysFlag"][i]) == m["sysFlag"]
+            assert int(cols["reconsumeTimes"][i]) == m["reconsumeTimes"]
+            assert int(cols["bodyCRC"][i]) == m["bodyCRC"]
+            assert int(cols["preparedTransactionOffset"][i]) == m["preparedTransactionOffset"]
+            assert int(cols["magic"][i]) == {"v1": MAGIC_V1, "v2": MAGIC_V2}[m["magic"]]
+            assert cols["keys"][i] == [k for k in (m["keys"] or "").split(" ") if k]
+            assert cols["tags"][i] == (m["tags"] or None)
+            assert cols["uniqKey"][i] == m["uniqKey"]
+            assert cols["properties"][i] == decode_record(data, p).properties
+        no_body = decode_columns(data, base, pos, include_body=False)
+        assert "body" not in no_body
+    assert seen == len(case.messages)
+
+
+def test_decode_columns_rejects_non_records(case: FixtureCase) -> None:
+    base, data = case.segments()[0]
+    with pytest.raises(CorruptDataError):
+        decode_columns(data, base, np.array([0, 3], np.int64))
+    with pytest.raises(CorruptDataError):
+        decode_columns(data, base, np.array([len(data) + 5], np.int64))
+
+
+# ----------------------------------------------------------------------------- scan: random data
+_name = st.sampled_from([b"KEYS", b"TAGS", b"UNIQ_KEY", b"DELAY", b"WAIT", b"K", b"KEY", b"", b"\xff"])
+_value = st.one_of(
+    st.sampled_from([b"a", b"b c", b"  x  y ", b"5", b"18", b"0", b"99", b"+3", b" 4", b"1_0", b"", b"\xe2\x82", b"\xc3\xa9"]),
+    st.binary(max_size=8).filter(lambda b: b"\x01" not in b and b"\x02" not in b),
+    st.text(max_size=6).map(lambda s: s.encode("utf-8", "surrogatepass")),
+)
+_topic = st.one_of(
+    st.sampled_from([b"TopicTest", b"SCHEDULE_TOPIC_XXXX", b"t\xff", b"t\xfe", b"\xf0\x9f\x98\x80", b"x" * 130]),
+    st.binary(min_size=0, max_size=12),
+)
+
+
+@st.composite
+def _props(draw: st.DrawFn) -> bytes:
+    parts = []
+    for _ in range(draw(st.integers(0, 6))):
+        name, value = draw(_name), draw(_value)
+        sep = draw(st.sampled_from([b"\x01", b"\x01", b"\x01", b""]))
+        parts.append(name + sep + value)
+    tail = draw(st.sampled_from([b"", b"\x02"]))
+    return b"\x02".join(parts) + tail
+
+
+@st.composite
+def _segment(draw: st.DrawFn) -> tuple[bytes, int, int]:
+    out = bytearray()
+    for _ in range(draw(st.integers(0, 6))):
+        topic = draw(_topic)
+        v2 = len(topic) > 127 or draw(st.booleans())
+        body = draw(st.binary(max_size=40))
+        sys_flag = draw(st.integers(0, 0xFF))
+        bad_crc = draw(st.integers(0, 9)) == 0
+        delta = draw(st.sampled_from([0] * 8 + [1, 3]))
+        out += raw_record(
+            topic,
+            draw(_props()),
+            body,
+            v2=v2,
+            sys_flag=sys_flag,
+            queue_id=draw(st.integers(0, 3)),
+            queue_offset=draw(st.integers(0, 2**40)),
+            store_ts=draw(st.integers(0, 2**45)),
+            crc=(12345 if bad_crc else None),
+            total_delta=delta,
+        )
+        if delta:
+            out += bytes(delta)
+    kind = draw(st.integers(0, 5))
+    if kind == 1:
+        out += struct.pack(">ii", 100, -875286124) + bytes(92)  # blank record
+    elif kind == 2:
+        out += draw(st.binary(max_size=30))  # garbage tail
+    elif kind == 3 and out:
+        for _ in range(draw(st.integers(1, 3))):
+            out[draw(st.integers(0, len(out) - 1))] = draw(st.integers(0, 255))
+    elif kind == 4:
+        out += bytes(draw(st.integers(0, 20)))
+    if kind == 5 and out:
+        out = out[: draw(st.integers(0, len(out)))]
+    n = len(out)
+    start = draw(st.sampled_from([0, 0, 0, min(1, n)]))
+    end = draw(st.one_of(st.just(n), st.integers(start, n)))
+    return bytes(out), start, end
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(_segment(), st.booleans(), st.booleans(), st.sampled_from([None, 0, 1, 3]))
+def test_scan_fast_equals_reference_on_random(
+    seg: tuple[bytes, int, int], check_crc: bool, skip: bool, max_records: int | None
+) -> None:
+    data, start, end = seg
+    kw = {"check_crc": check_crc, "skip_length_mismatch": skip, "max_records": max_records}
+    fast = scan_segment(data, 1 << 30, start, end, **kw)
+    ref = scan_segment_py(data, 1 << 30, start, end, **kw)
+    assert_same_batch(fast, ref)
+    pos, sizes, stop, nxt = record_positions(data, start, end)
+    assert stop in (STOP_END, STOP_BLANK, STOP_INVALID)
+    assert start <= nxt <= end and len(pos) == len(sizes)
+    if len(pos):
+        assert int(pos[-1]) + int(sizes[-1]) == nxt
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.binary(max_size=300), st.integers(0, 300), st.integers(0, 300))
+def test_kernels_survive_garbage(data: bytes, a: int, b: int) -> None:
+    a, b = min(a, len(data)), min(b, len(data))
+    a, b = min(a, b), max(a, b)
+    assert_same_batch(scan_segment(data, 0, a, b, check_crc=True), scan_segment_py(data, 0, a, b, check_crc=True))
+    record_positions(data, a, b)
+    try:
+        decode_columns(data, 0, np.arange(0, len(data), 7, dtype=np.int64))
+    except CorruptDataError:
+        pass
+
+
+def test_delay_topic_fallback_and_custom_table() -> None:
+    recs = [
+        raw_record(b"SCHEDULE_TOPIC_XXXX", b"DELAY\x01" + v + b"\x02TAGS\x01tg\x02", store_ts=10_000)
+        for v in (b"3", b"+3", b" 3", b"0", b"999", b"x", b"\xd9\xa5")
+    ]
+    data = b"".join(recs)
+    for table in (None, {1: 7, 3: 11}, {}, {2: 5, -1: 3}):
+        kw = {} if table is None else {"delay_table": table}
+        assert_same_batch(scan_segment(data, 0, 0, len(data), **kw), scan_segment_py(data, 0, 0, len(data), **kw))
+    batch = scan_segment(data, 0, 0, len(data))
+    assert batch.tags_code[:2].tolist() == [20_000, 20_000]  # level 3 = 10 s, int("+3") == 3
+
+
+def test_topics_merged_by_decoded_text() -> None:
+    data = raw_record(b"t\xff", b"KEYS\x01a\x02") + raw_record(b"t\xfe", b"KEYS\x01a\x02") + raw_record(b"u", b"")
+    fast = scan_segment(data, 0, 0, len(data))
+    assert fast.topics == ["t\ufffd", "u"]
+    assert fast.topic_id.tolist() == [0, 0, 1]
+    assert fast.key_hash[0] == fast.key_hash[1] == index_key_hash("t\ufffd#a")
+    assert_same_batch(fast, scan_segment_py(data, 0, 0, len(data)))
+
+
+def test_crc_kernel_matches_zlib() -> None:
+    rng = np.random.default_rng(5)
+    data = rng.integers(0, 256, 5000, dtype=np.uint8)
+    for a, b in ((0, 0), (0, 1), (3, 11), (0, 5000), (17, 4999)):
+        assert crc32_span(data, a, b, CRC_TABLE) == zlib.crc32(data[a:b].tobytes())
+
+
+# ----------------------------------------------------------------------------- java hash kernel
+_utf8_pieces = st.sampled_from(
+    [b"a", b"Z", b" ", b"#", b"\x80", b"\xc2", b"\xc3\xa9", b"\xe0", b"\xe0\xa0", b"\xed\xa0\x80", b"\xe2\x82\xac",
+     b"\xef\xbf\xbf", b"\xf0", b"\xf0\x90", b"\xf0\x9f\x98\x80", b"\xf4\x8f\xbf\xbf", b"\xf4\x90\x80\x80", b"\xf5",
+     b"\xff", b"\xbf", b"\xc0\xaf"]
+)  # fmt: skip
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.lists(_utf8_pieces, max_size=12).map(b"".join), min_size=1, max_size=8), st.binary(max_size=20))
+def test_hash_spans_equals_reference(pieces: list[bytes], raw: bytes) -> None:
+    spans = [*pieces, raw]
+    buf = b"".join(spans)
+    lengths = np.array([len(p) for p in spans], np.int64)
+    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
+    assert hash_spans(buf, starts, lengths).tolist() == [java_bytes_hashcode(p) for p in spans]
+    # index hash of "topic#key" with the first span as topic and every span as key
+    ts = np.zeros(len(spans), np.int64)
+    tl = np.full(len(spans), lengths[0], np.int64)
+    expected = [
+        index_key_hash(spans[0].decode("utf-8", "replace") + "#" + p.decode("utf-8", "replace")) for p in spans
+    ]
+    assert index_hash_spans(buf, ts, tl, starts, lengths).tolist() == expected
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.text(max_size=15), max_size=10))
+def test_hash_strings_equals_reference(strings: list[str]) -> None:
+    assert hash_strings(strings).tolist() == [java_string_hashcode(s) for s in strings]
+    assert index_hash_strings(strings).tolist() == [index_key_hash(s) for s in strings]
+
+
+def test_hash_special_values() -> None:
+    assert hash_strings(["polygenelubricants", "TopicTest#q493u|ke", "", "Aa", "BB"]).tolist() == [
+        -(2**31),
+        -(2**31),
+        0,
+        2112,
+        2112,
+    ]
+    assert index_hash_strings(["TopicTest#q493u|ke"]).tolist() == [0]
+    with pytest.raises(InvalidArgumentError):
+        hash_spans(b"abc", np.array([2]), np.array([2]))
+
+
+def test_as_u8_views_without_copy() -> None:
+    data = bytearray(b"abcd")
+    view = as_u8(data)
+    data[0] = ord("z")
+    assert view[0] == ord("z")
+    assert check_record(b"\0" * 3).size == -1
