@@ -1,10 +1,323 @@
-"""`mqstore rocketmq ...` commands."""
+"""`mqstore rocketmq ...`: inspect, dump, query, verify and rebuild a RocketMQ store directory."""
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import click
+
+from mqstore.cli.common import echo_json_lines, handle_errors, json_option, print_table, to_json
+
+store_arg = click.argument("store", type=click.Path(file_okay=False, path_type=Path))
+LONG_MAX = 2**63 - 1
+
+
+def _geometry_options(f):
+    f = click.option("--cq-file-size", type=click.IntRange(min=20), default=None, help="ConsumeQueue segment size (bytes).")(f)
+    f = click.option("--items", type=click.IntRange(min=2), default=None, help="IndexFile items per file.")(f)
+    f = click.option("--slots", type=click.IntRange(min=1), default=None, help="IndexFile hash slots.")(f)
+    return click.option("--commitlog-file-size", type=click.IntRange(min=4096), default=None,
+                        help="CommitLog segment size (default: detected from the files).")(f)
+
+
+def _config(store: Path, commitlog_file_size=None, slots=None, items=None, cq_file_size=None):
+    from mqstore.api.rocketmq import StoreConfig
+    from mqstore.errors import StoreNotFoundError
+    from mqstore.storage.rocketmq.rebuild import detect_segment_size
+
+    if not store.is_dir():
+        raise StoreNotFoundError(f"store directory {store} does not exist")
+    kw: dict[str, int] = {}
+    seg = commitlog_file_size or (detect_segment_size(store / "commitlog") if (store / "commitlog").is_dir() else None)
+    if seg:
+        kw["commit_log_file_size"] = seg
+    if slots:
+        kw["hash_slot_num"] = slots
+    if items:
+        kw["index_num"] = items
+    if cq_file_size:
+        kw["consume_queue_file_size"] = cq_file_size
+    if not slots and not items:
+        detected = _detect_index_geometry(store, kw.get("hash_slot_num"))
+        if detected:
+            kw["hash_slot_num"], kw["index_num"] = detected
+    if not cq_file_size:
+        cq = _detect_cq_size(store)
+        if cq:
+            kw["consume_queue_file_size"] = cq
+    return StoreConfig(background_services=False, **kw)
+
+
+def _detect_cq_size(store: Path) -> int | None:
+    base = store / "consumequeue"
+    if not base.is_dir():
+        return None
+    for p in base.glob("*/*/*"):
+        if p.is_file() and p.name.isdigit() and p.stat().st_size:
+            return p.stat().st_size
+    return None
+
+
+def _detect_index_geometry(store: Path, slots_hint: int | None) -> tuple[int, int] | None:
+    """Recover (slots, items) of existing index files from their size and header counts."""
+    base = store / "index"
+    if not base.is_dir():
+        return None
+    from mqstore.formats.rocketmq.indexfile import DEFAULT_HASH_SLOT_NUM, DEFAULT_INDEX_NUM, index_file_size
+
+    files = sorted(p for p in base.iterdir() if p.is_file() and p.name.isdigit())
+    if not files:
+        return None
+    size = files[0].stat().st_size
+    if size == index_file_size(DEFAULT_HASH_SLOT_NUM, DEFAULT_INDEX_NUM):
+        return DEFAULT_HASH_SLOT_NUM, DEFAULT_INDEX_NUM
+    # size = 40 + 4 s + 20 n.  A full file has indexCount == n; otherwise try common slot/item ratios.
+    import struct
+
+    for p in files:
+        with open(p, "rb") as fh:
+            count = struct.unpack(">qqqqii", fh.read(40))[5]
+        if p.stat().st_size == size and count > 1:
+            rest = size - 40 - 20 * count
+            if rest > 0 and rest % 4 == 0 and p != files[-1]:
+                return rest // 4, count
+    for ratio in (4, 10, 1, 2, 8, 5, 20):
+        # 40 + 4 s + 20 r s = size
+        s, rem = divmod(size - 40, 4 + 20 * ratio)
+        if rem == 0 and s > 0:
+            return s, ratio * s
+    return None
+
+
+def _open(store: Path, read_only: bool = True):
+    from mqstore.api.rocketmq import MessageStore
+
+    return MessageStore.open(store, _config(store), read_only=read_only, create=False)
+
+
+def _print_messages(messages, as_json: bool, title: str) -> None:
+    if as_json:
+        echo_json_lines(m.to_json_dict() for m in messages)
+        return
+    rows = [(m.commit_log_offset, m.topic[:40], m.queue_id, m.queue_offset, m.store_timestamp, " ".join(m.keys)[:40],
+             m.tags or "", m.size, m.body[:32]) for m in messages]
+    print_table(title, ["commitLogOffset", "topic", "queueId", "queueOffset", "storeTimestamp", "keys", "tags", "size", "body"], rows)
 
 
 @click.group(name="rocketmq")
 def group() -> None:
-    """Commands for the rocketmq layer."""
+    """Inspect, query, verify and rebuild RocketMQ store directories (read-only unless asked)."""
+
+
+@group.command()
+@store_arg
+@json_option
+@handle_errors
+def inspect(store: Path, as_json: bool) -> None:
+    """Files, topics, queues, message counts, index files, checkpoint, clean/unclean shutdown."""
+    with _open(store) as s:
+        eng = s.engine
+        cl = eng.commit_log
+        info = {
+            "store": str(store),
+            "cleanShutdown": eng.last_exit_ok,
+            "commitLog": {"segmentSize": cl.file_size, "segments": [f.path.name for f in cl.queue.files],
+                          "minOffset": cl.min_offset, "maxOffset": cl.max_offset},
+            "queues": [{"topic": t, "queueId": q, "minOffset": cq.min_offset_in_queue, "maxOffset": cq.max_offset_in_queue,
+                        "messages": cq.max_offset_in_queue - cq.min_offset_in_queue, "files": len(cq.queue.files)}
+                       for (t, q), cq in sorted(eng.consume_queues.items())],
+            "indexFiles": [{"name": f.name, "beginTimestamp": f.header.begin_timestamp, "endTimestamp": f.header.end_timestamp,
+                            "beginPhyOffset": f.header.begin_phy_offset, "endPhyOffset": f.header.end_phy_offset,
+                            "hashSlotCount": f.header.hash_slot_count, "indexCount": f.header.index_count,
+                            "full": f.is_write_full()} for f in eng.index.files],
+            "indexGeometry": {"slots": eng.config.hash_slot_num, "items": eng.config.index_num},
+            "checkpoint": {"physicMsgTimestamp": eng.checkpoint.values.physic_msg_timestamp,
+                           "logicsMsgTimestamp": eng.checkpoint.values.logics_msg_timestamp,
+                           "indexMsgTimestamp": eng.checkpoint.values.index_msg_timestamp,
+                           "masterFlushedOffset": eng.checkpoint.values.master_flushed_offset,
+                           "confirmPhyOffset": eng.checkpoint.values.confirm_phy_offset},
+        }
+    if as_json:
+        click.echo(to_json(info))
+        return
+    click.echo(f"store {store}: {'clean' if info['cleanShutdown'] else 'UNCLEAN'} shutdown")
+    c = info["commitLog"]
+    click.echo(f"commitlog: {len(c['segments'])} segments of {c['segmentSize']} bytes, offsets [{c['minOffset']}, {c['maxOffset']})")
+    print_table("queues", ["topic", "queueId", "minOffset", "maxOffset", "messages", "files"],
+                [(q["topic"], q["queueId"], q["minOffset"], q["maxOffset"], q["messages"], q["files"]) for q in info["queues"]])
+    print_table("index files", ["name", "beginTimestamp", "endTimestamp", "beginPhyOffset", "endPhyOffset", "hashSlotCount", "indexCount", "full"],
+                [tuple(f.values()) for f in info["indexFiles"]])
+    print_table("checkpoint", list(info["checkpoint"]), [tuple(info["checkpoint"].values())])
+
+
+@group.command()
+@store_arg
+@click.option("--topic", default=None, help="Only messages of this topic.")
+@click.option("--from-offset", type=click.IntRange(min=0), default=0, help="CommitLog offset to start at.")
+@click.option("--limit", type=click.IntRange(min=1), default=None, help="At most this many messages.")
+@json_option
+@handle_errors
+def dump(store: Path, topic: str | None, from_offset: int, limit: int | None, as_json: bool) -> None:
+    """Every message of the CommitLog with every record field."""
+    from mqstore.api.rocketmq import Message
+
+    with _open(store) as s:
+        cl = s.engine.commit_log
+        out = []
+        done = False
+        start = max(from_offset, cl.min_offset)
+        for batch in cl.scan(start, cl.max_offset):
+            for off in batch.commit_log_offset.tolist():
+                rec = cl.read_record(off)
+                if topic is not None and rec.topic != topic:
+                    continue
+                m = Message.from_record(rec)
+                if as_json:
+                    click.echo(to_json(m.to_json_dict()))
+                else:
+                    out.append(m)
+                if limit is not None and (len(out) if not as_json else 0) >= limit:
+                    done = True
+                    break
+                if as_json and limit is not None:
+                    limit -= 1
+                    if limit == 0:
+                        done = True
+                        break
+            if done:
+                break
+            if batch.error:
+                click.echo(f"error: invalid record at offset {batch.next_offset}: {batch.error}", err=True)
+        if not as_json:
+            _print_messages(out, False, f"messages of {store}")
+
+
+@group.command()
+@store_arg
+@click.option("--topic", required=True)
+@click.option("--queue", "queue_id", type=click.IntRange(min=0), required=True)
+@click.option("--offset", type=click.IntRange(min=0), required=True, help="Queue offset.")
+@click.option("--count", type=click.IntRange(min=1), default=1, show_default=True)
+@json_option
+@handle_errors
+def get(store: Path, topic: str, queue_id: int, offset: int, count: int, as_json: bool) -> None:
+    """Messages of a queue by queue offset."""
+    with _open(store) as s:
+        _print_messages(s.get(topic, queue_id, offset, count), as_json, f"{topic}/{queue_id} from {offset}")
+
+
+@group.command("query-key")
+@store_arg
+@click.option("--topic", required=True)
+@click.option("--key", required=True)
+@click.option("--begin", type=int, default=None, help="Store time from (ms, inclusive).")
+@click.option("--end", type=int, default=None, help="Store time to (ms, inclusive).")
+@click.option("--max", "max_num", type=click.IntRange(min=1), default=None, help="At most this many messages.")
+@click.option("--semantics", type=click.Choice(["exact", "broker"]), default="exact", show_default=True,
+              help="exact: true key matches, ms window, no cap; broker: what IndexService.queryOffset returns.")
+@json_option
+@handle_errors
+def query_key(store: Path, topic: str, key: str, begin: int | None, end: int | None, max_num: int | None,
+              semantics: str, as_json: bool) -> None:
+    """Messages by key (or unique key)."""
+    with _open(store) as s:
+        if semantics == "broker":
+            offsets = s.query_offsets_broker(topic, key, max_num or 64, begin or 0, LONG_MAX if end is None else end)
+            messages = [s.get_by_offset(o, check_crc=False) for o in offsets]
+        else:
+            messages = s.query_by_key(topic, key, begin, end, max_num)
+        _print_messages(messages, as_json, f"{topic}#{key} ({semantics})")
+
+
+@group.command("query-time")
+@store_arg
+@click.option("--topic", required=True)
+@click.option("--queue", "queue_id", type=click.IntRange(min=0), required=True)
+@click.option("--timestamp", type=int, required=True, help="Store time (ms).")
+@click.option("--boundary", type=click.Choice(["lower", "upper"]), default="lower", show_default=True)
+@json_option
+@handle_errors
+def query_time(store: Path, topic: str, queue_id: int, timestamp: int, boundary: str, as_json: bool) -> None:
+    """The queue offset for a store time (ConsumeQueue time search)."""
+    with _open(store) as s:
+        off = s.offset_for_time(topic, queue_id, timestamp, boundary)
+        if as_json:
+            click.echo(to_json({"topic": topic, "queueId": queue_id, "timestamp": timestamp, "boundary": boundary,
+                                "queueOffset": off}))
+        else:
+            click.echo(off)
+
+
+@group.command()
+@store_arg
+@json_option
+@handle_errors
+def verify(store: Path, as_json: bool) -> None:
+    """CRC of every record, ConsumeQueue units and IndexFile items against the CommitLog.
+    Exit code 0 only when clean."""
+    from mqstore.storage.rocketmq.verify import verify_store
+
+    rep = verify_store(store, _config(store))
+    if as_json:
+        click.echo(to_json({"ok": rep.ok, "messages": rep.messages, "cqUnits": rep.cq_units,
+                            "indexItems": rep.index_items, "problems": rep.problems}))
+    else:
+        for p in rep.problems:
+            click.echo(p)
+        click.echo(f"{rep.messages} messages, {rep.cq_units} ConsumeQueue units, {rep.index_items} index items: "
+                   f"{'clean' if rep.ok else f'{len(rep.problems)} problems'}")
+    sys.exit(0 if rep.ok else 1)
+
+
+@group.command("rebuild-index")
+@store_arg
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Write consumequeue/, index/ and checkpoint here (default: in place).")
+@_geometry_options
+@json_option
+@handle_errors
+def rebuild_index(store: Path, out: Path | None, commitlog_file_size: int | None, slots: int | None,
+                  items: int | None, cq_file_size: int | None, as_json: bool) -> None:
+    """Regenerate consumequeue/ and index/ from the CommitLog alone."""
+    import time
+
+    from rich.progress import BarColumn, Progress, TransferSpeedColumn
+
+    from mqstore.storage.rocketmq.rebuild import rebuild_indexes
+
+    cfg = _config(store, commitlog_file_size, slots, items, cq_file_size)
+    lock = None
+    if out is None:
+        from mqstore.storage.rocketmq.store import RocketMQStore
+
+        lock = RocketMQStore.__new__(RocketMQStore)
+        lock.root = store
+        lock._lock_fd = None
+        lock._acquire_lock()  # no writer may run while files are swapped
+    t0 = time.perf_counter()
+    try:
+        show = sys.stderr.isatty() and not as_json
+        with Progress("{task.description}", BarColumn(), TransferSpeedColumn(), disable=not show, transient=True) as prog:
+            task = prog.add_task("rebuilding", total=None)
+
+            def progress(done: int, total: int) -> None:
+                prog.update(task, completed=done, total=total)
+
+            stats = rebuild_indexes(store, out, config=cfg, progress=progress)
+    finally:
+        if lock is not None:
+            lock._release_lock()
+    dt = time.perf_counter() - t0
+    result = {"messages": stats.messages, "keys": stats.keys, "consumeQueues": stats.consume_queues,
+              "indexFiles": stats.index_files, "commitLogEnd": stats.commit_log_end, "seconds": round(dt, 3),
+              "out": str(out or store)}
+    if stats.stop_error:
+        result["stoppedAt"] = stats.stop_error
+    if as_json:
+        click.echo(to_json(result))
+    else:
+        click.echo(f"rebuilt {stats.consume_queues} ConsumeQueues and {stats.index_files} index files from "
+                   f"{stats.messages} messages ({stats.keys} keys) in {dt:.2f} s into {out or store}")
+        if stats.stop_error:
+            click.echo(f"warning: the CommitLog scan stopped early: {stats.stop_error}", err=True)

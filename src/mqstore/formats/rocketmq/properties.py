@@ -7,6 +7,7 @@ properties (bucket order, insertion order inside a bucket).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping
 
 from mqstore.formats.rocketmq.javahash import java_string_hashcode
@@ -53,6 +54,7 @@ def _table_size_for(cap: int) -> int:
     return max(n, 1)
 
 
+@functools.lru_cache(maxsize=4096)
 def _spread(key: str) -> int:
     h = java_string_hashcode(key) & 0xFFFFFFFF
     return h ^ (h >> 16)

@@ -9,6 +9,7 @@ short (magic v2).
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import struct
 import zlib
@@ -118,11 +119,16 @@ class Host(NamedTuple):
         return ":" in self.ip
 
     def to_bytes(self) -> bytes:
-        addr = ipaddress.ip_address(self.ip)
-        return addr.packed + _I32.pack(self.port)
+        return _host_bytes(self.ip, self.port)
 
     @classmethod
     def parse(cls, text: str | tuple[str, int] | Host) -> Host:
+        if isinstance(text, Host):
+            return text
+        return _parse_host(text)
+
+    @classmethod
+    def _parse(cls, text: str | tuple[str, int]) -> Host:
         """Parse ``1.2.3.4:5``, ``[::1]:5`` or a ``(ip, port)`` tuple."""
         if isinstance(text, Host):
             return text
@@ -151,6 +157,16 @@ class Host(NamedTuple):
         else:
             ip = _full_v6(ipaddress.IPv6Address(bytes(data[:16])))
         return cls(ip, _I32.unpack_from(data, len(data) - 4)[0])
+
+
+@functools.lru_cache(maxsize=1024)
+def _host_bytes(ip: str, port: int) -> bytes:
+    return ipaddress.ip_address(ip).packed + _I32.pack(port)
+
+
+@functools.lru_cache(maxsize=1024)
+def _parse_host(text: str | tuple[str, int]) -> Host:
+    return Host._parse(text)
 
 
 def _full_v6(addr: ipaddress.IPv4Address | ipaddress.IPv6Address) -> str:

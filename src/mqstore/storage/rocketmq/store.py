@@ -18,8 +18,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-
 from mqstore.errors import (
     CorruptDataError,
     ReadOnlyStoreError,
@@ -39,11 +37,14 @@ from mqstore.kernels.rocketmq_scan import DispatchBatch
 from mqstore.storage.mapped import ensure_inside
 from mqstore.storage.rocketmq.checkpoint import StoreCheckpoint
 from mqstore.storage.rocketmq.commitlog import CommitLog, RecoveryResult
-from mqstore.storage.rocketmq.config import FLUSH_SYNC, StoreConfig, validate_topic
+from mqstore.storage.rocketmq.config import FLUSH_SYNC, StoreConfig
 from mqstore.storage.rocketmq.consumequeue import ConsumeQueue
+from mqstore.storage.rocketmq.dispatch import IndexWriters
 from mqstore.storage.rocketmq.index import IndexService
 
 OS_PAGE = 4096
+_LOCKED_STORES: set[str] = set()
+_LOCKED_GUARD = threading.Lock()
 
 
 @dataclass(slots=True)
@@ -86,7 +87,6 @@ class RocketMQStore:
         self._threads: list[threading.Thread] = []
         self.background_error: BaseException | None = None
         self.queue_offsets: dict[tuple[str, int], int] = {}
-        self.consume_queues: dict[tuple[str, int], ConsumeQueue] = {}
         self.last_flushed_store_ts = 0
         self.last_logic_store_ts = 0
         self._last_put_ts = 0
@@ -99,6 +99,8 @@ class RocketMQStore:
             self.checkpoint = StoreCheckpoint(self.root / "checkpoint", read_only=read_only)
             self.index = IndexService(self._sub("index"), self.config.hash_slot_num, self.config.index_num, read_only=read_only)
             self.index.on_file_full = self._on_index_file_full
+            self.writers = IndexWriters(self.root, self.config.mapped_file_size_consume_queue,
+                                        self.index if self.config.message_index_enable else None, read_only=read_only)
             self.recovery = self._load_and_recover()
             self.reput_from_offset = self.commit_log.max_offset
             if not read_only:
@@ -114,15 +116,24 @@ class RocketMQStore:
         return ensure_inside(self.root, self.root / name)
 
     def _acquire_lock(self) -> None:
+        """``tryLock(0, 1)`` on ``lock`` as the broker does (a POSIX record lock, so a Java broker
+        and mqstore exclude each other), plus a per-process registry (POSIX locks do not exclude
+        two opens in one process)."""
         path = self.root / "lock"
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, 0)
-        except OSError as exc:
-            os.close(fd)
-            raise StoreLockedError(f"store {self.root} is locked by another writer", path=str(path)) from exc
-        os.pwrite(fd, b"lock", 0)
-        self._lock_fd = fd
+        key = str(self.root.resolve())
+        with _LOCKED_GUARD:
+            if key in _LOCKED_STORES:
+                raise StoreLockedError(f"store {self.root} is already open for writing in this process", path=str(path))
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, 0)
+            except OSError as exc:
+                os.close(fd)
+                raise StoreLockedError(f"store {self.root} is locked by another writer", path=str(path)) from exc
+            os.pwrite(fd, b"lock", 0)
+            self._lock_fd = fd
+            self._lock_key = key
+            _LOCKED_STORES.add(key)
 
     def _release_lock(self) -> None:
         if self._lock_fd is not None:
@@ -131,45 +142,21 @@ class RocketMQStore:
             finally:
                 os.close(self._lock_fd)
                 self._lock_fd = None
+                with _LOCKED_GUARD:
+                    _LOCKED_STORES.discard(self._lock_key)
 
-    def _cq_dir(self, topic: str, queue_id: int) -> Path:
-        return ensure_inside(self.root, self.root / "consumequeue" / topic / str(queue_id))
+    @property
+    def consume_queues(self) -> dict[tuple[str, int], ConsumeQueue]:
+        return self.writers.consume_queues
 
     def consume_queue(self, topic: str, queue_id: int, *, create: bool = False) -> ConsumeQueue | None:
-        key = (topic, queue_id)
-        cq = self.consume_queues.get(key)
-        if cq is None and create:
-            validate_topic(topic)
-            cq = ConsumeQueue(self._cq_dir(topic, queue_id), topic, queue_id,
-                              self.config.mapped_file_size_consume_queue, read_only=self.read_only)
-            self.consume_queues[key] = cq
-        return cq
-
-    def _load_consume_queues(self) -> None:
-        base = self.root / "consumequeue"
-        if not base.is_dir():
-            return
-        for tdir in sorted(base.iterdir()):
-            if not tdir.is_dir() or tdir.is_symlink():
-                continue
-            topic = tdir.name
-            for qdir in sorted(tdir.iterdir()):
-                try:
-                    qid = int(qdir.name)
-                except ValueError:
-                    continue  # the broker skips non-numeric queue directories
-                if not qdir.is_dir() or qdir.is_symlink():
-                    continue
-                ensure_inside(self.root, qdir)
-                cq = ConsumeQueue(qdir, topic, qid, self.config.mapped_file_size_consume_queue, read_only=self.read_only)
-                cq.load()
-                self.consume_queues[(topic, qid)] = cq
+        return self.writers.consume_queue(topic, queue_id, create=create)
 
     # ================================================================== recovery (spec §6.3)
     def _load_and_recover(self) -> RecoveryReport:
         cfg = self.config
         self.commit_log.load()
-        self._load_consume_queues()
+        self.writers.load_consume_queues()
         for cq in self.consume_queues.values():
             cq.recover()
         dispatch_from_phy = max((cq.max_physic_offset for cq in self.consume_queues.values()), default=-1)
@@ -226,6 +213,7 @@ class RocketMQStore:
                 tb = rec.topic.encode("utf-8")
                 topic_bytes.append(tb)
                 sizes.append(self._record_size(rec, tb))
+            self._check_sizes(records, sizes)
             assigned: list[int] = []
             pending: dict[tuple[str, int], int] = {}
             for rec in records:
@@ -256,6 +244,23 @@ class RocketMQStore:
             self.flush_commit_log(0)
         self._wake.set()
         return [AppendResult(o, s, q, now) for o, s, q in zip(offsets, sizes, assigned, strict=True)]
+
+    def _check_sizes(self, records: list[MessageRecord], sizes: list[int]) -> None:
+        """Refuse the whole batch before anything is written (a batch is all or nothing)."""
+        from mqstore.errors import MessageTooLargeError, PropertiesTooLargeError
+        from mqstore.formats.rocketmq.record import RECORD_SLACK
+
+        cfg = self.config
+        for rec, size in zip(records, sizes, strict=True):
+            if len(rec.body) > cfg.max_message_size:
+                raise MessageTooLargeError(f"body of {len(rec.body)} bytes exceeds max_message_size {cfg.max_message_size}")
+            if len(rec.properties_text.encode("utf-8")) > 32767:
+                raise PropertiesTooLargeError("properties exceed 32767 bytes")
+            if size > cfg.max_message_size + RECORD_SLACK:
+                raise MessageTooLargeError(f"record of {size} bytes exceeds max_message_size + 64 KiB")
+            if size + 8 > cfg.commit_log_file_size:
+                raise MessageTooLargeError(
+                    f"record of {size} bytes does not fit in a CommitLog segment of {cfg.commit_log_file_size} bytes")
 
     def _record_size(self, rec: MessageRecord, topic_b: bytes) -> int:
         from mqstore.formats.rocketmq.record import CRC32_RESERVED_LEN, MAGIC_V2, choose_magic
@@ -307,28 +312,10 @@ class RocketMQStore:
 
     def apply_batch(self, batch: DispatchBatch) -> int:
         """Route a dispatch batch to the ConsumeQueue and IndexFile writers (idempotent)."""
-        if len(batch) == 0:
-            return 0
         with self._dispatch_lock:
-            mask = batch.cq_mask()
-            if mask.any():
-                rows = np.nonzero(mask)[0]
-                qids = batch.queue_id[rows]
-                tids = batch.topic_id[rows]
-                keys = tids.astype(np.int64) * (1 << 32) + qids.astype(np.int64)
-                order = np.argsort(keys, kind="stable")
-                skeys = keys[order]
-                bounds = np.flatnonzero(np.diff(skeys)) + 1
-                for grp in np.split(order, bounds):
-                    r = rows[grp]
-                    topic = batch.topics[int(batch.topic_id[r[0]])]
-                    cq = self.consume_queue(topic, int(batch.queue_id[r[0]]), create=True)
-                    assert cq is not None
-                    cq.put_units(batch.commit_log_offset[r], batch.size[r], batch.tags_code[r], batch.queue_offset[r])
-                self.last_logic_store_ts = int(batch.store_timestamp[rows[-1]])
-            if self.config.message_index_enable:
-                self.index.build(batch)
-        return len(batch)
+            n = self.writers.apply(batch)
+            self.last_logic_store_ts = max(self.last_logic_store_ts, self.writers.last_logic_store_ts)
+            return n
 
     # ================================================================== flush
     def flush_commit_log(self, least_pages: int = 0) -> int:
@@ -464,8 +451,7 @@ class RocketMQStore:
         finally:
             self._closed = True
             self.commit_log.close()
-            for cq in self.consume_queues.values():
-                cq.close()
+            self.writers.close()
             self.index.close()
             self.checkpoint.close()
             self._release_lock()

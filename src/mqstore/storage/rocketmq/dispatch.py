@@ -1,0 +1,91 @@
+"""The dispatch step: route dispatch batches to the ConsumeQueue and IndexFile writers (spec §5).
+
+One class serves the live store's reput service, the offline rebuild and the Spark jobs, so all
+of them write byte-identical files for the same CommitLog.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from mqstore.kernels.rocketmq_scan import DispatchBatch
+from mqstore.storage.mapped import ensure_inside
+from mqstore.storage.rocketmq.config import validate_topic
+from mqstore.storage.rocketmq.consumequeue import ConsumeQueue
+from mqstore.storage.rocketmq.index import IndexService
+
+
+class IndexWriters:
+    """The ConsumeQueues of a store (``consumequeue/``) and its IndexService (``index/``)."""
+
+    def __init__(self, root: Path, cq_file_size: int, index: IndexService | None, *, read_only: bool = False) -> None:
+        self.root = Path(root)
+        self.cq_file_size = cq_file_size
+        self.index = index
+        self.read_only = read_only
+        self.consume_queues: dict[tuple[str, int], ConsumeQueue] = {}
+        self.last_logic_store_ts = 0
+
+    def cq_dir(self, topic: str, queue_id: int) -> Path:
+        return ensure_inside(self.root, self.root / "consumequeue" / topic / str(queue_id))
+
+    def consume_queue(self, topic: str, queue_id: int, *, create: bool = False) -> ConsumeQueue | None:
+        key = (topic, queue_id)
+        cq = self.consume_queues.get(key)
+        if cq is None and create:
+            validate_topic(topic)
+            cq = ConsumeQueue(self.cq_dir(topic, queue_id), topic, queue_id, self.cq_file_size, read_only=self.read_only)
+            self.consume_queues[key] = cq
+        return cq
+
+    def load_consume_queues(self) -> None:
+        base = self.root / "consumequeue"
+        if not base.is_dir():
+            return
+        for tdir in sorted(base.iterdir()):
+            if not tdir.is_dir() or tdir.is_symlink():
+                continue
+            for qdir in sorted(tdir.iterdir()):
+                try:
+                    qid = int(qdir.name)
+                except ValueError:
+                    continue  # the broker skips non-numeric queue directories
+                if not qdir.is_dir() or qdir.is_symlink():
+                    continue
+                ensure_inside(self.root, qdir)
+                cq = ConsumeQueue(qdir, tdir.name, qid, self.cq_file_size, read_only=self.read_only)
+                cq.load()
+                self.consume_queues[(tdir.name, qid)] = cq
+
+    def apply(self, batch: DispatchBatch) -> int:
+        """Write the ConsumeQueue units (NOT/COMMIT messages, grouped per queue, vectorised) and
+        the index keys of a batch; replayed batches write nothing twice."""
+        if len(batch) == 0:
+            return 0
+        mask = batch.cq_mask()
+        if mask.any():
+            rows = np.nonzero(mask)[0]
+            keys = batch.topic_id[rows].astype(np.int64) * (1 << 32) + batch.queue_id[rows].astype(np.int64)
+            order = np.argsort(keys, kind="stable")
+            bounds = np.flatnonzero(np.diff(keys[order])) + 1
+            for grp in np.split(order, bounds):
+                r = rows[grp]
+                cq = self.consume_queue(batch.topics[int(batch.topic_id[r[0]])], int(batch.queue_id[r[0]]), create=True)
+                assert cq is not None
+                cq.put_units(batch.commit_log_offset[r], batch.size[r], batch.tags_code[r], batch.queue_offset[r])
+            self.last_logic_store_ts = int(batch.store_timestamp[rows[-1]])
+        if self.index is not None:
+            self.index.build(batch)
+        return len(batch)
+
+    def flush(self, least_pages: int = 0) -> None:
+        for cq in list(self.consume_queues.values()):
+            cq.flush(least_pages)
+
+    def close(self) -> None:
+        for cq in self.consume_queues.values():
+            cq.close()
+        if self.index is not None:
+            self.index.close()

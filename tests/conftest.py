@@ -1,0 +1,25 @@
+"""Shared pytest set-up.  Spark tests get one session-scoped local SparkSession (see tests/spark)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+# Must happen before any JVM starts (Spark workers must use this interpreter).
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared"
+
+
+@pytest.fixture(scope="session")
+def shared_fixtures() -> Path:
+    path = SHARED / "fixtures"
+    if not path.is_dir():
+        pytest.fail(f"reference fixtures not found at {path} (shared/ must sit beside the repository)")
+    return path
