@@ -31,7 +31,6 @@ from mqstore.errors import (
     IndexOrderError,
     InvalidArgumentError,
     OffsetOverflowError,
-    StoreNotFoundError,
 )
 from mqstore.formats.kafka.index_entry import OffsetPosition, TimestampOffset
 from mqstore.kernels.kafka import index_search_many, index_search_py
@@ -47,7 +46,7 @@ def round_down(n: int, factor: int) -> int:
 class _Column:
     """Sequence view of one column of the mapped entries (for the scalar search twin)."""
 
-    __slots__ = ("_fmt", "_idx", "_size", "_add", "_mm")
+    __slots__ = ("_add", "_fmt", "_idx", "_mm", "_size")
 
     def __init__(self, mm: Any, fmt: struct.Struct, idx: int, size: int, add: int) -> None:
         self._mm, self._fmt, self._idx, self._size, self._add = mm, fmt, idx, size, add

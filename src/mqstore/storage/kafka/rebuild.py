@@ -193,7 +193,7 @@ class MappedLog:
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
         try:
-            self._f = open(self.path, "rb")  # noqa: SIM115 - closed in close()
+            self._f = open(self.path, "rb")
         except FileNotFoundError:
             raise StoreNotFoundError("log file not found", path=str(self.path)) from None
         size = os.fstat(self._f.fileno()).st_size

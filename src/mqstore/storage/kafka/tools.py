@@ -1,0 +1,321 @@
+"""Offline inspection of Kafka data: dump and verify (what ``kafka-dump-log.sh`` reports, spec §5).
+
+Verification problems (any of them makes ``verify`` fail):
+
+* ``crc`` / ``bad_size`` / ``torn_tail`` – a batch fails ``ensureValid``, a size field is below 14,
+  or bytes after the last whole batch (what recovery would cut);
+* ``offset_order`` – batch offsets go backwards or below the segment base offset;
+* ``index_sanity`` / ``time_index_sanity`` – Kafka's ``sanityCheck`` fails on the file as Kafka
+  would open it (entry count from the length);
+* ``index_padded`` / ``time_index_padded`` – an untrimmed file (zero padding after the entries: the
+  segment was not closed or rolled cleanly);
+* ``index_mismatch`` – an offset-index entry whose position is not a batch start, or whose offset
+  is not the last offset of a batch at or after that position (Kafka's ``--verify-index-only``
+  mismatch).  An entry that points at the first batch of a multi-batch append and names the last
+  offset of a later batch of the same append is what a follower writes: it is reported as a note
+  (``multi_batch_entry``), a problem only with ``strict=True`` (Kafka would list it);
+* ``time_index_offset_not_found`` / ``time_index_timestamp_mismatch`` /
+  ``time_index_out_of_order`` – Kafka's ``dumpTimeIndex`` checks.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from mqstore.errors import CorruptDataError, CorruptIndexError, InvalidArgumentError, StoreNotFoundError
+from mqstore.formats.kafka.batch import (
+    decode_batch_header,
+    decode_control_record,
+    decode_legacy_message,
+    iter_legacy_records,
+    iter_records,
+)
+from mqstore.storage.kafka.index import OffsetIndex, TimeIndex
+from mqstore.storage.kafka.rebuild import MappedLog, analyze_log, parse_base_offset
+
+ProgressFn = Callable[[int, int], None]
+
+
+@dataclass(frozen=True)
+class VerifyProblem:
+    kind: str
+    path: str
+    position: int | None
+    message: str
+
+
+@dataclass
+class VerifyReport:
+    problems: list[VerifyProblem] = field(default_factory=list)
+    notes: list[VerifyProblem] = field(default_factory=list)
+    segments: int = 0
+    batches: int = 0
+    bytes: int = 0
+    offset_index_entries: int = 0
+    time_index_entries: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def add(self, kind: str, path: Path | str, position: int | None, message: str) -> None:
+        self.problems.append(VerifyProblem(kind, str(path), position, message))
+
+    def note(self, kind: str, path: Path | str, position: int | None, message: str) -> None:
+        self.notes.append(VerifyProblem(kind, str(path), position, message))
+
+
+def _padding_start(rel: np.ndarray) -> int:
+    """DumpLogSegments' rule: entries stop at the first slot > 0 whose relative offset is 0."""
+    if rel.shape[0] > 1:
+        z = np.nonzero(rel[1:] == 0)[0]
+        if z.shape[0]:
+            return int(z[0]) + 1
+    return rel.shape[0]
+
+
+def _max_record_timestamp(mm: Any, position: int, magic: int, path: str) -> int:
+    if magic >= 2:
+        h = decode_batch_header(mm, position, path=path)
+        return max((r.timestamp for r in iter_records(mm, h, path=path)), default=-1)
+    msg = decode_legacy_message(mm, position, path=path)
+    return max((r.timestamp for r in iter_legacy_records(msg, path=path)), default=-1)
+
+
+def verify_segment(log_path: Path, report: VerifyReport, *, strict: bool = False,
+                   progress: ProgressFn | None = None) -> None:
+    """Check one segment (``.log`` and, when present, its ``.index``/``.timeindex``)."""
+    base = parse_base_offset(log_path)
+    lp = str(log_path)
+    report.segments += 1
+    with MappedLog(log_path) as ml:
+        mm = ml.mm
+        a = analyze_log(mm, progress=progress)
+        scan = a.scan
+        n = scan["count"]
+        report.batches += int(n)
+        report.bytes += a.log_size
+        bad = np.nonzero(~a.crc_ok)[0]
+        for i in bad[:20]:
+            report.add("crc", lp, int(scan["position"][i]),
+                       f"batch at position {int(scan['position'][i])} fails its size/CRC check")
+        if bad.shape[0] > 20:
+            report.add("crc", lp, None, f"{bad.shape[0] - 20} more invalid batches")
+        if a.stop == "bad_size":
+            report.add("bad_size", lp, int(scan["valid_end"]), "size field below 14 (corrupt record)")
+        elif scan["valid_end"] < a.log_size:
+            report.add("torn_tail", lp, int(scan["valid_end"]),
+                       f"{a.log_size - int(scan['valid_end'])} bytes after the last whole batch")
+        last = scan["last_offset"]
+        legacy = scan["magic"] < 2
+        firsts = np.where(legacy, last, scan["base_offset"])
+        if n:
+            if firsts[0] < base and not legacy[0]:
+                report.add("offset_order", lp, 0, f"first batch offset {int(firsts[0])} is below the base offset {base}")
+            back = np.nonzero(firsts[1:] <= last[:-1])[0]
+            for i in back[:20]:
+                report.add("offset_order", lp, int(scan["position"][i + 1]),
+                           f"batch offsets go backwards: {int(firsts[i + 1])} after {int(last[i])}")
+        positions = scan["position"]
+        pos_to_idx = {int(p): i for i, p in enumerate(positions.tolist())}
+        oi_path = log_path.with_suffix(".index")
+        ti_path = log_path.with_suffix(".timeindex")
+        valid_oi: OffsetIndex | None = None
+        if not oi_path.exists():
+            report.note("index_missing", oi_path, None, "no .index file (Kafka rebuilds it on load)")
+        else:
+            raw = OffsetIndex(oi_path, base, -1, writable=False)
+            try:
+                raw.sanity_check()
+            except CorruptIndexError as exc:
+                report.add("index_sanity", oi_path, None, exc.message)
+            keys = raw.column_array(False)
+            vals = raw.column_array(True)
+            valid_n = _padding_start(keys - base)
+            if raw.length != valid_n * 8:
+                report.add("index_padded", oi_path, valid_n * 8,
+                           f"{raw.length - valid_n * 8} bytes after {valid_n} entries (file not trimmed)")
+            report.offset_index_entries += valid_n
+            for slot in range(valid_n):
+                o, p = int(keys[slot]), int(vals[slot])
+                if slot and (o <= keys[slot - 1] or p < vals[slot - 1]):
+                    report.add("index_mismatch", oi_path, slot * 8, f"entry {slot} ({o}, {p}) is not after the previous one")
+                    continue
+                idx = pos_to_idx.get(p)
+                if idx is None:
+                    report.add("index_mismatch", oi_path, slot * 8,
+                               f"Index offset: {o}, position {p} is not the start of a batch")
+                    continue
+                if int(last[idx]) == o:
+                    continue
+                k = idx + int(np.searchsorted(last[idx:], o))
+                if k < n and int(last[k]) == o and (k == idx or int(last[idx]) < o):
+                    msg = f"Index offset: {o}, log offset: {int(last[idx])} (entry of a multi-batch append)"
+                    if strict:
+                        report.add("index_mismatch", oi_path, slot * 8, msg)
+                    else:
+                        report.note("multi_batch_entry", oi_path, slot * 8, msg)
+                else:
+                    report.add("index_mismatch", oi_path, slot * 8, f"Index offset: {o}, log offset: {int(last[idx])}")
+            raw.close()
+            valid_oi = OffsetIndex(oi_path, base, -1, writable=False, stop_at_padding=True)
+        if not ti_path.exists():
+            report.note("time_index_missing", ti_path, None, "no .timeindex file (Kafka rebuilds it on load)")
+        else:
+            raw_t = TimeIndex(ti_path, base, -1, writable=False)
+            try:
+                raw_t.sanity_check()
+            except CorruptIndexError as exc:
+                report.add("time_index_sanity", ti_path, None, exc.message)
+            ts_col = raw_t.column_array(False)
+            off_col = raw_t.column_array(True)
+            valid_t = _padding_start(off_col - base)
+            if raw_t.length != valid_t * 12:
+                report.add("time_index_padded", ti_path, valid_t * 12,
+                           f"{raw_t.length - valid_t * 12} bytes after {valid_t} entries (file not trimmed)")
+            report.time_index_entries += valid_t
+            prev_ts = None
+            for slot in range(valid_t):
+                t, o = int(ts_col[slot]), int(off_col[slot])
+                start = valid_oi.lookup(o).position if valid_oi is not None else 0
+                idx = pos_to_idx.get(start, 0)
+                k = idx + int(np.searchsorted(last[idx:], o)) if n else 0
+                if k >= n or not a.crc_ok[k]:
+                    report.add("time_index_offset_not_found", ti_path, slot * 12,
+                               f"Indexed offset: {o}, found log offset: -1")
+                elif int(last[k]) != o:
+                    report.add("time_index_offset_not_found", ti_path, slot * 12,
+                               f"Indexed offset: {o}, found log offset: {int(last[k])}")
+                else:
+                    try:
+                        log_ts = _max_record_timestamp(mm, int(positions[k]), int(scan["magic"][k]), lp)
+                    except CorruptDataError as exc:
+                        report.add("crc", lp, int(positions[k]), f"cannot decode batch: {exc.message}")
+                        log_ts = t
+                    if log_ts != t:
+                        report.add("time_index_timestamp_mismatch", ti_path, slot * 12,
+                                   f"Index timestamp: {t}, log timestamp: {log_ts}")
+                if prev_ts is not None and prev_ts >= t:
+                    report.add("time_index_out_of_order", ti_path, slot * 12,
+                               f"Index timestamp: {t}, Previously indexed timestamp: {prev_ts}")
+                prev_ts = t
+            raw_t.close()
+        if valid_oi is not None:
+            valid_oi.close()
+
+
+def _segment_logs(path: Path) -> list[Path]:
+    if path.is_dir():
+        return sorted(f for f in path.iterdir() if f.suffix == ".log" and f.name.split(".", 1)[0].isdigit())
+    if path.suffix in (".index", ".timeindex"):
+        return [path.with_suffix(".log")]
+    if path.suffix == ".log":
+        return [path]
+    raise InvalidArgumentError("expected a partition directory or a .log/.index/.timeindex file", path=str(path))
+
+
+def verify_path(path: str | os.PathLike[str], *, strict: bool = False,
+                progress: ProgressFn | None = None) -> VerifyReport:
+    """Verify a partition directory or one segment (given by its ``.log``, ``.index`` or ``.timeindex``)."""
+    p = Path(path)
+    if not p.exists():
+        raise StoreNotFoundError("path not found", path=str(p))
+    logs = _segment_logs(p)
+    report = VerifyReport()
+    if p.is_dir():
+        if not logs:
+            raise StoreNotFoundError("no .log segment files in directory", path=str(p))
+        bases = {parse_base_offset(f) for f in logs}
+        for f in sorted(p.iterdir()):
+            if f.suffix in (".index", ".timeindex", ".txnindex") and f.name.split(".", 1)[0].isdigit():
+                if parse_base_offset(f) not in bases:
+                    report.note("stray_index", f, None, "index file without a .log (Kafka deletes it on load)")
+    for f in logs:
+        if not f.exists():
+            raise StoreNotFoundError("segment log file not found", path=str(f))
+        verify_segment(f, report, strict=strict, progress=progress)
+    return report
+
+
+# ----------------------------------------------------------------------------- dump
+def dump_log(log_path: Path, *, print_data: bool = False) -> Iterator[dict[str, Any]]:
+    """One dict per batch (every header field) and, with ``print_data``, one per record."""
+    lp = str(log_path)
+    with MappedLog(log_path) as ml:
+        mm = ml.mm
+        a = analyze_log(mm)
+        scan = a.scan
+        for i in range(scan["count"]):
+            p = int(scan["position"][i])
+            m = int(scan["magic"][i])
+            valid = bool(a.crc_ok[i])
+            if m >= 2 and int(scan["size"][i]) >= 61:
+                h = decode_batch_header(mm, p, path=lp)
+                yield {
+                    "type": "batch", "baseOffset": h.base_offset, "lastOffset": h.last_offset,
+                    "count": h.records_count, "baseSequence": h.base_sequence, "lastSequence": h.last_sequence,
+                    "producerId": h.producer_id, "producerEpoch": h.producer_epoch,
+                    "partitionLeaderEpoch": h.partition_leader_epoch, "isTransactional": h.is_transactional,
+                    "isControl": h.is_control, "deleteHorizonMs": h.delete_horizon_ms, "position": p,
+                    "timestampType": h.timestamp_type.label, "maxTimestamp": h.max_timestamp,
+                    "baseTimestamp": h.base_timestamp, "size": h.size, "magic": h.magic,
+                    "compresscodec": h.compression.name.lower(), "crc": h.crc, "isvalid": valid,
+                }
+                if print_data and valid:
+                    for r in iter_records(mm, h, path=lp):
+                        rec: dict[str, Any] = {
+                            "type": "record", "offset": r.offset, "timestampType": h.timestamp_type.label,
+                            "timestamp": r.timestamp, "keySize": -1 if r.key is None else len(r.key),
+                            "valueSize": -1 if r.value is None else len(r.value),
+                            "sequence": -1 if h.base_sequence == -1 else h.base_sequence + r.offset_delta,
+                            "headerKeys": [x.key for x in r.headers],
+                            "key": r.key, "value": r.value,
+                            "headers": [{"key": x.key, "value": x.value} for x in r.headers],
+                        }
+                        if h.is_control:
+                            try:
+                                c = decode_control_record(r, path=lp)
+                                rec["controlType"] = c.type_name
+                                rec["coordinatorEpoch"] = c.coordinator_epoch
+                            except CorruptDataError:
+                                rec["controlType"] = "INVALID"
+                        yield rec
+            else:
+                yield {"type": "batch", "offset": int(scan["last_offset"][i]), "position": p, "magic": m,
+                       "size": int(scan["size"][i]), "crc": int(scan["crc"][i]), "isvalid": valid,
+                       "maxTimestamp": int(scan["max_timestamp"][i])}
+                if print_data and valid and m < 2:
+                    msg = decode_legacy_message(mm, p, path=lp)
+                    for r in iter_legacy_records(msg, path=lp):
+                        yield {"type": "record", "offset": r.offset, "timestamp": r.timestamp,
+                               "keySize": -1 if r.key is None else len(r.key),
+                               "valueSize": -1 if r.value is None else len(r.value), "key": r.key, "value": r.value}
+        if a.stop != "end" or scan["valid_end"] < a.log_size:
+            yield {"type": "tail", "position": int(scan["valid_end"]), "bytes": a.log_size - int(scan["valid_end"]),
+                   "reason": a.stop if a.stop != "end" else "torn"}
+
+
+def dump_index(path: Path) -> Iterator[dict[str, Any]]:
+    """Entries of a ``.index`` or ``.timeindex`` (stopping at zero padding like DumpLogSegments)."""
+    base = parse_base_offset(path)
+    if path.suffix == ".index":
+        idx: OffsetIndex | TimeIndex = OffsetIndex(path, base, -1, writable=False)
+        keys, vals = idx.column_array(False), idx.column_array(True)
+        n = _padding_start(keys - base)
+        for i in range(n):
+            yield {"type": "offset_index_entry", "offset": int(keys[i]), "position": int(vals[i])}
+    elif path.suffix == ".timeindex":
+        idx = TimeIndex(path, base, -1, writable=False)
+        keys, vals = idx.column_array(False), idx.column_array(True)
+        n = _padding_start(vals - base)
+        for i in range(n):
+            yield {"type": "time_index_entry", "timestamp": int(keys[i]), "offset": int(vals[i])}
+    else:
+        raise InvalidArgumentError("not an index file", path=str(path))
+    idx.close()
