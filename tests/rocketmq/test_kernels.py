@@ -11,7 +11,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mqstore.errors import CorruptDataError, InvalidArgumentError
+from mqstore.errors import CorruptDataError, CorruptIndexError, InvalidArgumentError
+from mqstore.formats.rocketmq.indexfile import IndexFileBuffer, IndexHeader, index_file_size
 from mqstore.formats.rocketmq.javahash import (
     index_key_hash,
     java_bytes_hashcode,
@@ -19,6 +20,13 @@ from mqstore.formats.rocketmq.javahash import (
 )
 from mqstore.formats.rocketmq.record import MAGIC_V1, MAGIC_V2, check_record, decode_record
 from mqstore.kernels.javahash import hash_spans, hash_strings, index_hash_spans, index_hash_strings
+from mqstore.kernels.rocketmq_index import (
+    bulk_put,
+    bulk_put_py,
+    header_array,
+    select_many,
+    select_many_py,
+)
 from mqstore.kernels.rocketmq_scan import (
     CRC_TABLE,
     STOP_BLANK,
@@ -36,7 +44,9 @@ from mqstore.kernels.rocketmq_scan import (
 from .helpers import (
     CASES,
     FixtureCase,
+    build_index_files,
     concat_batches,
+    index_inputs,
     load_case,
     scan_store,
 )
@@ -361,3 +371,135 @@ def test_as_u8_views_without_copy() -> None:
     data[0] = ord("z")
     assert view[0] == ord("z")
     assert check_record(b"\0" * 3).size == -1
+
+
+# ----------------------------------------------------------------------------- IndexFile kernels
+def test_index_files_rebuilt_byte_for_byte_bulk(case: FixtureCase) -> None:
+    cols = concat_batches(list(scan_store(case, scan_segment)))
+    kh, phy, ts = index_inputs(cols)
+    slots, items = case.config["maxHashSlotNum"], case.config["maxIndexNum"]
+    for put in (bulk_put, bulk_put_py):
+        built = build_index_files(kh, phy, ts, slots, items, bulk_put=put)
+        assert [n for n, _ in built] == [f["name"] for f in case.manifest["indexFiles"]]
+        for name, data in built:
+            assert data == case.store_file(f"index/{name}"), name
+    # and the reference builder agrees
+    assert build_index_files(kh, phy, ts, slots, items) == build_index_files(kh, phy, ts, slots, items, bulk_put)
+
+
+def test_select_many_replays_fixture_queries(case: FixtureCase) -> None:
+    slots, items = case.config["maxHashSlotNum"], case.config["maxIndexNum"]
+    for meta in case.manifest["indexFiles"]:
+        buf = np.frombuffer(case.store_file(f"index/{meta['name']}"), np.uint8)
+        header = header_array(IndexHeader.decode(buf.tobytes()))
+        for q in case.manifest["queries"]:
+            per_file = next(p for p in q["perFile"] if p["file"] == meta["name"])
+            if not per_file["isTimeMatched"]:
+                continue
+            kh = index_hash_strings([q["indexKey"], q["indexKey"]])
+            max_num = min(q["maxNum"], case.config["maxMsgsNumBatch"])
+            offs, splits = select_many(buf, slots, items, header, kh, max_num, q["begin"], q["end"])
+            assert offs[splits[0] : splits[1]].tolist() == per_file["selectPhyOffset"]
+            assert offs[splits[1] : splits[2]].tolist() == per_file["selectPhyOffset"]
+            ref = select_many_py(buf, slots, items, header, kh, max_num, q["begin"], q["end"])
+            assert np.array_equal(offs, ref[0]) and np.array_equal(splits, ref[1])
+
+
+_ts = st.one_of(
+    st.integers(1_700_000_000_000, 1_700_000_100_000),
+    st.sampled_from([0, -5, 1, 2**40, 1_699_000_000_000, 1_700_000_000_000 + 2**31 * 1000 + 7000]),
+)
+
+
+@st.composite
+def _index_run(draw: st.DrawFn) -> tuple[int, int, np.ndarray, np.ndarray, np.ndarray, tuple[int, int]]:
+    slots = draw(st.integers(1, 13))
+    items = draw(st.integers(2, 24))
+    n = draw(st.integers(0, 80))
+    kh = draw(st.lists(st.integers(0, 2**31 - 1) | st.integers(0, 40), min_size=n, max_size=n))
+    phy = sorted(draw(st.lists(st.integers(0, 2**40), min_size=n, max_size=n)))
+    ts = draw(st.lists(_ts, min_size=n, max_size=n))
+    if draw(st.booleans()):
+        ts = sorted(ts)
+    carry = (draw(st.sampled_from([0, 77])), draw(st.sampled_from([0, 1_699_999_999_000, 1_700_000_050_000])))
+    return (
+        slots,
+        items,
+        np.array(kh, np.int32),
+        np.array(phy, np.int64),
+        np.array(ts, np.int64),
+        carry,
+    )
+
+
+@settings(max_examples=250, deadline=None)
+@given(_index_run(), st.data())
+def test_bulk_put_equals_put_hash_with_rolling(run: tuple, data: st.DataObject) -> None:
+    slots, items, kh, phy, ts, carry = run
+    size = index_file_size(slots, items)
+    garbage = data.draw(st.booleans())
+    noise = np.frombuffer(data.draw(st.binary(min_size=size, max_size=size)), np.uint8) if garbage else None
+    i = 0
+    prev = carry
+    while True:
+        bufs, headers = [], []
+        for _ in range(2):
+            b = np.zeros(size, np.uint8)
+            if noise is not None:
+                b[40:] = noise[40:]  # stale slots/items: the garbage protection must behave the same
+            f = IndexFileBuffer(memoryview(b), slots, items, load=False)
+            f.carry_over(*prev)
+            bufs.append(b)
+            headers.append(header_array(f.header))
+        # feed the keys in two chunks to exercise ``start``
+        split = min(len(kh), i + data.draw(st.integers(0, 5)))
+        fast_n = bulk_put(bufs[0], slots, items, headers[0], kh[:split], phy[:split], ts[:split], i)
+        fast_n += bulk_put(bufs[0], slots, items, headers[0], kh, phy, ts, i + fast_n)
+        ref_n = bulk_put_py(bufs[1], slots, items, headers[1], kh, phy, ts, i)
+        assert fast_n == ref_n
+        assert np.array_equal(headers[0], headers[1])
+        assert np.array_equal(bufs[0], bufs[1])
+        # batch lookups on the file just built equal the reference chain walk
+        queries = np.concatenate([kh[i : i + ref_n], np.array([0, 1, 2**31 - 1], np.int32)])
+        for begin, end in ((0, 2**63 - 1), (1_700_000_000_000, 1_700_000_060_000), (2**41, 2**42)):
+            max_num = data.draw(st.integers(0, 5))
+            got = select_many(bufs[0], slots, items, headers[0], queries, max_num, begin, end)
+            exp = select_many_py(bufs[1], slots, items, headers[1], queries, max_num, begin, end)
+            assert np.array_equal(got[0], exp[0]) and np.array_equal(got[1], exp[1])
+        i += ref_n
+        if i >= len(kh):
+            break
+        assert headers[0][5] == items  # consumed fewer keys only because the file is full
+        prev = (int(headers[0][3]), int(headers[0][1]))
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.integers(1, 8), st.integers(2, 12), st.data())
+def test_select_many_on_corrupt_chains(slots: int, items: int, data: st.DataObject) -> None:
+    size = index_file_size(slots, items)
+    buf = np.frombuffer(bytearray(data.draw(st.binary(min_size=size, max_size=size))), np.uint8)
+    header = np.array([data.draw(st.integers(0, 10**13)), 0, 0, 0, 0, data.draw(st.integers(1, items))], np.int64)
+    keys = np.array(data.draw(st.lists(st.integers(0, 2**31 - 1), min_size=1, max_size=5)), np.int32)
+    begin = data.draw(st.sampled_from([0, -(2**62), 10**13]))
+    try:
+        exp = select_many_py(buf, slots, items, header, keys, 64, begin, 2**63 - 1)
+    except CorruptIndexError:
+        with pytest.raises(CorruptIndexError):
+            select_many(buf, slots, items, header, keys, 64, begin, 2**63 - 1)
+        select_many(buf, slots, items, header, keys, 64, begin, 2**63 - 1, on_corrupt="stop")
+        return
+    got = select_many(buf, slots, items, header, keys, 64, begin, 2**63 - 1)
+    assert np.array_equal(got[0], exp[0]) and np.array_equal(got[1], exp[1])
+
+
+def test_index_kernels_validate_inputs() -> None:
+    buf = np.zeros(index_file_size(4, 4), np.uint8)
+    header = np.array([0, 0, 0, 0, 0, 1], np.int64)
+    with pytest.raises(CorruptIndexError):
+        bulk_put(buf[:-1], 4, 4, header, np.zeros(1, np.int32), np.zeros(1), np.zeros(1))
+    with pytest.raises(CorruptIndexError):
+        bulk_put(buf, 4, 4, np.array([0, 0, 0, 0, 0, 9], np.int64), np.zeros(1, np.int32), np.zeros(1), np.zeros(1))
+    with pytest.raises(InvalidArgumentError):
+        bulk_put(buf, 4, 4, header, np.zeros(2, np.int32), np.zeros(1), np.zeros(1))
+    assert bulk_put(buf, 4, 4, header, np.arange(5, dtype=np.int32), np.arange(5), np.full(5, 7)) == 3
+    assert header.tolist() == [7, 7, 0, 2, 3, 4]

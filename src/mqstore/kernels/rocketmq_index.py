@@ -1,0 +1,324 @@
+"""Bulk IndexFile builder and batch chain walk (numba), with their pure-Python twins.
+
+The in-memory header is an ``int64`` array ``[begin_timestamp, end_timestamp, begin_phy_offset,
+end_phy_offset, hash_slot_count, index_count]`` owned by the caller (it plays the role of
+``IndexFileBuffer.header``).  :func:`bulk_put` leaves the buffer byte-identical to calling
+``IndexFileBuffer.put_hash`` for each key in turn (spec 3.6), header write-through and the
+first-item timeDiff quirk included; :func:`select_many` returns, for each key hash, what
+``IndexFileBuffer.select_by_hash`` appends to a fresh list (spec 3.7).  The file is big-endian on
+disk, so the kernels read and write integers byte by byte.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from mqstore.errors import CorruptIndexError, InvalidArgumentError
+from mqstore.formats.rocketmq.indexfile import (
+    INDEX_HEADER_SIZE,
+    IndexFileBuffer,
+    IndexHeader,
+    check_geometry,
+    index_file_size,
+)
+from mqstore.kernels.javahash import as_u8
+from mqstore.kernels.rocketmq_scan import rd_i32, rd_i64
+
+HEADER_FIELDS = ("begin_timestamp", "end_timestamp", "begin_phy_offset", "end_phy_offset", "hash_slot_count", "index_count")
+_INT_MAX = 2**31 - 1
+
+# select_many states per key
+SELECT_OK = 0
+SELECT_CYCLE = 1  # the chain revisits items: corrupt file
+SELECT_OUT_OF_FILE = 2  # an item number points past the end of the file: corrupt header/slot
+
+
+@njit(cache=True)
+def wr_i32(buf: np.ndarray, p: int, v: int) -> None:
+    u = v & 0xFFFFFFFF
+    buf[p] = (u >> 24) & 0xFF
+    buf[p + 1] = (u >> 16) & 0xFF
+    buf[p + 2] = (u >> 8) & 0xFF
+    buf[p + 3] = u & 0xFF
+
+
+@njit(cache=True)
+def wr_i64(buf: np.ndarray, p: int, v: int) -> None:
+    u = np.uint64(v)
+    for k in range(8):
+        buf[p + 7 - k] = np.uint8(u & np.uint64(0xFF))
+        u = u >> np.uint64(8)
+
+
+@njit(cache=True)
+def _bulk_put_kernel(buf, slots, index_num, header, key_hash, phy, ts, start):  # fmt: skip
+    begin_ts = header[0]
+    end_ts = header[1]
+    begin_phy = header[2]
+    end_phy = header[3]
+    hsc = header[4]
+    ic = header[5]
+    items_base = 40 + slots * 4
+    n = key_hash.shape[0]
+    i = start
+    wrote_begin = False
+    wrote_hsc = False
+    while i < n:
+        if ic >= index_num:
+            break
+        h = np.int64(key_hash[i])
+        s = h % slots
+        if s < 0:
+            s += slots
+        sp = 40 + s * 4
+        sv = rd_i32(buf, sp)
+        if sv <= 0 or sv > ic:
+            sv = 0
+        t = ts[i]
+        if begin_ts <= 0:
+            diff = 0
+        else:
+            d = t - begin_ts
+            q = d // 1000 if d >= 0 else -((-d) // 1000)
+            if q > _INT_MAX:
+                diff = _INT_MAX
+            elif q < 0:
+                diff = 0
+            else:
+                diff = q
+        ip = items_base + ic * 20
+        wr_i32(buf, ip, h)
+        wr_i64(buf, ip + 4, phy[i])
+        wr_i32(buf, ip + 12, diff)
+        wr_i32(buf, ip + 16, sv)
+        wr_i32(buf, sp, ic)
+        if ic <= 1:
+            begin_phy = phy[i]
+            begin_ts = t
+            wrote_begin = True
+        if sv == 0:
+            hsc += 1
+            wrote_hsc = True
+        ic += 1
+        end_phy = phy[i]
+        end_ts = t
+        i += 1
+    if i > start:  # header write-through (only the fields putKey touched)
+        if wrote_begin:
+            wr_i64(buf, 16, begin_phy)
+            wr_i64(buf, 0, begin_ts)
+        if wrote_hsc:
+            wr_i32(buf, 32, hsc)
+        wr_i32(buf, 36, ic)
+        wr_i64(buf, 24, end_phy)
+        wr_i64(buf, 8, end_ts)
+    header[0] = begin_ts
+    header[1] = end_ts
+    header[2] = begin_phy
+    header[3] = end_phy
+    header[4] = hsc
+    header[5] = ic
+    return i - start
+
+
+def _check_inputs(
+    buf: np.ndarray, hash_slot_num: int, index_num: int, header: np.ndarray
+) -> None:
+    check_geometry(hash_slot_num, index_num)
+    size = index_file_size(hash_slot_num, index_num)
+    if len(buf) != size:
+        raise CorruptIndexError(f"index buffer is {len(buf)} bytes, geometry {hash_slot_num}x{index_num} needs {size}")
+    if header.shape != (6,) or header.dtype != np.int64:
+        raise InvalidArgumentError("header must be an int64 array of 6 fields")
+    if not 1 <= int(header[5]) <= index_num or int(header[4]) < 0:
+        raise CorruptIndexError(f"index header counts out of range (hashSlotCount {header[4]}, indexCount {header[5]})")
+
+
+def _key_arrays(key_hash: np.ndarray, phy_offset: np.ndarray, store_ts: np.ndarray) -> tuple[np.ndarray, ...]:
+    kh = np.ascontiguousarray(key_hash, np.int32)
+    phy = np.ascontiguousarray(phy_offset, np.int64)
+    ts = np.ascontiguousarray(store_ts, np.int64)
+    if not (len(kh) == len(phy) == len(ts)):
+        raise InvalidArgumentError("key_hash, phy_offset and store_ts differ in length")
+    return kh, phy, ts
+
+
+def bulk_put(
+    buf_u8: object,
+    hash_slot_num: int,
+    index_num: int,
+    header: np.ndarray,
+    key_hash: np.ndarray,
+    phy_offset: np.ndarray,
+    store_ts: np.ndarray,
+    start: int = 0,
+) -> int:
+    """Put keys ``start, start+1, ...`` into the IndexFile in ``buf_u8`` until it is full.
+
+    Returns the number of keys consumed (fewer than ``len(key_hash) - start`` means the file is
+    full: roll and continue with ``start + consumed``).  ``header`` is updated in place."""
+    buf = as_u8(buf_u8)
+    _check_inputs(buf, hash_slot_num, index_num, header)
+    kh, phy, ts = _key_arrays(key_hash, phy_offset, store_ts)
+    if not 0 <= start <= len(kh):
+        raise InvalidArgumentError(f"start {start} outside the {len(kh)} keys")
+    return int(_bulk_put_kernel(buf, np.int64(hash_slot_num), np.int64(index_num), header, kh, phy, ts, np.int64(start)))
+
+
+def bulk_put_py(
+    buf_u8: object,
+    hash_slot_num: int,
+    index_num: int,
+    header: np.ndarray,
+    key_hash: np.ndarray,
+    phy_offset: np.ndarray,
+    store_ts: np.ndarray,
+    start: int = 0,
+) -> int:
+    """Pure-Python twin of :func:`bulk_put`: ``IndexFileBuffer.put_hash`` in a loop."""
+    buf = as_u8(buf_u8)
+    _check_inputs(buf, hash_slot_num, index_num, header)
+    kh, phy, ts = _key_arrays(key_hash, phy_offset, store_ts)
+    f = IndexFileBuffer(memoryview(buf), hash_slot_num, index_num, load=False)
+    f.header = IndexHeader(*(int(v) for v in header))
+    i = start
+    while i < len(kh) and f.put_hash(int(kh[i]), int(phy[i]), int(ts[i])):
+        i += 1
+    header[:] = [getattr(f.header, name) for name in HEADER_FIELDS]
+    return i - start
+
+
+def header_array(header: IndexHeader) -> np.ndarray:
+    """The ``int64[6]`` header array of an :class:`IndexHeader`."""
+    return np.array([getattr(header, name) for name in HEADER_FIELDS], np.int64)
+
+
+def write_header(buf_u8: object, header: np.ndarray) -> None:
+    """``updateByteBuffer`` (flush): write every header field into the buffer."""
+    buf = as_u8(buf_u8)
+    buf[:INDEX_HEADER_SIZE] = np.frombuffer(IndexHeader(*(int(v) for v in header)).encode(), np.uint8)
+
+
+# ----------------------------------------------------------------------------- batch chain walk
+@njit(cache=True)
+def _select_kernel(buf, slots, index_num, header, key_hashes, max_num, begin, end, states):  # fmt: skip
+    begin_ts = header[0]
+    ic = header[5]
+    items_base = 40 + slots * 4
+    n = key_hashes.shape[0]
+    splits = np.zeros(n + 1, np.int64)
+    cap = max(16, n * 4)
+    out = np.empty(cap, np.int64)
+    k = 0
+    for r in range(n):
+        states[r] = SELECT_OK
+        h = np.int64(key_hashes[r])
+        s = h % slots
+        if s < 0:
+            s += slots
+        sv = rd_i32(buf, 40 + s * 4)
+        if not (sv <= 0 or sv > ic or ic <= 1):
+            cur = sv
+            got = 0
+            steps = 0
+            while True:
+                if got >= max_num:
+                    break
+                if cur >= index_num:
+                    states[r] = SELECT_OUT_OF_FILE
+                    break
+                ip = items_base + cur * 20
+                hash_read = rd_i32(buf, ip)
+                phy_read = rd_i64(buf, ip + 4)
+                diff = rd_i32(buf, ip + 12)
+                prev = rd_i32(buf, ip + 16)
+                if diff < 0:
+                    break
+                time_read = begin_ts + diff * 1000
+                if hash_read == h and begin <= time_read <= end:
+                    if k >= cap:
+                        cap *= 2
+                        bigger = np.empty(cap, np.int64)
+                        bigger[:k] = out[:k]
+                        out = bigger
+                    out[k] = phy_read
+                    k += 1
+                    got += 1
+                if prev <= 0 or prev > ic or prev == cur or time_read < begin:
+                    break
+                cur = prev
+                steps += 1
+                if steps > ic:
+                    states[r] = SELECT_CYCLE
+                    break
+        splits[r + 1] = k
+    return out[:k].copy(), splits
+
+
+def _check_select(buf: np.ndarray, hash_slot_num: int, index_num: int, header: np.ndarray) -> None:
+    check_geometry(hash_slot_num, index_num)
+    size = index_file_size(hash_slot_num, index_num)
+    if len(buf) != size:
+        raise CorruptIndexError(f"index buffer is {len(buf)} bytes, geometry {hash_slot_num}x{index_num} needs {size}")
+    if header.shape != (6,) or header.dtype != np.int64:
+        raise InvalidArgumentError("header must be an int64 array of 6 fields")
+
+
+def select_many(
+    buf_u8: object,
+    hash_slot_num: int,
+    index_num: int,
+    header: np.ndarray,
+    key_hashes: np.ndarray,
+    max_num: int,
+    begin: int,
+    end: int,
+    *,
+    on_corrupt: str = "raise",
+) -> tuple[np.ndarray, np.ndarray]:
+    """``selectPhyOffset`` for many key hashes at once, each with a fresh list.
+
+    Returns ``(offsets, splits)``: the candidates of key ``i`` are ``offsets[splits[i]:splits[i+1]]``
+    (newest first).  A chain that loops (more than ``index_count`` steps) or points past the end of
+    the file is corrupt: ``on_corrupt="raise"`` raises :class:`CorruptIndexError` (as the reference
+    does for a loop), ``"stop"`` keeps what was found before the fault."""
+    buf = as_u8(buf_u8)
+    _check_select(buf, hash_slot_num, index_num, header)
+    kh = np.ascontiguousarray(key_hashes, np.int32)
+    states = np.zeros(len(kh), np.int8)
+    offsets, splits = _select_kernel(
+        buf, np.int64(hash_slot_num), np.int64(index_num), header, kh, np.int64(max_num), np.int64(begin),
+        np.int64(end), states,
+    )  # fmt: skip
+    if on_corrupt == "raise" and states.any():
+        bad = int(np.flatnonzero(states)[0])
+        slot = int(kh[bad]) % hash_slot_num
+        what = "has a cycle" if states[bad] == SELECT_CYCLE else "points past the end of the file"
+        raise CorruptIndexError(f"index chain from slot {slot} {what}")
+    return offsets, splits
+
+
+def select_many_py(
+    buf_u8: object,
+    hash_slot_num: int,
+    index_num: int,
+    header: np.ndarray,
+    key_hashes: np.ndarray,
+    max_num: int,
+    begin: int,
+    end: int,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Pure-Python twin of :func:`select_many`: ``IndexFileBuffer.select_by_hash`` per key."""
+    buf = as_u8(buf_u8)
+    _check_select(buf, hash_slot_num, index_num, header)
+    f = IndexFileBuffer(memoryview(buf), hash_slot_num, index_num, load=False)
+    f.header = IndexHeader(*(int(v) for v in header))
+    offsets: list[int] = []
+    splits = [0]
+    for h in np.asarray(key_hashes).tolist():
+        out: list[int] = []
+        f.select_by_hash(out, int(h), max_num, begin, end)
+        offsets += out
+        splits.append(len(offsets))
+    return np.array(offsets, np.int64), np.array(splits, np.int64)
