@@ -3,5 +3,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-.venv/bin/ruff check src tests benchmarks
+lint=(src tests); [ -d benchmarks ] && lint+=(benchmarks)
+.venv/bin/ruff check "${lint[@]}"
 exec .venv/bin/python -m pytest -q "$@"
