@@ -39,12 +39,14 @@ class IndexFile:
         self.name = self.path.name
         self.read_only = read_only
         size = index_file_size(hash_slot_num, index_num)
-        if create:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+        if create:  # sized under a temporary name, then renamed: a crash never leaves a short file
+            tmp = self.path.with_name(f".{self.path.name}.tmp")
+            fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
             try:
                 os.ftruncate(fd, size)
             finally:
                 os.close(fd)
+            os.rename(tmp, self.path)
         actual = self.path.stat().st_size
         if actual != size:
             raise GeometryMismatchError(
@@ -116,6 +118,8 @@ class IndexService:
         names = sorted(p.name for p in self.directory.iterdir() if p.is_file())
         for name in names:
             if not name.isdigit():
+                if name.startswith(".") and name.endswith(".tmp") and not self.read_only:
+                    (self.directory / name).unlink()  # a file whose creation was interrupted
                 continue  # the broker skips non-numeric names
             self.files.append(IndexFile(self.directory / name, self.hash_slot_num, self.index_num, read_only=self.read_only))
         rebuild_from: int | None = None
@@ -304,20 +308,14 @@ class IndexService:
 
 
 def _bulk_put(f: IndexFile, key_hash: np.ndarray, phy: np.ndarray, ts: np.ndarray, start: int) -> int:
-    """Put keys from ``start`` until the file is full; returns how many were put."""
-    try:
-        from mqstore.kernels import rocketmq_index as kernel
-    except ImportError:
-        kernel = None
-    if kernel is not None and hasattr(kernel, "bulk_put_file"):
-        return kernel.bulk_put_file(f.buffer, key_hash, phy, ts, start)
+    """Put keys from ``start`` until the file is full (numba bulk builder); returns how many."""
+    from mqstore.formats.rocketmq.indexfile import IndexHeader
+    from mqstore.kernels.rocketmq_index import bulk_put, header_array
+
     buf = f.buffer
-    i = start
-    n = len(key_hash)
-    while i < n:
-        if not buf.put_hash(int(key_hash[i]), int(phy[i]), int(ts[i])):
-            break
-        i += 1
-    if i == start and n > start:
+    header = header_array(buf.header)
+    n = bulk_put(f.mm, buf.hash_slot_num, buf.index_num, header, key_hash, phy, ts, start)
+    buf.header = IndexHeader(*(int(v) for v in header))
+    if n == 0 and len(key_hash) > start and not buf.is_write_full():
         raise CorruptIndexError("index file refused a key although it is not full", path=str(f.path))
-    return i - start
+    return n
