@@ -12,7 +12,7 @@ def batch(base_offset: int, count: int = 1, ts: int | None = None, value: bytes 
     return encode_batch(recs, base_offset=base_offset, **kw)  # type: ignore[arg-type]
 
 
-def append_batch(seg, base_offset: int, count: int = 1, ts: int | None = None) -> bytes:  # noqa: ANN001
+def append_batch(seg, base_offset: int, count: int = 1, ts: int | None = None) -> bytes:
     data = batch(base_offset, count, ts)
     last = base_offset + count - 1
     max_ts = ts if ts is not None else last * 10

@@ -39,7 +39,8 @@ def test_dump_indexes_and_directory() -> None:
     assert code == 0
     assert [[r["offset"], r["position"]] for r in map(json.loads, out.splitlines())] == m["offset_index"]["entry_list"]
     code, out, _ = run("dump", str(d / "00000000000000000000.timeindex"))
-    assert code == 0 and out.splitlines()[1] == "timestamp: %d offset: %d" % tuple(m["time_index"]["entry_list"][0])
+    ts0, off0 = m["time_index"]["entry_list"][0]
+    assert code == 0 and out.splitlines()[1] == f"timestamp: {ts0} offset: {off0}"
     code, out, _ = run("dump", str(d), "--json")
     files = {json.loads(x)["file"] for x in out.splitlines()}
     assert len(files) == 39

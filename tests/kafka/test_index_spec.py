@@ -8,7 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from mqstore.errors import CorruptIndexError, IndexFullError, IndexOrderError, InvalidArgumentError, OffsetOverflowError
+from mqstore.errors import (
+    CorruptIndexError,
+    IndexFullError,
+    IndexOrderError,
+    InvalidArgumentError,
+    OffsetOverflowError,
+)
 from mqstore.kafka import OffsetIndex, OffsetPosition, TimeIndex, TimestampOffset
 
 

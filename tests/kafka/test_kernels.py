@@ -6,9 +6,9 @@ import random
 
 import numpy as np
 import pytest
+from helpers import batch
 
 from conftest import CASES, case_dir, load_manifest
-from helpers import batch
 from mqstore.errors import CorruptDataError, CrcMismatchError, IndexFullError
 from mqstore.formats.kafka import encode_legacy_message
 from mqstore.kernels.kafka import (

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from helpers import batch
+
 from mqstore.errors import OffsetOutOfRangeError, ReadOnlyStoreError
 from mqstore.formats.kafka import SimpleRecord, walk_batches
 from mqstore.kafka import LogConfig, PartitionLog, verify_path

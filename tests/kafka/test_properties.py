@@ -131,9 +131,11 @@ def test_index_lookup_equals_brute_force(steps: list[tuple[int, int]], targets: 
             pos += dp
             ts += dp
             oi.append(off, pos)
-            ti.maybe_append(ts, off)
             entries.append((off, pos))
-            tentries.append((ts, off))
+            if ti.maybe_append(ts, off):  # equal timestamps are ignored (§3.5)
+                tentries.append((ts, off))
+            else:
+                assert tentries and tentries[-1][0] == ts
         for t in targets:
             fl = [e for e in entries if e[0] <= t]
             assert tuple(oi.lookup(t)) == (fl[-1] if fl else (7, 0))

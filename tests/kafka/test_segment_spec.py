@@ -7,8 +7,8 @@ import random
 from pathlib import Path
 
 import pytest
-
 from helpers import append_batch, batch
+
 from mqstore.errors import OffsetOverflowError
 from mqstore.formats.kafka import walk_batches
 from mqstore.kafka import LogConfig, LogSegment
