@@ -1,0 +1,188 @@
+"""Benchmarks of the Kafka layer.
+
+    python benchmarks/bench_kafka.py [--size-mb N]   (default 1024)
+
+Data is generated deterministically under ``benchmarks/data/kafka/`` (gitignored): batches of 16
+records of 1 KiB.  Every figure is printed with a ratio against a baseline measured in the same
+process: the raw write / ``cat``-style read of the same bytes (the physical anchor) and the
+pure-Python twins of the compiled kernels.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent
+sys.path.insert(0, str(ROOT.parent / "src"))
+
+from mqstore.formats.kafka import SimpleRecord, encode_batch  # noqa: E402
+from mqstore.kafka import LogConfig, LogSegment, PartitionLog, rebuild_indexes  # noqa: E402
+from mqstore.kernels.kafka import build_index_entries, scan_batches, scan_batches_py  # noqa: E402
+
+RECORD = 1024
+PER_BATCH = 16
+MB = 1024 * 1024
+
+
+def make_batches(n_batches: int) -> list[bytes]:
+    rng = np.random.default_rng(20240611)
+    pool = rng.bytes(RECORD * 64)
+    out = []
+    for b in range(n_batches):
+        recs = []
+        for i in range(PER_BATCH):
+            j = (b * PER_BATCH + i) % 63
+            recs.append(SimpleRecord(value=pool[j * RECORD : (j + 1) * RECORD], key=b"key-%d" % i,
+                                     timestamp=1_700_000_000_000 + b * PER_BATCH + i))
+        out.append(encode_batch(recs, base_offset=b * PER_BATCH))
+    return out
+
+
+def timed(fn: Any, *a: Any, **k: Any) -> tuple[Any, float]:
+    t = time.perf_counter()
+    r = fn(*a, **k)
+    return r, time.perf_counter() - t
+
+
+def raw_read(path: Path) -> int:
+    n = 0
+    with open(path, "rb", buffering=0) as f:
+        while chunk := f.read(MB):
+            n += len(chunk)
+    return n
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--size-mb", type=int, default=1024, help="segment size to generate (MB)")
+    ap.add_argument("--lookups", type=int, default=200_000, help="number of index lookups")
+    args = ap.parse_args()
+    data_dir = ROOT / "data" / "kafka"
+    shutil.rmtree(data_dir, ignore_errors=True)
+    data_dir.mkdir(parents=True)
+    rows: list[tuple[str, str, str, str]] = []
+
+    # ---------------------------------------------------------------- data + append
+    one = make_batches(1)[0]
+    n_batches = args.size_mb * MB // len(one)
+    t0 = time.perf_counter()
+    template = make_batches(256)
+    enc_rate = 256 * PER_BATCH / (time.perf_counter() - t0)
+    batches = [template[i % 256] for i in range(n_batches)]
+    total = sum(len(b) for b in batches)
+    raw_path = data_dir / "raw.bin"
+    t = time.perf_counter()
+    with open(raw_path, "wb", buffering=0) as f:
+        for b in batches:
+            f.write(b)
+    raw_write = total / (time.perf_counter() - t) / MB
+    raw_path.unlink()
+    cfg = LogConfig(segment_bytes=2**31 - 1, validate_appends=True)
+    part = data_dir / "bench-0"
+    log = PartitionLog.open(part, cfg)
+    t = time.perf_counter()
+    for b in batches:
+        log.append(b, assign_offsets=True)
+    dt = time.perf_counter() - t
+    log.close()
+    append_mb = total / dt / MB
+    rows.append(("append (leader, 16×1 KiB batches)", f"{append_mb:,.0f} MB/s",
+                 f"{n_batches * PER_BATCH / dt:,.0f} records/s", f"{append_mb / raw_write:.2f}× raw write ({raw_write:,.0f} MB/s)"))
+    rows.append(("encode_batch (16×1 KiB, python)", f"{enc_rate * RECORD / MB:,.0f} MB/s", f"{enc_rate:,.0f} records/s", "-"))
+    seg_path = part / "00000000000000000000.log"
+    size = seg_path.stat().st_size
+
+    # ---------------------------------------------------------------- physical anchor
+    raw_read(seg_path)
+    _, dt_raw = timed(raw_read, seg_path)
+    cat = size / dt_raw / MB
+    rows.append(("cat-style read (page cache)", f"{cat:,.0f} MB/s", f"{size / MB:,.0f} MB", "1.00× (anchor)"))
+
+    # ---------------------------------------------------------------- rebuild-index
+    out = data_dir / "rebuilt"
+    out.mkdir()
+    res, dt = timed(rebuild_indexes, seg_path, out)
+    rb = size / dt / MB
+    rows.append(("rebuild-index (scan+CRC+index)", f"{rb:,.0f} MB/s", f"{res.batches:,} batches",
+                 f"{rb / cat:.2f}× cat"))
+    assert (out / "00000000000000000000.index").read_bytes() == (part / "00000000000000000000.index").read_bytes()
+    with open(seg_path, "rb") as f:
+        import mmap
+
+        mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        scan_batches(mm[: 1 << 20])
+        sc, dt_fast = timed(scan_batches, mm)
+        slice_len = min(size, 64 * MB)
+        sub = memoryview(mm)[:slice_len]
+        _, dt_fast_s = timed(scan_batches, sub)
+        _, dt_slow_s = timed(scan_batches_py, sub)
+        del sub
+        rows.append(("scan kernel (numba)", f"{size / dt_fast / MB:,.0f} MB/s", f"{sc['count'] / dt_fast:,.0f} batches/s",
+                     f"{dt_slow_s / dt_fast_s:,.0f}× python twin"))
+        n = sc["count"]
+        _, dt_b = timed(build_index_entries, sc, n, 0, 4096, 10 * MB)
+        _, dt_bp = timed(build_index_entries, sc, n, 0, 4096, 10 * MB, compiled=False)
+        rows.append(("index build kernel (numba)", f"{n / dt_b:,.0f} batches/s", "-", f"{dt_bp / dt_b:,.0f}× python twin"))
+        del sc
+        mm.close()
+
+    # ---------------------------------------------------------------- recovery
+    seg = LogSegment.open(seg_path, cfg, read_only=False)
+    cut, dt = timed(seg.recover)
+    seg.close()
+    assert cut == 0
+    rec = size / dt / MB
+    rows.append(("recovery (LogSegment.recover)", f"{rec:,.0f} MB/s", f"{dt:.2f} s", f"{rec / cat:.2f}× cat"))
+    (part / ".kafka_cleanshutdown").unlink()
+    (part / "recovery-point-offset-checkpoint").write_text("0\n1\nbench 0 0\n")
+    log, dt = timed(PartitionLog.open, part, cfg)
+    rows.append(("unclean PartitionLog.open", f"{size / dt / MB:,.0f} MB/s", f"{dt:.2f} s", f"{size / dt / MB / cat:.2f}× cat"))
+
+    # ---------------------------------------------------------------- lookups
+    seg = log.active_segment
+    oi = seg.offset_index
+    rng = np.random.default_rng(1)
+    targets = rng.integers(0, log.log_end_offset, args.lookups)
+    oi.lookup_many(targets[:10])
+    tl = targets[: min(len(targets), 100_000)].tolist()
+    t = time.perf_counter()
+    for x in tl:
+        oi.lookup(x)
+    single = len(tl) / (time.perf_counter() - t)
+    _, dt = timed(oi.lookup_many, targets)
+    many = len(targets) / dt
+    rows.append((f"offset index lookup, single ({oi.entries:,} entries)", f"{single:,.0f} /s", "-", "1.00× (baseline)"))
+    rows.append(("offset index lookup, vectorised", f"{many:,.0f} /s", f"{len(targets):,} at once", f"{many / single:,.0f}× single"))
+    ti = seg.time_index
+    tts = rng.integers(1_700_000_000_000, 1_700_000_000_000 + log.log_end_offset, args.lookups)
+    t = time.perf_counter()
+    for x in tts[:100_000].tolist():
+        ti.lookup(x)
+    tsingle = min(len(tts), 100_000) / (time.perf_counter() - t)
+    _, dt = timed(ti.lookup_many, tts)
+    rows.append(("time index lookup, single", f"{tsingle:,.0f} /s", "-", "1.00× (baseline)"))
+    rows.append(("time index lookup, vectorised", f"{len(tts) / dt:,.0f} /s", f"{len(tts):,} at once",
+                 f"{len(tts) / dt / tsingle:,.0f}× single"))
+    t = time.perf_counter()
+    for x in tl[:20_000]:
+        seg.translate_offset(x)
+    rows.append(("translate_offset (index + file walk)", f"{20_000 / (time.perf_counter() - t):,.0f} /s", "-", "-"))
+    log.close()
+
+    w = [max(len(r[i]) for r in rows) for i in range(4)]
+    print(f"\nKafka layer benchmark: segment {size / MB:,.0f} MB, {n_batches:,} batches of {PER_BATCH}×1 KiB records, "
+          f"{os.cpu_count()} CPUs\n")
+    for r in rows:
+        print("  ".join(c.ljust(w[i]) for i, c in enumerate(r)))
+
+
+if __name__ == "__main__":
+    main()
