@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from kafka_support import case_dir, copy_partition, load_manifest
 
-from conftest import case_dir, copy_partition, load_manifest
 from mqstore.cli.main import cli
 
 

@@ -7,7 +7,7 @@ import struct
 from pathlib import Path
 
 import pytest
-from helpers import batch
+from kafka_support import batch
 
 from mqstore.errors import (
     CorruptDataError,

@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kafka_support import CASES, case_dir, copy_partition, load_manifest
 
-from conftest import CASES, case_dir, copy_partition, load_manifest
 from mqstore.formats.kafka import decode_batch, walk_batches
 from mqstore.kafka import LogConfig, LogSegment, OffsetPosition, PartitionLog, rebuild_indexes
 from mqstore.kernels.kafka import scan_batches

@@ -6,9 +6,8 @@ import random
 
 import numpy as np
 import pytest
-from helpers import batch
+from kafka_support import CASES, batch, case_dir, load_manifest
 
-from conftest import CASES, case_dir, load_manifest
 from mqstore.errors import CorruptDataError, CrcMismatchError, IndexFullError
 from mqstore.formats.kafka import encode_legacy_message
 from mqstore.kernels.kafka import (

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import batch
+from kafka_support import batch
 
 from mqstore.errors import OffsetOutOfRangeError, ReadOnlyStoreError
 from mqstore.formats.kafka import SimpleRecord, walk_batches

@@ -7,7 +7,7 @@ import random
 from pathlib import Path
 
 import pytest
-from helpers import append_batch, batch
+from kafka_support import append_batch, batch
 
 from mqstore.errors import OffsetOverflowError
 from mqstore.formats.kafka import walk_batches
