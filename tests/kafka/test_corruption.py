@@ -173,6 +173,9 @@ def test_missing_paths_and_bad_names(tmp_path: Path) -> None:
         PartitionLog.open(tmp_path / "nope", read_only=True)
     with pytest.raises(StoreNotFoundError):
         verify_path(tmp_path / "nope")
+    (tmp_path / "empty-0").mkdir()
+    with pytest.raises(StoreNotFoundError):
+        PartitionLog.open(tmp_path / "empty-0", read_only=True)
     with pytest.raises(InvalidArgumentError):
         LogConfig(segment_bytes=3)
     with pytest.raises(InvalidArgumentError):

@@ -212,6 +212,8 @@ class PartitionLog:
                 needs_recovery.add(base)
             self._add_segment(seg)
         self.recovery_point = self._read_recovery_point()
+        if not rw and not self._segments:
+            raise StoreNotFoundError("no .log segment files in partition directory", path=str(d))
         if rw:
             try:
                 self._recover(needs_recovery)
