@@ -158,28 +158,31 @@ class ConsumeQueue:
             first_new = int(np.argmin(already)) if not already.all() else n
             done = first_new
         while done < n:
-            expect_unit = int(cq_offsets[done])
-            cur_unit = self.queue.max_offset // CQ_UNIT_SIZE
-            if expect_unit != cur_unit or not self.queue.files:
-                self.put_unit(int(offsets[done]), int(sizes[done]), int(tags[done]), expect_unit)
+            if not self.queue.files:
+                self.put_unit(int(offsets[done]), int(sizes[done]), int(tags[done]), int(cq_offsets[done]))
                 done += 1
                 continue
-            # contiguous run: units done.. with cq offsets cur_unit, cur_unit+1, ...
-            run_end = done + 1
-            expected = cq_offsets[done:] - np.arange(n - done) - expect_unit
-            bad = np.nonzero(expected)[0]
-            run_end = done + (int(bad[0]) if len(bad) else n - done)
-            mf = self._file_for_logic_offset(expect_unit * CQ_UNIT_SIZE)
-            assert mf is not None
-            room = (mf.file_size - mf.wrote_position) // CQ_UNIT_SIZE
-            take = min(room, run_end - done)
-            arr = np.empty(take, dtype=CQ_DTYPE)
-            arr["offset"] = offsets[done : done + take]
-            arr["size"] = sizes[done : done + take]
-            arr["tags_code"] = tags[done : done + take]
-            mf.append(arr.tobytes())
-            self.max_physic_offset = int(offsets[done + take - 1]) + int(sizes[done + take - 1])
-            done += take
+            # Units are appended at the write position (spec §2.3: a gap is logged but appended,
+            # only a unit *behind* the write position is a duplicate); find the run of appends.
+            cur = self.queue.max_offset // CQ_UNIT_SIZE
+            rest = cq_offsets[done:]
+            ok = (rest - np.arange(len(rest)) >= cur) | (rest == 0)
+            k = len(rest) if ok.all() else int(np.argmin(ok))
+            if k == 0:
+                self.put_unit(int(offsets[done]), int(sizes[done]), int(tags[done]), int(rest[0]))
+                done += 1
+                continue
+            while k > 0:
+                mf = self.queue.get_last_or_create(0)
+                take = min(k, (mf.file_size - mf.wrote_position) // CQ_UNIT_SIZE)
+                arr = np.empty(take, dtype=CQ_DTYPE)
+                arr["offset"] = offsets[done : done + take]
+                arr["size"] = sizes[done : done + take]
+                arr["tags_code"] = tags[done : done + take]
+                mf.append(arr.tobytes())
+                self.max_physic_offset = int(offsets[done + take - 1]) + int(sizes[done + take - 1])
+                done += take
+                k -= take
         return n
 
     def _file_for_logic_offset(self, logic_offset: int) -> MappedFile | None:
