@@ -196,7 +196,7 @@ class MessageRecord:
     prepared_transaction_offset: int = 0
     properties_text: str = ""
     body_crc: int | None = None  # None: computed when encoding
-    magic: int = MAGIC_V1
+    magic: int = 0  # 0: chosen by encode_record from the topic length (v2 above 127 chars)
     total_size: int = 0
     properties: dict[str, str] = field(default_factory=dict)
 
