@@ -12,7 +12,7 @@ def test_delay_fallback_does_not_check_crc() -> None:
     # A delay-topic record whose DELAY is not a number takes the reference tagsCode path; with a
     # wrong body CRC and check_crc=False both paths must still accept it.
     seg = (
-        b"\x00\x00\x00u\xda\xa3 \xa7\x00\x0009" + bytes(36) + b"\x01\x01\x02\x03\x04\x05\x06\x07\x08"
+        b"\x00\x00\x00u\xda\xa3 \xa7\x00\x0009" + bytes(35) + b"\x01\x01\x02\x03\x04\x05\x06\x07\x08"
         + bytes(8) + b"\x07\x08\t\n\x0b\x0c\r\x0e" + bytes(16) + b"\x13SCHEDULE_TOPIC_XXXX\x00\x07DELAY\x01a"
     )
     assert len(seg) == 117
