@@ -234,3 +234,35 @@ def test_sync_flush_and_threads(tmp_path: Path) -> None:
         res = fill(s, 60)
         assert s.engine.commit_log.flushed_offset >= res[-1].commit_log_offset + res[-1].size
         assert len(s.query_by_key("TopicB", "k59")) == 1
+
+
+def test_other_process_reads_while_writer_holds_lock(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+    import textwrap
+
+    script = textwrap.dedent(
+        """
+        import sys
+        from mqstore import MessageStore, StoreConfig
+        from mqstore.errors import StoreLockedError
+        cfg = StoreConfig(commit_log_file_size=16384, consume_queue_file_size=320, hash_slot_num=100,
+                          index_num=50, background_services=False)
+        try:
+            MessageStore.open(sys.argv[1], cfg)
+            print("NOT LOCKED")
+        except StoreLockedError:
+            print("locked")
+        with MessageStore.open(sys.argv[1], cfg, read_only=True) as r:
+            print(len(r.get("TopicA", 0, 0, 1000)), len(r.query_by_key("TopicA", "key-0")))
+        """
+    )
+    with MessageStore.open(tmp_path, cfg()) as s:
+        fill(s, 60)
+        s.flush()
+        out = subprocess.run([sys.executable, "-c", script, str(tmp_path)], capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stderr
+        lines = out.stdout.split()
+        assert lines[0] == "locked"
+        assert int(lines[1]) == len([i for i in range(60) if i % 2 == 0 and i % 3 == 0])
+        assert int(lines[2]) == len(s.query_by_key("TopicA", "key-0"))
