@@ -197,6 +197,7 @@ _ST_TRUNC = 3  # TOTALSIZE runs past ``end`` (not written yet)
 _ST_NOHDR = 4  # <= 4 bytes left
 _ST_BADMAGIC = 5  # neither v1, v2 nor blank
 _ST_BAD = 6  # undecodable, CRC mismatch, or a length mismatch that is not skipped
+_ST_OK = -1  # (internal) a record header that may be walked
 
 
 @njit(cache=True)
@@ -257,6 +258,25 @@ def crc32_span(buf: np.ndarray, s: int, e: int, tbl: np.ndarray) -> int:
 
 
 @njit(cache=True)
+def _head(buf: np.ndarray, pos: int, end: int, min_size: int) -> tuple[int, int]:
+    """``(state, TOTALSIZE)`` of the record header at ``pos``: ``_ST_OK`` or why the walk stops."""
+    remaining = end - pos
+    if remaining <= 4:
+        return _ST_NOHDR, 0
+    total = rd_i32(buf, pos)
+    magic = rd_i32(buf, pos + 4) if remaining >= 8 else 0
+    if magic == BLANK_MAGIC:
+        return _ST_BLANK, total
+    if total < 0 or total > remaining:
+        return _ST_TRUNC, total
+    if magic != MAGIC_V1 and magic != MAGIC_V2:
+        return _ST_BADMAGIC, total
+    if total < min_size:
+        return _ST_BAD, total
+    return _ST_OK, total
+
+
+@njit(cache=True)
 def _walk(buf: np.ndarray, start: int, end: int, limit: int, pos_out: np.ndarray, size_out: np.ndarray, fill: bool):
     """Cheap boundary walk (TOTALSIZE + magic only): ``(count, stop position, state)``."""
     pos = start
@@ -266,23 +286,9 @@ def _walk(buf: np.ndarray, start: int, end: int, limit: int, pos_out: np.ndarray
         if limit >= 0 and n >= limit:
             state = _ST_LIMIT
             break
-        remaining = end - pos
-        if remaining <= 4:
-            state = _ST_NOHDR
-            break
-        total = rd_i32(buf, pos)
-        magic = rd_i32(buf, pos + 4) if remaining >= 8 else 0
-        if magic == BLANK_MAGIC:
-            state = _ST_BLANK
-            break
-        if total < 0 or total > remaining:
-            state = _ST_TRUNC
-            break
-        if magic != MAGIC_V1 and magic != MAGIC_V2:
-            state = _ST_BADMAGIC
-            break
-        if total < MIN_RECORD_SIZE:
-            state = _ST_BAD
+        head_state, total = _head(buf, pos, end, MIN_RECORD_SIZE)
+        if head_state != _ST_OK:
+            state = head_state
             break
         if fill:
             pos_out[n] = pos
@@ -385,25 +391,12 @@ def _scan_kernel(
         if max_records >= 0 and n >= max_records:
             state = _ST_LIMIT
             break
-        remaining = end - pos
-        if remaining <= 4:
-            state = _ST_NOHDR
-            break
-        total = rd_i32(buf, pos)
-        magic = rd_i32(buf, pos + 4) if remaining >= 8 else 0
-        if magic == BLANK_MAGIC:
-            state = _ST_BLANK
-            break
-        if total < 0 or total > remaining:
-            state = _ST_TRUNC
-            break
-        if magic != MAGIC_V1 and magic != MAGIC_V2:
-            state = _ST_BADMAGIC
-            break
-        if total < _FIXED_MIN:
-            state = _ST_BAD
+        head_state, total = _head(buf, pos, end, _FIXED_MIN)
+        if head_state != _ST_OK:
+            state = head_state
             break
         rend = pos + total
+        magic = rd_i32(buf, pos + 4)
         sys = rd_i32(buf, pos + 36)
         bw = 20 if sys & 0x10 else 8
         sw = 20 if sys & 0x20 else 8
