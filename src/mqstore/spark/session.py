@@ -1,0 +1,75 @@
+"""Creating a SparkSession the way mqstore's jobs need it.
+
+The environment must be prepared before the JVM starts: Spark's Python workers must run the same
+interpreter (so they can import ``mqstore``), and the JVM should log quietly.  On a real cluster
+use ``spark-submit`` (``get_session`` then just returns the active session and applies ``conf``).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from mqstore.errors import InvalidArgumentError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import SparkSession
+
+DEFAULT_MASTER = "local[*]"
+LOG4J = Path(__file__).with_name("log4j2.properties")
+
+
+def prepare_environment() -> None:
+    """Environment settings that must exist before the JVM starts (idempotent)."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    src = str(Path(__file__).resolve().parents[2])
+    paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if src not in paths:
+        # Workers inherit the environment, not sys.path: make `mqstore` importable even when it
+        # was not pip-installed into the interpreter the workers run.
+        os.environ["PYTHONPATH"] = os.pathsep.join([src, *paths])
+
+
+def parse_conf(pairs: list[str] | tuple[str, ...]) -> dict[str, str]:
+    """Parse ``k=v`` strings (the CLI's ``--conf``) into a dict, with a typed error on bad input."""
+    conf: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise InvalidArgumentError(f"--conf expects key=value, got {pair!r}")
+        conf[key.strip()] = value
+    return conf
+
+
+def get_session(master: str | None = DEFAULT_MASTER, conf: Mapping[str, Any] | None = None,
+                app_name: str = "mqstore") -> SparkSession:
+    """Return a SparkSession with mqstore's data sources registered.
+
+    ``master=None`` keeps whatever ``spark-submit`` configured.  Quiet logging, UI off and small
+    shuffle partition counts are defaults only: anything in ``conf`` overrides them.
+    """
+    prepare_environment()
+    from pyspark.sql import SparkSession
+
+    from mqstore.spark import register
+
+    builder = SparkSession.builder.appName(app_name)
+    if master:
+        builder = builder.master(master)
+    defaults = {
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.shuffle.partitions": str(max(2, os.cpu_count() or 2)),
+        "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{LOG4J}",
+    }
+    for key, value in {**defaults, **dict(conf or {})}.items():
+        builder = builder.config(key, str(value))
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    register(spark)
+    return spark
