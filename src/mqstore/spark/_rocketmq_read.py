@@ -1,0 +1,358 @@
+"""Executor side of the ``rocketmq`` Spark source: CommitLog byte ranges → Arrow record batches.
+
+Nothing here imports pyspark: the same functions serve the data source's ``read()``, the Spark
+jobs built on its schema (export, query-keys, dispatch) and plain Python callers.
+
+* :data:`ROCKETMQ_SCHEMA` (Spark DDL) and :func:`rocketmq_arrow_schema` describe the columns.
+* :func:`rocketmq_arrow_batches` turns the records of ``[start, end)`` of one CommitLog segment
+  file into RecordBatches, column-wise from the numba kernels
+  (:func:`~mqstore.kernels.rocketmq_scan.record_positions`,
+  :func:`~mqstore.kernels.rocketmq_scan.scan_segment`,
+  :func:`~mqstore.kernels.rocketmq_scan.decode_columns`).
+* :func:`rocketmq_rows_py` is the pure-Python twin (record by record through
+  :func:`~mqstore.formats.rocketmq.record.check_record`); tests compare both on the same bytes.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from mqstore.errors import CorruptDataError, CrcMismatchError, StoreNotFoundError
+from mqstore.formats.rocketmq.properties import split_keys
+from mqstore.formats.rocketmq.record import TRANSACTION_MASK, check_record
+from mqstore.kernels.rocketmq_scan import (
+    STOP_INVALID,
+    DispatchBatch,
+    decode_columns,
+    record_positions,
+    scan_segment,
+)
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pyarrow as pa
+
+#: Columns of the ``rocketmq`` source (Spark DDL).  Timestamps are ``long`` milliseconds since the
+#: epoch, as in rocketmq-spark; ``body`` is null when ``includeBody`` is false.
+ROCKETMQ_SCHEMA = (
+    "topic STRING, flag INT, body BINARY, properties MAP<STRING, STRING>, brokerName STRING, "
+    "queueId INT, queueOffset BIGINT, bornTimestamp BIGINT, storeTimestamp BIGINT, "
+    "commitLogOffset BIGINT, size INT, keys ARRAY<STRING>, tags STRING, uniqKey STRING, sysFlag INT, "
+    "bornHost STRING, storeHost STRING, reconsumeTimes INT, bodyCRC INT"
+)
+
+#: Column names in schema order.
+ROCKETMQ_COLUMNS = (
+    "topic", "flag", "body", "properties", "brokerName", "queueId", "queueOffset", "bornTimestamp",
+    "storeTimestamp", "commitLogOffset", "size", "keys", "tags", "uniqKey", "sysFlag", "bornHost",
+    "storeHost", "reconsumeTimes", "bodyCRC",
+)  # fmt: skip
+
+BATCH_ROWS = 65_536  # rows per RecordBatch at most
+BATCH_BYTES = 64 * 1024 * 1024  # record bytes per RecordBatch at most (a batch has >= 1 row)
+
+
+def rocketmq_arrow_schema() -> pa.Schema:
+    """The Arrow schema of the batches (exactly the Spark schema's Arrow form)."""
+    import pyarrow as pa
+
+    i32, i64, s = pa.int32(), pa.int64(), pa.string()
+    types = {
+        "topic": s, "flag": i32, "body": pa.binary(), "properties": pa.map_(s, s), "brokerName": s,
+        "queueId": i32, "queueOffset": i64, "bornTimestamp": i64, "storeTimestamp": i64,
+        "commitLogOffset": i64, "size": i32, "keys": pa.list_(s), "tags": s, "uniqKey": s, "sysFlag": i32,
+        "bornHost": s, "storeHost": s, "reconsumeTimes": i32, "bodyCRC": i32,
+    }  # fmt: skip
+    return pa.schema([pa.field(name, types[name]) for name in ROCKETMQ_COLUMNS])
+
+
+# =============================================================================== row filters
+@dataclass(frozen=True, slots=True)
+class RowFilter:
+    """Which records of a range become rows (small and picklable: it travels in partitions).
+
+    * ``topics``: only these topics (``None``: every topic).
+    * ``queue_bounds``: ``{(topic, queueId): (first, end)}``: only records with a ConsumeQueue
+      position (not transaction half/rollback messages) whose ``queueOffset`` lies in
+      ``[first, end)``; queues not listed give no rows.  ``None``: no offset bounds.
+    * ``ts_min`` / ``ts_end``: ``ts_min <= storeTimestamp < ts_end`` (``None``: unbounded).
+    * ``offset_min`` / ``offset_end``: the same on ``commitLogOffset``.
+    * ``queue_ids``: only these queue ids.
+    """
+
+    topics: frozenset[str] | None = None
+    queue_bounds: dict[tuple[str, int], tuple[int, int]] | None = field(default=None, hash=False)
+    ts_min: int | None = None
+    ts_end: int | None = None
+    offset_min: int | None = None
+    offset_end: int | None = None
+    queue_ids: frozenset[int] | None = None
+
+    @property
+    def is_trivial(self) -> bool:
+        return (
+            self.topics is None and self.queue_bounds is None and self.ts_min is None and self.ts_end is None
+            and self.offset_min is None and self.offset_end is None and self.queue_ids is None
+        )  # fmt: skip
+
+    def mask(self, b: DispatchBatch) -> np.ndarray:
+        """Boolean mask of the rows of a dispatch batch that pass."""
+        n = len(b)
+        keep = np.ones(n, bool)
+        if n == 0:
+            return keep
+        if self.topics is not None:
+            ok = np.array([t in self.topics for t in b.topics], bool)
+            keep &= ok[b.topic_id] if len(ok) else False
+        if self.queue_ids is not None:
+            keep &= np.isin(b.queue_id, np.fromiter(self.queue_ids, np.int64, len(self.queue_ids)))
+        if self.ts_min is not None:
+            keep &= b.store_timestamp >= self.ts_min
+        if self.ts_end is not None:
+            keep &= b.store_timestamp < self.ts_end
+        if self.offset_min is not None:
+            keep &= b.commit_log_offset >= self.offset_min
+        if self.offset_end is not None:
+            keep &= b.commit_log_offset < self.offset_end
+        if self.queue_bounds is not None:
+            lo = np.ones(n, np.int64)
+            hi = np.zeros(n, np.int64)  # rows of unlisted queues: lo > hi → dropped
+            for tid, topic in enumerate(b.topics):
+                of_topic = b.topic_id == tid
+                if not of_topic.any():
+                    continue
+                for qid in np.unique(b.queue_id[of_topic]).tolist():
+                    bounds = self.queue_bounds.get((topic, int(qid)))
+                    if bounds is not None:
+                        sel = of_topic & (b.queue_id == qid)
+                        lo[sel], hi[sel] = bounds
+            t = b.sys_flag & TRANSACTION_MASK
+            keep &= ((t == 0) | (t == 0x8)) & (b.queue_offset >= lo) & (b.queue_offset < hi)
+        return keep
+
+    def accepts(self, topic: str, queue_id: int, queue_offset: int, store_ts: int, offset: int, sys_flag: int) -> bool:
+        """The same rule for one record (the pure-Python twin uses it)."""
+        if self.topics is not None and topic not in self.topics:
+            return False
+        if self.queue_ids is not None and queue_id not in self.queue_ids:
+            return False
+        if self.ts_min is not None and store_ts < self.ts_min:
+            return False
+        if self.ts_end is not None and store_ts >= self.ts_end:
+            return False
+        if self.offset_min is not None and offset < self.offset_min:
+            return False
+        if self.offset_end is not None and offset >= self.offset_end:
+            return False
+        if self.queue_bounds is not None:
+            bounds = self.queue_bounds.get((topic, queue_id))
+            if bounds is None or (sys_flag & TRANSACTION_MASK) not in (0, 0x8):
+                return False
+            return bounds[0] <= queue_offset < bounds[1]
+        return True
+
+
+# =============================================================================== segment access
+def open_segment(path: str) -> tuple[mmap.mmap | None, np.ndarray]:
+    """Map a CommitLog segment read-only; returns ``(mmap, uint8 view)`` (the mmap is ``None`` for
+    an empty file).  Close the mmap when done (after dropping the views)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError as exc:
+        raise StoreNotFoundError("CommitLog segment does not exist", path=path) from exc
+    try:
+        size = os.fstat(fd).st_size
+        if size == 0:
+            return None, np.empty(0, np.uint8)
+        mm = mmap.mmap(fd, size, access=mmap.ACCESS_READ)
+    finally:
+        os.close(fd)
+    return mm, np.frombuffer(mm, np.uint8)
+
+
+def _raise_invalid(u8: np.ndarray, path: str, base: int, pos: int, end: int, check_crc: bool) -> None:
+    plain = check_record(u8, pos, end, check_crc=False, read_body=False)
+    if check_crc and plain.success and plain.size > 0:
+        res = check_record(u8, pos, end, check_crc=True)
+        raise CrcMismatchError(res.error or "body CRC mismatch", path=path, offset=base + pos)
+    raise CorruptDataError(plain.error or "unreadable record", path=path, offset=base + pos)
+
+
+def select_positions(
+    u8: np.ndarray, path: str, base: int, start: int, end: int, *, row_filter: RowFilter | None = None,
+    check_crc: bool = False,
+) -> np.ndarray:
+    """In-file positions of the records of ``[start, end)`` that pass ``row_filter``.
+
+    The range ends early at a blank end-of-segment record or where unwritten (zero) bytes begin.
+    A record that cannot be read raises :class:`CorruptDataError` (:class:`CrcMismatchError` for a
+    body CRC mismatch when ``check_crc``), naming the file and the record's global offset.
+    """
+    end = min(end, len(u8))
+    if start >= end:
+        return np.empty(0, np.int64)
+    if not check_crc and (row_filter is None or row_filter.is_trivial):
+        positions, _sizes, stop, stop_pos = record_positions(u8, start, end)
+        if stop == STOP_INVALID:
+            _raise_invalid(u8, path, base, stop_pos, end, check_crc)
+        return positions
+    batch = scan_segment(u8, base, start, end, check_crc=check_crc, skip_length_mismatch=False)
+    if batch.stop == STOP_INVALID:
+        _raise_invalid(u8, path, base, batch.next_offset - base, end, check_crc)
+    positions = batch.commit_log_offset - np.int64(base)
+    if row_filter is not None and not row_filter.is_trivial:
+        positions = positions[row_filter.mask(batch)]
+    return positions
+
+
+def _chunks(positions: np.ndarray, sizes: np.ndarray | None, max_rows: int, max_bytes: int) -> Iterator[np.ndarray]:
+    n = len(positions)
+    i = 0
+    cum = np.cumsum(sizes, dtype=np.int64) if sizes is not None else None
+    while i < n:
+        j = min(n, i + max_rows)
+        if cum is not None:
+            before = cum[i - 1] if i else 0
+            j = max(i + 1, min(j, int(np.searchsorted(cum, before + max_bytes, side="right"))))
+        yield positions[i:j]
+        i = j
+
+
+def _record_sizes(u8: np.ndarray, positions: np.ndarray) -> np.ndarray:
+    """TOTALSIZE of the records at ``positions`` (big-endian int32, vectorised)."""
+    p = positions.astype(np.int64)
+    out = np.zeros(len(p), np.int64)
+    for k in range(4):
+        out = (out << 8) | u8[p + k].astype(np.int64)
+    return out
+
+
+def columns_to_arrow(cols: dict[str, Any], broker_name: str, *, include_body: bool = True) -> pa.RecordBatch:
+    """A RecordBatch in :data:`ROCKETMQ_SCHEMA` order from :func:`decode_columns` output."""
+    import pyarrow as pa
+
+    n = len(cols["topic"])
+    s = pa.string()
+    props: list[dict[str, str]] = cols["properties"]
+    p_off = np.zeros(n + 1, np.int32)
+    if n:
+        np.cumsum([len(d) for d in props], out=p_off[1:])
+    p_keys = [k for d in props for k in d]
+    p_vals = [v for d in props for v in d.values()]
+    properties = pa.MapArray.from_arrays(pa.array(p_off, pa.int32()), pa.array(p_keys, s), pa.array(p_vals, s))
+    keys: list[list[str]] = cols["keys"]
+    k_off = np.zeros(n + 1, np.int32)
+    if n:
+        np.cumsum([len(k) for k in keys], out=k_off[1:])
+    keys_arr = pa.ListArray.from_arrays(pa.array(k_off, pa.int32()), pa.array([k for ks in keys for k in ks], s))
+    body = pa.array(cols["body"], pa.binary()) if include_body else pa.nulls(n, pa.binary())
+    arrays = {
+        "topic": pa.array(cols["topic"], s),
+        "flag": pa.array(cols["flag"], pa.int32()),
+        "body": body,
+        "properties": properties,
+        "brokerName": pa.array([broker_name] * n, s),
+        "queueId": pa.array(cols["queueId"], pa.int32()),
+        "queueOffset": pa.array(cols["queueOffset"], pa.int64()),
+        "bornTimestamp": pa.array(cols["bornTimestamp"], pa.int64()),
+        "storeTimestamp": pa.array(cols["storeTimestamp"], pa.int64()),
+        "commitLogOffset": pa.array(cols["commitLogOffset"], pa.int64()),
+        "size": pa.array(cols["size"], pa.int32()),
+        "keys": keys_arr,
+        "tags": pa.array(cols["tags"], s),
+        "uniqKey": pa.array(cols["uniqKey"], s),
+        "sysFlag": pa.array(cols["sysFlag"], pa.int32()),
+        "bornHost": pa.array(cols["bornHost"], s),
+        "storeHost": pa.array(cols["storeHost"], s),
+        "reconsumeTimes": pa.array(cols["reconsumeTimes"], pa.int32()),
+        "bodyCRC": pa.array(cols["bodyCRC"], pa.int32()),
+    }
+    return pa.RecordBatch.from_arrays([arrays[c] for c in ROCKETMQ_COLUMNS], schema=rocketmq_arrow_schema())
+
+
+def rocketmq_arrow_batches(
+    segment_path: str | os.PathLike[str],
+    start: int = 0,
+    end: int | None = None,
+    *,
+    broker_name: str,
+    file_from_offset: int | None = None,
+    include_body: bool = True,
+    check_crc: bool = False,
+    row_filter: RowFilter | None = None,
+    max_rows: int = BATCH_ROWS,
+    max_bytes: int = BATCH_BYTES,
+) -> Iterator[pa.RecordBatch]:
+    """RecordBatches (:func:`rocketmq_arrow_schema`) of the records of ``[start, end)`` (positions
+    inside the segment file; ``end=None``: the whole file) that pass ``row_filter``.
+
+    ``start`` must be a record boundary (0, or a position from a boundary walk / a ConsumeQueue
+    unit).  ``file_from_offset`` defaults to the segment's name (its global offset).  Batches hold
+    at most ``max_rows`` rows and about ``max_bytes`` record bytes.
+    """
+    path = os.fspath(segment_path)
+    base = int(os.path.basename(path)) if file_from_offset is None else int(file_from_offset)
+    mm, u8 = open_segment(path)
+    try:
+        stop = len(u8) if end is None else min(int(end), len(u8))
+        positions = select_positions(u8, path, base, int(start), stop, row_filter=row_filter, check_crc=check_crc)
+        sizes = _record_sizes(u8, positions)
+        for chunk in _chunks(positions, sizes, max_rows, max_bytes):
+            try:
+                cols = decode_columns(u8, base, chunk, include_body=include_body)
+            except CorruptDataError as exc:
+                raise CorruptDataError(exc.message, path=path, offset=exc.offset) from exc
+            yield columns_to_arrow(cols, broker_name, include_body=include_body)
+            del cols
+    finally:
+        del u8
+        if mm is not None:
+            mm.close()
+
+
+# =============================================================================== pure-Python twin
+def rocketmq_rows_py(
+    buf: bytes | bytearray | memoryview,
+    file_from_offset: int,
+    start: int,
+    end: int,
+    *,
+    broker_name: str,
+    include_body: bool = True,
+    row_filter: RowFilter | None = None,
+) -> list[dict[str, Any]]:
+    """Reference row builder: one dict per record (column names of :data:`ROCKETMQ_SCHEMA`),
+    record by record with :func:`check_record`; stops where :func:`rocketmq_arrow_batches` stops."""
+    rows: list[dict[str, Any]] = []
+    pos = start
+    while pos < end:
+        res = check_record(buf, pos, end, check_crc=False, read_body=True)
+        if res.success and res.size == 0:
+            break  # blank end-of-segment record
+        if not res.success or res.record is None:
+            if res.error and "truncated" in res.error:
+                break
+            if not any(bytes(buf[pos : min(end, pos + 8)])):
+                break
+            raise CorruptDataError(res.error or "unreadable record", offset=file_from_offset + pos)
+        r = res.record
+        if row_filter is None or row_filter.accepts(
+            r.topic, r.queue_id, r.queue_offset, r.store_timestamp, file_from_offset + pos, r.sys_flag
+        ):
+            props = dict(r.properties)
+            rows.append({
+                "topic": r.topic, "flag": r.flag, "body": bytes(r.body) if include_body else None,
+                "properties": props, "brokerName": broker_name, "queueId": r.queue_id,
+                "queueOffset": r.queue_offset, "bornTimestamp": r.born_timestamp,
+                "storeTimestamp": r.store_timestamp, "commitLogOffset": file_from_offset + pos, "size": res.size,
+                "keys": split_keys(props.get("KEYS")), "tags": props.get("TAGS"), "uniqKey": props.get("UNIQ_KEY"),
+                "sysFlag": r.sys_flag, "bornHost": str(r.born_host), "storeHost": str(r.store_host),
+                "reconsumeTimes": r.reconsume_times, "bodyCRC": r.body_crc,
+            })  # fmt: skip
+        pos += res.size
+    return rows
