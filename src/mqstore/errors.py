@@ -127,3 +127,8 @@ class IndexOrderError(InvalidArgumentError):
 class OffsetOverflowError(InvalidArgumentError):
     """An offset cannot be stored as an int32 relative to a segment's base offset (Kafka's
     IndexOffsetOverflowException / LogSegmentOffsetOverflowException)."""
+
+
+class UnknownTopicPartitionError(InvalidArgumentError):
+    """A topic or partition named by an option (subscribe, assign, offsets JSON) is not among the
+    partition directories found under the given paths."""

@@ -1,0 +1,409 @@
+"""Planning a ``kafka-log`` read against the files (no Spark): discovery, offset resolution,
+data-loss checks, ``minPartitions`` splits at offset-index entries, stream admission control.
+
+Everything here opens the partition directories **read-only** (``PartitionLog.open(read_only=True)``,
+``LogSegment.open``) and never creates, modifies or recovers a file.
+"""
+
+from __future__ import annotations
+
+import math
+import mmap
+import os
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from mqstore.errors import (
+    DataLossError,
+    InvalidArgumentError,
+    OffsetOutOfRangeError,
+    StoreNotFoundError,
+    UnknownTopicPartitionError,
+)
+from mqstore.kernels.kafka import scan_batches
+from mqstore.spark._kafka_options import EARLIEST, LATEST, KafkaLogOptions, OffsetSpec, TopicPartition
+from mqstore.storage.kafka.log import PartitionLog
+from mqstore.storage.kafka.segment import LogSegment
+
+_PARTITION_DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
+
+
+@dataclass(frozen=True)
+class PartitionInfo:
+    """A partition directory and its offsets at planning time (``log_end`` = next offset after the
+    last complete batch)."""
+
+    topic: str
+    partition: int
+    path: str
+    log_start: int
+    log_end: int
+
+    @property
+    def tp(self) -> TopicPartition:
+        return (self.topic, self.partition)
+
+
+@dataclass(frozen=True)
+class OffsetRange:
+    """Records ``start ≤ offset < end`` of one partition; ``position`` is a file position hint:
+    the read starts at byte ``position`` of segment ``segment`` (an index entry) when given, and
+    stops before byte ``stop_position`` of segment ``stop_segment`` when given."""
+
+    topic: str
+    partition: int
+    path: str
+    start: int
+    end: int
+    segment: int | None = None
+    position: int | None = None
+    stop_segment: int | None = None
+    stop_position: int | None = None
+
+    @property
+    def size(self) -> int:
+        return max(0, self.end - self.start)
+
+
+# ----------------------------------------------------------------------------- discovery
+def _has_segments(d: Path) -> bool:
+    try:
+        return any(f.suffix == ".log" and f.name.split(".", 1)[0].isdigit() for f in d.iterdir())
+    except OSError:
+        return False
+
+
+def topic_partition_of(d: Path) -> TopicPartition:
+    """``orders-3`` → ``("orders", 3)``; a directory not named like that is partition 0 of a topic
+    named after the directory (the rule of :class:`~mqstore.storage.kafka.log.PartitionLog`)."""
+    m = _PARTITION_DIR.match(d.name)
+    if m:
+        return m.group("topic"), int(m.group("partition"))
+    return d.name, 0
+
+
+def discover(paths: Iterable[str]) -> dict[TopicPartition, str]:
+    """Partition directories under ``paths``: each path is a partition directory (it holds
+    ``.log`` segments) or a Kafka log directory whose ``<topic>-<partition>`` children are."""
+    found: dict[TopicPartition, str] = {}
+    for raw in paths:
+        p = Path(raw)
+        if not p.exists():
+            raise StoreNotFoundError("kafka-log path not found", path=str(p))
+        if not p.is_dir():
+            raise InvalidArgumentError("kafka-log path must be a partition directory or a log directory",
+                                       path=str(p))
+        if _has_segments(p):
+            candidates = [(topic_partition_of(p), p)]
+        else:
+            candidates = []
+            for child in sorted(p.iterdir()):
+                m = _PARTITION_DIR.match(child.name)
+                if m and child.is_dir() and _has_segments(child):
+                    candidates.append(((m.group("topic"), int(m.group("partition"))), child))
+            if not candidates:
+                raise StoreNotFoundError("no Kafka partition directories (<topic>-<partition> with .log "
+                                         "segments) found", path=str(p))
+        for tp, d in candidates:
+            if tp in found and Path(found[tp]).resolve() != d.resolve():
+                raise InvalidArgumentError(f"partition {tp[0]}-{tp[1]} found twice: {found[tp]} and {d}")
+            found[tp] = str(d)
+    return found
+
+
+def select(found: Mapping[TopicPartition, str], opts: KafkaLogOptions) -> dict[TopicPartition, str]:
+    """The partitions chosen by ``subscribe``/``subscribePattern``/``assign`` (all when none)."""
+    topics = {t for t, _ in found}
+    if opts.subscribe is not None:
+        missing = [t for t in opts.subscribe if t not in topics]
+        if missing:
+            raise UnknownTopicPartitionError(f"unknown topic(s) {', '.join(missing)} (found: "
+                                             f"{', '.join(sorted(topics)) or 'none'})")
+    if opts.assign is not None:
+        missing_tp = [f"{t}-{p}" for t, p in opts.assign if (t, p) not in found]
+        if missing_tp:
+            raise UnknownTopicPartitionError(f"unknown topic partition(s) {', '.join(missing_tp)}")
+        chosen = {tp: found[tp] for tp in opts.assign}
+    else:
+        chosen = {tp: d for tp, d in found.items() if opts.selects_topic(tp[0])}
+    if not chosen:
+        raise UnknownTopicPartitionError(f"no partition matches subscribePattern {opts.subscribe_pattern!r} "
+                                         f"(found topics: {', '.join(sorted(topics)) or 'none'})")
+    return dict(sorted(chosen.items()))
+
+
+def partition_info(tp: TopicPartition, path: str) -> PartitionInfo:
+    with PartitionLog.open(path, read_only=True) as log:
+        return PartitionInfo(tp[0], tp[1], path, log.log_start_offset, log.log_end_offset)
+
+
+def discover_partitions(opts: KafkaLogOptions) -> list[PartitionInfo]:
+    return [partition_info(tp, d) for tp, d in select(discover(opts.paths), opts).items()]
+
+
+# ----------------------------------------------------------------------------- offsets
+def _name(tp: TopicPartition) -> str:
+    return f"{tp[0]}-{tp[1]}"
+
+
+def _check_covers(spec: OffsetSpec, infos: list[PartitionInfo]) -> None:
+    known = {i.tp for i in infos}
+    unknown = [tp for tp in spec.per_partition if tp not in known]
+    if unknown:
+        raise UnknownTopicPartitionError(f"option {spec.source} names unknown topic partition(s) "
+                                         + ", ".join(_name(tp) for tp in sorted(unknown)))
+    missing = [i.tp for i in infos if i.tp not in spec.per_partition]
+    if missing:
+        raise InvalidArgumentError(f"option {spec.source} must give every selected partition (missing "
+                                   + ", ".join(_name(tp) for tp in missing) + "); use −2 for earliest, "
+                                   "−1 for latest")
+
+
+def _for_timestamp(info: PartitionInfo, ts: int) -> int | None:
+    with PartitionLog.open(info.path, read_only=True) as log:
+        r = log.offset_for_timestamp(ts)
+    return None if r is None else r.offset
+
+
+def resolve_bound(spec: OffsetSpec, infos: list[PartitionInfo], *, start: bool, strategy: str = "error",
+                  fail_on_data_loss: bool = True) -> dict[TopicPartition, int]:
+    """Concrete offsets of a start or end bound, checked against each partition's range.
+
+    Timestamps resolve through the time index (``offset_for_timestamp``: the first record with
+    timestamp ≥ target).  No match: a start bound fails (``strategy="error"``) or starts at the
+    log end (``"latest"``); an end bound becomes the log end, as in Spark.  An explicit offset
+    outside ``[log_start, log_end]`` raises :class:`DataLossError` (below the start) or
+    :class:`OffsetOutOfRangeError` (above the end) when ``fail_on_data_loss``, else it is clamped.
+    """
+    if spec.kind in ("offsets", "timestamps"):
+        _check_covers(spec, infos)
+    out: dict[TopicPartition, int] = {}
+    for info in infos:
+        if spec.kind == "earliest":
+            off = info.log_start
+        elif spec.kind == "latest":
+            off = info.log_end
+        elif spec.kind in ("timestamp", "timestamps"):
+            ts = spec.timestamp if spec.kind == "timestamp" else spec.per_partition[info.tp]
+            assert ts is not None
+            found = _for_timestamp(info, ts)
+            if found is None:
+                if start and strategy == "error":
+                    raise OffsetOutOfRangeError(
+                        f"option {spec.source}: no record of {_name(info.tp)} has a timestamp ≥ {ts} "
+                        "(set startingOffsetsByTimestampStrategy=latest to start at the end instead)",
+                        path=info.path)
+                off = info.log_end
+            else:
+                off = max(found, info.log_start)
+        else:
+            req = spec.per_partition[info.tp]
+            if req == EARLIEST:
+                off = info.log_start
+            elif req == LATEST:
+                off = info.log_end
+            else:
+                off = check_offset(info, req, what=f"option {spec.source}", fail_on_data_loss=fail_on_data_loss)
+        out[info.tp] = off
+    return out
+
+
+def check_offset(info: PartitionInfo, offset: int, *, what: str, fail_on_data_loss: bool) -> int:
+    """``offset`` if it lies in ``[log_start, log_end]``, else a typed error or the clamped value."""
+    if offset < info.log_start:
+        if fail_on_data_loss:
+            raise DataLossError(
+                f"{what}: offset {offset} of {_name(info.tp)} is below the log start offset {info.log_start} "
+                "(data deleted or never written); set failOnDataLoss=false to start at the log start",
+                path=info.path)
+        return info.log_start
+    if offset > info.log_end:
+        if fail_on_data_loss:
+            raise OffsetOutOfRangeError(
+                f"{what}: offset {offset} of {_name(info.tp)} is beyond the log end offset {info.log_end}; "
+                "set failOnDataLoss=false to clamp it", path=info.path)
+        return info.log_end
+    return offset
+
+
+def plan_batch_ranges(opts: KafkaLogOptions, infos: list[PartitionInfo]) -> list[OffsetRange]:
+    """The offset range of every selected partition of a batch query."""
+    starts = resolve_bound(opts.starting, infos, start=True, strategy=opts.by_timestamp_strategy,
+                           fail_on_data_loss=opts.fail_on_data_loss)
+    ends = resolve_bound(opts.ending, infos, start=False, fail_on_data_loss=opts.fail_on_data_loss)
+    ranges = []
+    for info in infos:
+        s, e = starts[info.tp], ends[info.tp]
+        if s > e:
+            raise InvalidArgumentError(f"starting offset {s} of {_name(info.tp)} is after its ending offset {e}")
+        ranges.append(OffsetRange(info.topic, info.partition, info.path, s, e))
+    return ranges
+
+
+# ----------------------------------------------------------------------------- files of a partition
+def segment_files(path: str) -> list[tuple[int, str]]:
+    """``(base offset, .log path)`` of a partition directory, by base offset."""
+    out = []
+    for f in Path(path).iterdir():
+        stem, _, suffix = f.name.partition(".")
+        if suffix == "log" and stem.isdigit():
+            out.append((int(stem), str(f)))
+    out.sort()
+    return out
+
+
+def _batch_base_at(seg: LogSegment, position: int) -> int | None:
+    """Base offset of the batch at ``position`` (the last offset for legacy messages)."""
+    hdr = seg.read_bytes(position, 61)
+    if len(hdr) < 17:
+        return None
+    magic = hdr[16]
+    off = int.from_bytes(hdr[0:8], "big", signed=True)
+    if magic >= 2:
+        return off
+    return off  # legacy: the stored offset (a legacy wrapper is never split inside)
+
+
+def split_points(rng: OffsetRange, targets: list[int]) -> list[tuple[int, int, int]]:
+    """Cut points ``(base offset, segment, position)`` for target offsets, each snapped down to the
+    offset-index entry at or below it (or the segment start): the batch at that indexed position
+    starts the next piece, so every batch belongs to exactly one piece."""
+    segs = segment_files(rng.path)
+    bases = [b for b, _ in segs]
+    cuts: dict[int, tuple[int, int, int]] = {}
+    for t in targets:
+        i = int(np.searchsorted(np.asarray(bases, np.int64), t, side="right")) - 1
+        if i < 0:
+            continue
+        base, log_path = segs[i]
+        with LogSegment.open(log_path) as seg:
+            pos = seg.offset_index.lookup(t).position
+            b = _batch_base_at(seg, pos)
+        if b is not None and rng.start < b < rng.end:
+            cuts[b] = (b, base, pos)
+    return [cuts[k] for k in sorted(cuts)]
+
+
+def split_ranges(ranges: list[OffsetRange], min_partitions: int | None) -> list[OffsetRange]:
+    """Spark's ``minPartitions`` rule (pieces per partition ∝ its share of the offsets, at least
+    one), with cuts moved to offset-index entries (see :func:`split_points`)."""
+    nonempty = [r for r in ranges if r.size > 0]
+    if not min_partitions or len(nonempty) >= min_partitions:
+        return nonempty
+    total = sum(r.size for r in nonempty)
+    out: list[OffsetRange] = []
+    for r in nonempty:
+        parts = max(round(r.size / total * min_partitions), 1)
+        if parts <= 1:
+            out.append(r)
+            continue
+        targets = [r.start + (r.size * k) // parts for k in range(1, parts)]
+        cuts = split_points(r, targets)
+        lo, seg, pos = r.start, None, None
+        for b, cseg, cpos in cuts:
+            out.append(OffsetRange(r.topic, r.partition, r.path, lo, b, seg, pos, cseg, cpos))
+            lo, seg, pos = b, cseg, cpos
+        out.append(OffsetRange(r.topic, r.partition, r.path, lo, r.end, seg, pos))
+    return out
+
+
+# ----------------------------------------------------------------------------- streaming admission
+def offsets_json(offsets: Mapping[TopicPartition, int]) -> dict[str, dict[str, int]]:
+    """Spark's Kafka offset JSON ``{"topic": {"0": next_offset}}`` (sorted, so equal offsets
+    serialise identically)."""
+    out: dict[str, dict[str, int]] = {}
+    for (t, p) in sorted(offsets):
+        out.setdefault(t, {})[str(p)] = int(offsets[(t, p)])
+    return out
+
+
+def parse_offsets_json(obj: Mapping[str, Mapping[str, int]]) -> dict[TopicPartition, int]:
+    if not isinstance(obj, Mapping):
+        raise InvalidArgumentError(f"bad kafka-log stream offset {obj!r}")
+    out: dict[TopicPartition, int] = {}
+    for t, parts in obj.items():
+        if not isinstance(parts, Mapping):
+            raise InvalidArgumentError(f"bad kafka-log stream offset {obj!r}")
+        for p, off in parts.items():
+            out[(t, int(p))] = int(off)
+    return out
+
+
+def rate_limit_offsets(start: Mapping[TopicPartition, int], end: Mapping[TopicPartition, int],
+                       max_offsets: int) -> dict[TopicPartition, int]:
+    """Spread ``max_offsets`` over the partitions in proportion to what each has available
+    (Spark's ``maxOffsetsPerTrigger`` rule: a share below one rounds up, others round down)."""
+    avail = {tp: max(0, end[tp] - start.get(tp, end[tp])) for tp in end}
+    total = sum(avail.values())
+    if total <= max_offsets:
+        return dict(end)
+    out: dict[TopicPartition, int] = {}
+    for tp, e in end.items():
+        a = avail[tp]
+        if a == 0:
+            out[tp] = e
+            continue
+        share = max_offsets * (a / total)
+        n = math.ceil(share) if share < 1 else math.floor(share)
+        out[tp] = min(start[tp] + n, e)
+    return out
+
+
+def _bytes_cut(path: str, start: int, end: int, budget: int) -> tuple[int, int]:
+    """Walk whole batches of ``[start, end)`` until ``budget`` bytes: ``(next offset, bytes used)``.
+    At least one batch is taken when any exists (so a stream always progresses)."""
+    used = 0
+    off = start
+    for base, log_path in segment_files(path):
+        if off >= end:
+            break
+        with LogSegment.open(log_path) as seg:
+            if seg.size == 0:
+                continue
+            pos = seg.offset_index.lookup(off).position if off > base else 0
+            with open(log_path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+                scan = scan_batches(mm, pos)
+        n = scan["count"]
+        if n == 0:
+            continue
+        last = scan["last_offset"][:n]
+        sizes = scan["size"][:n].astype(np.int64)
+        keep = (last >= off) & (np.where(scan["magic"][:n] >= 2, scan["base_offset"][:n], last) < end)
+        idx = np.nonzero(keep)[0]
+        if idx.shape[0] == 0:
+            continue
+        cum = used + np.cumsum(sizes[idx])
+        fits = int(np.searchsorted(cum, budget, side="right"))
+        if fits == 0 and used == 0:
+            fits = 1  # one batch even if it alone exceeds the budget
+        if fits < idx.shape[0]:
+            if fits == 0:
+                return off, used
+            return min(int(last[idx[fits - 1]]) + 1, end), int(cum[fits - 1])
+        used = int(cum[-1])
+        off = min(int(last[idx[-1]]) + 1, end)
+    return end, used
+
+
+def rate_limit_bytes(paths: Mapping[TopicPartition, str], start: Mapping[TopicPartition, int],
+                     end: Mapping[TopicPartition, int], max_bytes: int) -> dict[TopicPartition, int]:
+    """Admit whole batches up to about ``max_bytes``: the budget is shared equally by the
+    partitions that have data, bytes one partition leaves unused go to the next, and every
+    partition with data gets at least one batch (so a stream always progresses)."""
+    out = dict(end)
+    pending = [tp for tp in sorted(end) if end[tp] > start.get(tp, end[tp])]
+    budget = max_bytes
+    for k, tp in enumerate(pending):
+        share = max(1, budget // (len(pending) - k))
+        nxt, used = _bytes_cut(paths[tp], start[tp], end[tp], share)
+        out[tp] = nxt
+        budget = max(0, budget - used)
+    return out
+
+
+def exists(path: str) -> bool:
+    return os.path.isdir(path)
