@@ -20,6 +20,8 @@ from __future__ import annotations
 import mmap
 import os
 import struct
+from array import array
+from bisect import bisect_right
 from pathlib import Path
 from typing import Any
 
@@ -33,10 +35,45 @@ from mqstore.errors import (
     OffsetOverflowError,
 )
 from mqstore.formats.kafka.index_entry import OffsetPosition, TimestampOffset
-from mqstore.kernels.kafka import index_search_many, index_search_py
+from mqstore.kernels.kafka import index_lookup_many, index_search_many, index_search_py, index_search_sorted
 
 INT32_MAX = (1 << 31) - 1
 WARM_SECTION_BYTES = 8192
+
+
+_TOP_STRIDE = 64
+
+
+class _FastSearch:
+    """Search cache of the single-call lookups: the key and value columns (absolute) as native
+    arrays (8 bytes per entry each), a small list of every 64th key (bisected first, so the
+    probes of one lookup touch two short ranges) and whether the keys strictly increase (only
+    then a C ``bisect`` gives Kafka's exact answer).  Appends extend it in place."""
+
+    __slots__ = ("inc", "keys", "top", "vals")
+
+    def __init__(self, keys: np.ndarray, vals: np.ndarray) -> None:
+        self.keys = array("q", keys.astype(np.int64).tobytes())
+        self.vals = array("q", vals.astype(np.int64).tobytes())
+        self.top: list[int] = keys[::_TOP_STRIDE].tolist()
+        self.inc = bool(keys.shape[0] < 2 or np.all(keys[1:] > keys[:-1]))
+
+    def append(self, k: int, v: int) -> None:
+        keys = self.keys
+        n = len(keys)
+        self.inc = self.inc and (n == 0 or k > keys[-1])
+        keys.append(k)
+        self.vals.append(v)
+        if n % _TOP_STRIDE == 0:
+            self.top.append(k)
+
+    def slot(self, target: int) -> int:
+        """Greatest slot whose key ≤ target (−1 if none); keys must strictly increase."""
+        i = bisect_right(self.top, target) - 1
+        if i < 0:
+            return -1
+        lo = i * _TOP_STRIDE
+        return bisect_right(self.keys, target, lo, min(lo + _TOP_STRIDE, len(self.keys))) - 1
 
 
 def round_down(n: int, factor: int) -> int:
@@ -79,6 +116,9 @@ class AbstractIndex:
         self._mm: mmap.mmap | None = None
         self._fd = -1
         self._cache: dict[str, np.ndarray] = {}
+        # Search cache of the single-call lookups: (keys, values, strictly increasing), absolute
+        # values in native arrays (8 bytes per column entry), kept in step with appends.
+        self._fast: _FastSearch | None = None
         self.padded = False
         exists = self.path.exists()
         self.missing = False
@@ -118,6 +158,7 @@ class AbstractIndex:
 
     def _unmap(self) -> None:
         self._cache.clear()
+        self._fast = None
         if self._mm is not None:
             self._mm.close()
             self._mm = None
@@ -196,14 +237,32 @@ class AbstractIndex:
     def warm_entries(self) -> int:
         return WARM_SECTION_BYTES // self.ENTRY_SIZE
 
+    def _fast_columns(self) -> _FastSearch:
+        """The search cache (built on first use; appends extend it, other changes drop it)."""
+        fast = self._fast
+        if fast is None or len(fast.keys) != self._entries:
+            self._check_open()
+            fast = self._fast = _FastSearch(self.column_array(False), self.column_array(True))
+        return fast
+
+    def _search(self, target: int, smallest_upper_bound: bool) -> int:
+        fast = self._fast_columns()
+        if fast.inc:
+            return index_search_sorted(fast.keys, self._entries, target, smallest_upper_bound)
+        return index_search_py(fast.keys, self._entries, target, self.warm_entries, smallest_upper_bound)
+
     def largest_lower_bound_slot(self, target: int, search_value: bool = False) -> int:
         """Greatest slot whose column ≤ target (−1 if none), exact Kafka algorithm."""
         self._check_open()
+        if not search_value:
+            return self._search(target, False)
         return index_search_py(self._column(search_value), self._entries, target, self.warm_entries, False)
 
     def smallest_upper_bound_slot(self, target: int, search_value: bool = False) -> int:
         """Smallest slot whose column ≥ target (−1 if none), exact Kafka algorithm (slot-0 quirk included)."""
         self._check_open()
+        if not search_value:
+            return self._search(target, True)
         return index_search_py(self._column(search_value), self._entries, target, self.warm_entries, True)
 
     def search_many(self, targets: Any, *, search_value: bool = False, smallest_upper_bound: bool = False) -> np.ndarray:
@@ -222,6 +281,13 @@ class AbstractIndex:
         assert self._mm is not None
         self._ENTRY.pack_into(self._mm, slot * self.ENTRY_SIZE, a, b)
         self._cache.clear()
+        fast = self._fast
+        if fast is not None:
+            if slot == len(fast.keys):  # an append: extend the search cache instead of dropping it
+                fast.append(a + (self.base_offset if self._REL_SLOT == 0 else 0),
+                            b + (self.base_offset if self._REL_SLOT == 1 else 0))
+            else:
+                self._fast = None
 
     def write_entries_bulk(self, raw: bytes) -> None:
         """Replace the content by ``raw`` (whole entries, e.g. from a rebuild); the file must be
@@ -235,6 +301,7 @@ class AbstractIndex:
             self._mm[: len(raw)] = raw
         self._entries = n
         self._cache.clear()
+        self._fast = None
         self._after_load()
 
     # ------------------------------------------------------------------ size management (§3.3)
@@ -270,6 +337,7 @@ class AbstractIndex:
     def _set_entries(self, n: int) -> None:
         self._entries = n
         self._cache.clear()
+        self._fast = None
         self._after_load()
 
     def _truncate_slot_for(self, offset: int) -> int:
@@ -377,21 +445,22 @@ class OffsetIndex(AbstractIndex):
 
     def lookup(self, target_offset: int) -> OffsetPosition:
         """Greatest indexed offset ≤ target with its position, else ``(base_offset, 0)``."""
-        slot = self.largest_lower_bound_slot(target_offset)
+        fast = self._fast
+        if fast is None:  # (closing drops the cache, so a cached index is open)
+            fast = self._fast_columns()
+        if fast.inc:
+            slot = fast.slot(target_offset)
+        else:
+            slot = index_search_py(fast.keys, self._entries, target_offset, self.warm_entries, False)
         if slot < 0:
             return OffsetPosition(self.base_offset, 0)
-        return self.entry(slot)
+        return OffsetPosition(fast.keys[slot], fast.vals[slot])
 
     def lookup_many(self, targets: Any) -> tuple[np.ndarray, np.ndarray]:
         """Vectorised :meth:`lookup`: arrays ``(offsets, positions)`` for many targets."""
-        slots = self.search_many(targets)
-        keys = self.column_array(False)
-        vals = self.column_array(True)
-        found = slots >= 0
-        safe = np.where(found, slots, 0)
-        offs = np.where(found, keys[safe] if keys.size else 0, self.base_offset)
-        poss = np.where(found, vals[safe] if vals.size else 0, 0)
-        return offs.astype(np.int64), poss.astype(np.int64)
+        self._check_open()
+        return index_lookup_many(self.column_array(False), self.column_array(True), self._entries, targets,
+                                 self.warm_entries, self.base_offset, 0, strictly_increasing=self._fast_columns().inc)
 
     def fetch_upper_bound_offset(self, fetch_offset_position: OffsetPosition | int, fetch_size: int) -> OffsetPosition | None:
         """Smallest upper bound on positions of ``position + fetch_size``; ``None`` if none."""
@@ -474,21 +543,22 @@ class TimeIndex(AbstractIndex):
 
     def lookup(self, target_timestamp: int) -> TimestampOffset:
         """Greatest indexed timestamp ≤ target with its offset, else ``(−1, base_offset)``."""
-        slot = self.largest_lower_bound_slot(target_timestamp)
+        fast = self._fast
+        if fast is None:  # (closing drops the cache, so a cached index is open)
+            fast = self._fast_columns()
+        if fast.inc:
+            slot = fast.slot(target_timestamp)
+        else:
+            slot = index_search_py(fast.keys, self._entries, target_timestamp, self.warm_entries, False)
         if slot < 0:
             return TimestampOffset(-1, self.base_offset)
-        return self.entry(slot)
+        return TimestampOffset(fast.keys[slot], fast.vals[slot])
 
     def lookup_many(self, targets: Any) -> tuple[np.ndarray, np.ndarray]:
         """Vectorised :meth:`lookup`: arrays ``(timestamps, offsets)``."""
-        slots = self.search_many(targets)
-        keys = self.column_array(False)
-        vals = self.column_array(True)
-        found = slots >= 0
-        safe = np.where(found, slots, 0)
-        ts = np.where(found, keys[safe] if keys.size else 0, -1)
-        offs = np.where(found, vals[safe] if vals.size else 0, self.base_offset)
-        return ts.astype(np.int64), offs.astype(np.int64)
+        self._check_open()
+        return index_lookup_many(self.column_array(False), self.column_array(True), self._entries, targets,
+                                 self.warm_entries, -1, self.base_offset, strictly_increasing=self._fast_columns().inc)
 
     def sanity_check(self) -> None:
         """Raise :class:`CorruptIndexError` per spec §3.10."""
