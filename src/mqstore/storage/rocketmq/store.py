@@ -95,6 +95,9 @@ class RocketMQStore:
             self._acquire_lock()
         try:
             self.last_exit_ok = not (self.root / "abort").exists()
+            if not read_only:
+                # Before recovery touches a file: a crash during recovery is an unclean shutdown.
+                (self.root / "abort").write_text(str(os.getpid()))
             self.commit_log = CommitLog(self._sub("commitlog"), self.config.commit_log_file_size, read_only=read_only)
             self.checkpoint = StoreCheckpoint(self.root / "checkpoint", read_only=read_only)
             self.index = IndexService(self._sub("index"), self.config.hash_slot_num, self.config.index_num, read_only=read_only)
@@ -103,10 +106,8 @@ class RocketMQStore:
                                         self.index if self.config.message_index_enable else None, read_only=read_only)
             self.recovery = self._load_and_recover()
             self.reput_from_offset = self.commit_log.max_offset
-            if not read_only:
-                (self.root / "abort").write_text(str(os.getpid()))
-                if self.config.background_services:
-                    self._start_services()
+            if not read_only and self.config.background_services:
+                self._start_services()
         except BaseException:
             self._release_lock()
             raise
