@@ -132,3 +132,17 @@ class OffsetOverflowError(InvalidArgumentError):
 class UnknownTopicPartitionError(InvalidArgumentError):
     """A topic or partition named by an option (subscribe, assign, offsets JSON) is not among the
     partition directories found under the given paths."""
+
+
+# ----------------------------------------------------------------------------- spark rocketmq source
+class SourceOptionError(InvalidArgumentError):
+    """An option of a Spark data source is malformed or contradictory (bad JSON, bad number)."""
+
+
+class UnknownTopicError(SourceOptionError):
+    """An option names a topic, broker or queue that none of the given stores holds."""
+
+
+class OffsetOptionOutOfRangeError(SourceOptionError, DataLossError):
+    """A requested offset lies outside what a queue (or CommitLog) holds and ``failOnDataLoss`` is
+    true."""

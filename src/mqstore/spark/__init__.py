@@ -17,8 +17,15 @@ __all__ = ["DEFAULT_MASTER", "get_session", "parse_conf", "prepare_environment",
 
 
 def register(spark: SparkSession) -> None:
-    """Register mqstore's data sources (``rocketmq``, ``kafka-log``) in ``spark``."""
+    """Register mqstore's data sources (``rocketmq``, ``kafka-log``) in ``spark``.
+
+    Also turns on Python data source filter pushdown (``spark.sql.python.filterPushdown.enabled``,
+    off by default in Spark 4): the ``rocketmq`` reader implements ``pushFilters``, and Spark
+    refuses such readers while the setting is off.
+    """
     from mqstore.spark.sources import data_source_classes
+
+    spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
 
     for cls in data_source_classes():
         spark.dataSource.register(cls)

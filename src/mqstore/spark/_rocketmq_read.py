@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import mmap
 import os
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -92,11 +93,12 @@ class RowFilter:
     offset_min: int | None = None
     offset_end: int | None = None
     queue_ids: frozenset[int] | None = None
+    topic_pattern: str | None = None  # regex matched in full (streams: topics may appear later)
 
     @property
     def is_trivial(self) -> bool:
         return (
-            self.topics is None and self.queue_bounds is None and self.ts_min is None and self.ts_end is None
+            self.topics is None and self.topic_pattern is None and self.queue_bounds is None and self.ts_min is None and self.ts_end is None
             and self.offset_min is None and self.offset_end is None and self.queue_ids is None
         )  # fmt: skip
 
@@ -108,6 +110,9 @@ class RowFilter:
             return keep
         if self.topics is not None:
             ok = np.array([t in self.topics for t in b.topics], bool)
+            keep &= ok[b.topic_id] if len(ok) else False
+        if self.topic_pattern is not None:
+            ok = np.array([re.fullmatch(self.topic_pattern, t) is not None for t in b.topics], bool)
             keep &= ok[b.topic_id] if len(ok) else False
         if self.queue_ids is not None:
             keep &= np.isin(b.queue_id, np.fromiter(self.queue_ids, np.int64, len(self.queue_ids)))
@@ -138,6 +143,8 @@ class RowFilter:
     def accepts(self, topic: str, queue_id: int, queue_offset: int, store_ts: int, offset: int, sys_flag: int) -> bool:
         """The same rule for one record (the pure-Python twin uses it)."""
         if self.topics is not None and topic not in self.topics:
+            return False
+        if self.topic_pattern is not None and re.fullmatch(self.topic_pattern, topic) is None:
             return False
         if self.queue_ids is not None and queue_id not in self.queue_ids:
             return False

@@ -1,0 +1,267 @@
+"""Driver side of the ``rocketmq`` Spark source: what the stores hold and how to split them.
+
+* :class:`StoreView` opens a store directory read-only (its CommitLog segment list, its
+  ConsumeQueues) for planning: queue offset ranges, the ConsumeQueue time search, the physical
+  range of queue offsets.  The geometry (segment and ConsumeQueue file sizes) is taken from the
+  files, so broker stores with any configuration can be read.
+* :func:`walk` finds record boundaries from a known boundary onwards (blank end-of-segment
+  records lead to the next segment), never past a record that is not completely written.
+* :func:`split_range` cuts a segment range into pieces at record boundaries.
+
+Only small picklable values (paths, offsets) leave this module; files are mapped and closed here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from itertools import pairwise
+from pathlib import Path
+
+import numpy as np
+
+from mqstore.errors import CorruptDataError, DataLossError, GeometryMismatchError, StoreNotFoundError
+from mqstore.formats.rocketmq.record import check_record
+from mqstore.kernels.rocketmq_scan import STOP_BLANK, STOP_INVALID, record_positions
+from mqstore.spark._rocketmq_read import open_segment
+from mqstore.storage.rocketmq.commitlog import CommitLog
+from mqstore.storage.rocketmq.consumequeue import BOUNDARY_LOWER, ConsumeQueue
+
+
+@dataclass(frozen=True, slots=True)
+class Segment:
+    path: str
+    base: int  # global offset of the first byte (the file name)
+    size: int
+
+    @property
+    def end(self) -> int:
+        return self.base + self.size
+
+
+def list_segments(store: str) -> list[Segment]:
+    """The CommitLog segment files of a store, ascending (an empty last file is left out)."""
+    cl_dir = Path(store) / "commitlog"
+    if not cl_dir.is_dir():
+        raise StoreNotFoundError("not a RocketMQ store: no commitlog directory", path=str(store))
+    entries = sorted((p for p in cl_dir.iterdir() if p.name.isdigit() and p.is_file()), key=lambda p: int(p.name))
+    segs = [Segment(str(p), int(p.name), p.stat().st_size) for p in entries]
+    if segs and segs[-1].size == 0:
+        segs.pop()
+    sizes = {s.size for s in segs}
+    if len(sizes) > 1:
+        odd = next(s for s in segs if s.size != segs[0].size)
+        raise GeometryMismatchError(f"CommitLog segments differ in size ({segs[0].size} and {odd.size} bytes)",
+                                    path=odd.path)
+    return segs
+
+
+class StoreView:
+    """A store opened read-only for planning (close it, or use it as a context manager)."""
+
+    def __init__(self, path: str, broker_name: str, *, with_queues: bool = True) -> None:
+        self.path = str(path)
+        self.broker_name = broker_name
+        self.segments = list_segments(self.path)
+        self.file_size = self.segments[0].size if self.segments else 0
+        self.commit_log: CommitLog | None = None
+        self.cqs: dict[tuple[str, int], ConsumeQueue] = {}
+        if with_queues:
+            self._open_queues()
+
+    def _open_queues(self) -> None:
+        if self.segments:
+            self.commit_log = CommitLog(Path(self.path) / "commitlog", self.file_size, read_only=True)
+            self.commit_log.load()
+        min_phy = self.segments[0].base if self.segments else 0
+        cq_root = Path(self.path) / "consumequeue"
+        if not cq_root.is_dir():
+            return
+        for tdir in sorted(cq_root.iterdir()):
+            if not tdir.is_dir():
+                continue
+            for qdir in sorted(tdir.iterdir()):
+                if not (qdir.is_dir() and qdir.name.isdigit()):
+                    continue
+                files = sorted(p for p in qdir.iterdir() if p.is_file() and p.name.isdigit())
+                sizes = [p.stat().st_size for p in files if p.stat().st_size > 0]
+                if not sizes:
+                    continue
+                cq = ConsumeQueue(qdir, tdir.name, int(qdir.name), sizes[0], read_only=True)
+                cq.load()
+                cq.recover()
+                cq.correct_min_offset(min_phy)
+                self.cqs[(tdir.name, int(qdir.name))] = cq
+
+    # ------------------------------------------------------------------ queues
+    def queue_ranges(self) -> dict[tuple[str, int], tuple[int, int]]:
+        """``{(topic, queueId): (minOffset, maxOffset)}`` from the ConsumeQueues."""
+        return {k: (cq.min_offset_in_queue, cq.max_offset_in_queue) for k, cq in self.cqs.items()}
+
+    def offset_for_time(self, topic: str, queue_id: int, timestamp: int) -> int:
+        """First queue offset whose message was stored at or after ``timestamp`` (the broker's
+        LOWER-boundary ConsumeQueue search; the max offset when every message is older)."""
+        cq = self.cqs.get((topic, queue_id))
+        if cq is None or self.commit_log is None:
+            return 0
+        cl = self.commit_log
+        return cq.offset_in_queue_by_time(int(timestamp), BOUNDARY_LOWER, cl.pickup_store_timestamp, cl.min_offset)
+
+    def physical_range(self, bounds: dict[tuple[str, int], tuple[int, int]]) -> tuple[int, int] | None:
+        """``[first record, end of last record)`` in the CommitLog spanned by the queue-offset
+        ranges (``None`` when they are all empty)."""
+        lo, hi = None, None
+        for key, (first, end) in bounds.items():
+            cq = self.cqs.get(key)
+            if cq is None or first >= end:
+                continue
+            u0, u1 = cq.get_unit(first), cq.get_unit(end - 1)
+            if u0 is None or u1 is None:
+                continue
+            a, b = u0.commit_log_offset, u1.commit_log_offset + u1.size
+            lo = a if lo is None else min(lo, a)
+            hi = b if hi is None else max(hi, b)
+        return None if lo is None or hi is None else (lo, hi)
+
+    # ------------------------------------------------------------------ lifecycle
+    def close(self) -> None:
+        for cq in self.cqs.values():
+            cq.close()
+        self.cqs = {}
+        if self.commit_log is not None:
+            self.commit_log.close()
+            self.commit_log = None
+
+    def __enter__(self) -> StoreView:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+# =============================================================================== boundary walk
+@dataclass(slots=True)
+class Walk:
+    """Records found by :func:`walk`: global offsets and sizes, and the offset where the next walk
+    must start (past the last record, or the next segment's base after a blank record)."""
+
+    offsets: np.ndarray
+    sizes: np.ndarray
+    end: int
+
+
+def _segment_of(segs: list[Segment], offset: int) -> int:
+    for i, s in enumerate(segs):
+        if s.base <= offset < s.end:
+            return i
+    return -1
+
+
+def walk(segs: list[Segment], start: int, *, stop_at: int | None = None, max_records: int | None = None,
+         live: bool = True) -> Walk:
+    """Walk record boundaries from ``start`` (a record boundary or a segment base).
+
+    Stops at unwritten bytes, at ``stop_at`` (a boundary found by an earlier walk) or after
+    ``max_records``.  With ``live``, the last record is checked completely: a record a writer is
+    still copying in is not counted.  Unreadable bytes followed by a newer segment are corruption
+    (:class:`CorruptDataError`); at the tail of the newest segment they may be a record in
+    progress and end the walk.
+    """
+    offs: list[np.ndarray] = []
+    sizes: list[np.ndarray] = []
+    count = 0
+    pos = start
+    while True:
+        if stop_at is not None and pos >= stop_at:
+            break
+        if max_records is not None and count >= max_records:
+            break
+        i = _segment_of(segs, pos)
+        if i < 0:
+            break
+        seg = segs[i]
+        mm, u8 = open_segment(seg.path)
+        try:
+            rel_end = seg.size if stop_at is None else min(seg.size, stop_at - seg.base)
+            positions, psizes, stop, stop_pos = record_positions(u8, pos - seg.base, rel_end)
+            if max_records is not None and len(positions) > max_records - count:
+                positions, psizes = positions[: max_records - count], psizes[: max_records - count]
+                stop = "limit"
+            if live and len(positions) and stop != "limit":
+                p, n = int(positions[-1]), int(psizes[-1])
+                res = check_record(u8, p, p + n, check_crc=False, read_body=False)
+                if not res.success:
+                    if i + 1 < len(segs):
+                        raise CorruptDataError(res.error or "unreadable record", path=seg.path, offset=seg.base + p)
+                    positions, psizes = positions[:-1], psizes[:-1]
+                    stop, stop_pos = "torn", p
+            if stop == STOP_INVALID and i + 1 < len(segs):
+                res = check_record(u8, stop_pos, seg.size, check_crc=False, read_body=False)
+                raise CorruptDataError(res.error or "unreadable record", path=seg.path, offset=seg.base + stop_pos)
+        finally:
+            del u8
+            if mm is not None:
+                mm.close()
+        offs.append(positions + np.int64(seg.base))
+        sizes.append(psizes.astype(np.int64))
+        count += len(positions)
+        if stop == "limit":
+            pos = int(positions[-1]) + int(psizes[-1]) + seg.base
+            break
+        if stop == STOP_BLANK or (stop_pos >= seg.size and stop not in ("torn", STOP_INVALID)):
+            pos = seg.end  # continue in the next segment (when it exists)
+            continue
+        pos = seg.base + int(stop_pos)
+        break
+    cat = (lambda xs: np.concatenate(xs) if xs else np.empty(0, np.int64))  # noqa: E731
+    return Walk(cat(offs), cat(sizes), pos)
+
+
+def earliest_offset(segs: list[Segment]) -> int:
+    return segs[0].base if segs else 0
+
+
+def check_boundary(segs: list[Segment], offset: int, *, fail_on_data_loss: bool, what: str) -> int:
+    """Validate a starting CommitLog offset: it must be a record boundary of the store (or the
+    end of its data).  Below the oldest segment: :class:`DataLossError`, or the oldest segment's
+    base when ``fail_on_data_loss`` is false."""
+    first = earliest_offset(segs)
+    if offset < first:
+        if fail_on_data_loss:
+            raise DataLossError(f"{what}: CommitLog offset {offset} was deleted (the store starts at {first}; "
+                                "set failOnDataLoss=false to skip ahead)")
+        return first
+    i = _segment_of(segs, offset)
+    if i < 0:
+        last_end = segs[-1].end if segs else 0
+        if offset == last_end:
+            return offset
+        raise DataLossError(f"{what}: CommitLog offset {offset} is beyond the store's end {last_end}")
+    seg = segs[i]
+    w = walk([seg], seg.base, stop_at=offset, live=False)
+    if w.end != offset:
+        raise CorruptDataError(f"{what}: CommitLog offset {offset} is not a record boundary", path=seg.path,
+                               offset=offset)
+    return offset
+
+
+# =============================================================================== splitting
+def split_range(seg: Segment, start: int, end: int, pieces: int) -> list[tuple[int, int]]:
+    """Cut ``[start, end)`` (positions inside ``seg``) into up to ``pieces`` ranges of about equal
+    bytes, at record boundaries found by the boundary pre-scan."""
+    if pieces <= 1 or end - start <= 0:
+        return [(start, end)]
+    mm, u8 = open_segment(seg.path)
+    try:
+        positions, _sizes, _stop, _pos = record_positions(u8, start, min(end, len(u8)))
+    finally:
+        del u8
+        if mm is not None:
+            mm.close()
+    if len(positions) <= 1:
+        return [(start, end)]
+    targets = start + (end - start) * np.arange(1, pieces, dtype=np.int64) // pieces
+    idx = np.unique(np.searchsorted(positions, targets))
+    cuts = [int(positions[i]) for i in idx.tolist() if 0 < i < len(positions)]
+    bounds = [start, *sorted(set(cuts)), end]
+    return [(a, b) for a, b in pairwise(bounds) if b > a]
+
