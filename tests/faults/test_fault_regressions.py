@@ -7,6 +7,8 @@ from pathlib import Path
 import pytest
 
 from mqstore import MessageStore, StoreConfig
+from mqstore.kafka import LogConfig, PartitionLog, SimpleRecord
+from mqstore.storage.kafka.log import CLEAN_SHUTDOWN_FILE
 from mqstore.storage.rocketmq.store import RocketMQStore
 
 
@@ -36,3 +38,29 @@ def test_crash_during_recovery_of_a_clean_store_is_an_unclean_shutdown(tmp_path:
         assert [m.body for m in s.query_by_key("T", "k")] == [b"x"]
     with MessageStore.open(tmp_path, _small()) as s:
         assert s.recovery.clean_shutdown
+
+
+def test_crash_during_load_of_a_clean_kafka_log_is_an_unclean_shutdown(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """Crash campaign: a SIGKILL while a cleanly closed partition was being loaded (segments with
+    a missing index are rebuilt then) left the clean-shutdown marker in place, so the next open
+    trusted whatever the interrupted load had half-written."""
+    d = tmp_path / "t-0"
+    with PartitionLog.open(d, LogConfig(segment_bytes=300)) as log:
+        for i in range(20):
+            log.append_records([SimpleRecord(b"v%d" % i, b"k%d" % i, timestamp=1000 + i)])
+    assert (d / CLEAN_SHUTDOWN_FILE).exists()
+
+    def die(self: PartitionLog, needs_recovery: set[int]) -> None:
+        raise KeyboardInterrupt  # stands for the kill, in the middle of the load
+
+    monkeypatch.setattr(PartitionLog, "_recover", die)
+    with pytest.raises(KeyboardInterrupt):
+        PartitionLog.open(d, LogConfig(segment_bytes=300))
+    monkeypatch.undo()
+    assert not (d / CLEAN_SHUTDOWN_FILE).exists()
+    with PartitionLog.open(d, LogConfig(segment_bytes=300)) as log:
+        assert not log.had_clean_shutdown and log.recovered_segments
+        assert [r.value for r in log.iter_records()] == [b"v%d" % i for i in range(20)]
+    with PartitionLog.open(d, LogConfig(segment_bytes=300)) as log:
+        assert log.had_clean_shutdown

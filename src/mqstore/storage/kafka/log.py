@@ -182,6 +182,10 @@ class PartitionLog:
         rw = not self.read_only
         marker = d / CLEAN_SHUTDOWN_FILE
         self.had_clean_shutdown = marker.exists()
+        if rw and self.had_clean_shutdown:
+            # Before loading changes a file: a crash during the load is an unclean shutdown.
+            marker.unlink()
+            _fsync_dir(d)
         if rw:
             for f in sorted(d.iterdir()):
                 name = f.name
@@ -224,7 +228,6 @@ class PartitionLog:
             if not self._segments:
                 self._add_segment(LogSegment.create(d, self.recovery_point if self.recovery_point > 0 else 0,
                                                     self.config))
-            marker.unlink(missing_ok=True)
             self.active_segment.resize_indexes(self.config.max_index_size)
         self.log_start_offset = self._segments[0].base_offset if self._segments else 0
         self.log_end_offset = self._segments[-1].read_next_offset() if self._segments else 0
