@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
 
 from mqstore import MessageStore, StoreConfig
-from mqstore.kafka import LogConfig, PartitionLog, SimpleRecord
+from mqstore.kafka import LogConfig, PartitionLog, SimpleRecord, verify_path
 from mqstore.storage.kafka.log import CLEAN_SHUTDOWN_FILE
 from mqstore.storage.rocketmq.store import RocketMQStore
 
@@ -64,3 +65,25 @@ def test_crash_during_load_of_a_clean_kafka_log_is_an_unclean_shutdown(tmp_path:
         assert [r.value for r in log.iter_records()] == [b"v%d" % i for i in range(20)]
     with PartitionLog.open(d, LogConfig(segment_bytes=300)) as log:
         assert log.had_clean_shutdown
+
+
+def test_recovery_of_a_segment_denser_than_its_index_room_still_opens(tmp_path: Path) -> None:
+    """Crash campaign: appends after a reopen index less densely than the recovery rule, so after a
+    crash the recovery of a valid segment wanted more index entries than ``max_index_size`` holds
+    and the log could not be opened at all (IndexFullError).  Here the live log writes with a
+    sparse interval and the crash copy is recovered with a dense one."""
+    live = tmp_path / "live-0"
+    log = PartitionLog.open(live, LogConfig(index_interval_bytes=100_000, max_index_size=48))
+    for i in range(40):
+        log.append_records([SimpleRecord(b"value-%d" % i * 5, b"k%d" % i, timestamp=1000 + i)])
+    crash = tmp_path / "crash-0"
+    shutil.copytree(live, crash)  # the files as a SIGKILL would leave them (no clean-shutdown marker)
+    log.close()
+    with PartitionLog.open(crash, LogConfig(index_interval_bytes=50, max_index_size=48)) as rec:
+        assert not rec.had_clean_shutdown and rec.recovered_segments == [0]
+        assert [r.value for r in rec.iter_records()] == [b"value-%d" % i * 5 for i in range(40)]
+        for i in range(40):
+            got = rec.offset_for_timestamp(1000 + i)
+            assert got is not None and got.offset == i
+            assert rec.lookup_offset(i) is not None
+    assert verify_path(crash).ok

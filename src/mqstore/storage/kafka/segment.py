@@ -20,6 +20,7 @@ import numpy as np
 
 from mqstore.errors import (
     CorruptDataError,
+    IndexFullError,
     InvalidArgumentError,
     OffsetOverflowError,
     ReadOnlyStoreError,
@@ -409,10 +410,21 @@ class LogSegment:
     def recover(self) -> int:
         """Validate every batch, rebuild both indexes, cut the invalid tail; return bytes cut."""
         self._require_writable()
+        interval = self.config.index_interval_bytes
         with MappedLog(self.log_path) as ml:
-            analysis, oi, ti = compute_indexes(
-                ml.mm, self.base_offset, index_interval_bytes=self.config.index_interval_bytes,
-                max_index_size=self.config.max_index_size, path=str(self.log_path))
+            while True:
+                try:
+                    analysis, oi, ti = compute_indexes(
+                        ml.mm, self.base_offset, index_interval_bytes=interval,
+                        max_index_size=self.config.max_index_size, path=str(self.log_path))
+                    break
+                except IndexFullError:
+                    # Appends after a reopen index less densely than the recovery rule, so a valid
+                    # segment can hold more entries than fit: index it more sparsely (still exact,
+                    # just more scanning) rather than refuse to open the log.
+                    if interval >= len(ml.mm):
+                        raise
+                    interval = min(max(2 * interval, 64), len(ml.mm))
         truncated = analysis.truncated_bytes
         if truncated:
             os.ftruncate(self._fd, analysis.valid_bytes)
