@@ -200,19 +200,19 @@ _ST_BAD = 6  # undecodable, CRC mismatch, or a length mismatch that is not skipp
 _ST_OK = -1  # (internal) a record header that may be walked
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def rd_i16(buf: np.ndarray, p: int) -> int:
     v = (np.int64(buf[p]) << 8) | np.int64(buf[p + 1])
     return v - 0x10000 if v >= 0x8000 else v
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def rd_i32(buf: np.ndarray, p: int) -> int:
     v = (np.int64(buf[p]) << 24) | (np.int64(buf[p + 1]) << 16) | (np.int64(buf[p + 2]) << 8) | np.int64(buf[p + 3])
     return v - 0x100000000 if v >= 0x80000000 else v
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def rd_i64(buf: np.ndarray, p: int) -> int:
     v = np.uint64(0)
     for k in range(8):
@@ -236,7 +236,7 @@ def _make_crc_table() -> np.ndarray:
 CRC_TABLE = _make_crc_table()
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def crc32_span(buf: np.ndarray, s: int, e: int, tbl: np.ndarray) -> int:
     """zlib CRC-32 of ``buf[s:e]`` (slice-by-8)."""
     crc = np.int64(0xFFFFFFFF)
@@ -257,7 +257,99 @@ def crc32_span(buf: np.ndarray, s: int, e: int, tbl: np.ndarray) -> int:
     return crc ^ 0xFFFFFFFF
 
 
-@njit(cache=True)
+_CRC_FLAT = CRC_TABLE.ravel().copy()
+
+
+@njit(cache=True, nogil=True)
+def _crc_step8(buf: np.ndarray, i: int, crc: int, t: np.ndarray) -> int:
+    one = crc ^ (
+        np.int64(buf[i]) | (np.int64(buf[i + 1]) << 8) | (np.int64(buf[i + 2]) << 16) | (np.int64(buf[i + 3]) << 24)
+    )
+    return (
+        t[1792 + (one & 0xFF)] ^ t[1536 + ((one >> 8) & 0xFF)] ^ t[1280 + ((one >> 16) & 0xFF)]
+        ^ t[1024 + ((one >> 24) & 0xFF)] ^ t[768 + np.int64(buf[i + 4])] ^ t[512 + np.int64(buf[i + 5])]
+        ^ t[256 + np.int64(buf[i + 6])] ^ t[np.int64(buf[i + 7])]
+    )  # fmt: skip
+
+
+@njit(cache=True, nogil=True)
+def _crc_tail(buf: np.ndarray, p: int, e: int, c: int, t: np.ndarray) -> int:
+    while p + 8 <= e:
+        c = _crc_step8(buf, p, c, t)
+        p += 8
+    while p < e:
+        c = t[(c ^ np.int64(buf[p])) & 0xFF] ^ (c >> 8)
+        p += 1
+    return c ^ 0xFFFFFFFF
+
+
+@njit(cache=True, nogil=True)
+def _crc_spans_kernel(buf: np.ndarray, starts: np.ndarray, lens: np.ndarray, t: np.ndarray, out: np.ndarray) -> None:
+    # Four independent CRC chains in flight (slice-by-8 each): one span's table loads wait on its
+    # previous step, interleaving four spans keeps the load ports busy.  Each round runs the four
+    # lanes in lock step for as many 8-byte steps as the shortest has left, then finishes the
+    # short one(s) and takes the next spans.
+    n = starts.shape[0]
+    i0, i1, i2, i3 = 0, 1, 2, 3
+    nxt = 4
+    if n < 4:
+        for i in range(n):
+            out[i] = _crc_tail(buf, starts[i], starts[i] + lens[i], np.int64(0xFFFFFFFF), t)
+        return
+    p0, p1, p2, p3 = starts[0], starts[1], starts[2], starts[3]
+    e0, e1, e2, e3 = p0 + lens[0], p1 + lens[1], p2 + lens[2], p3 + lens[3]
+    ff = np.int64(0xFFFFFFFF)
+    c0 = c1 = c2 = c3 = ff
+    while True:
+        m = min(e0 - p0, e1 - p1, e2 - p2, e3 - p3) // 8
+        for _ in range(m):
+            c0 = _crc_step8(buf, p0, c0, t)
+            c1 = _crc_step8(buf, p1, c1, t)
+            c2 = _crc_step8(buf, p2, c2, t)
+            c3 = _crc_step8(buf, p3, c3, t)
+            p0 += 8
+            p1 += 8
+            p2 += 8
+            p3 += 8
+        if nxt >= n:
+            break
+        if e0 - p0 < 8:
+            out[i0] = _crc_tail(buf, p0, e0, c0, t)
+            i0, p0, e0, c0 = nxt, starts[nxt], starts[nxt] + lens[nxt], ff
+            nxt += 1
+        if e1 - p1 < 8 and nxt < n:
+            out[i1] = _crc_tail(buf, p1, e1, c1, t)
+            i1, p1, e1, c1 = nxt, starts[nxt], starts[nxt] + lens[nxt], ff
+            nxt += 1
+        if e2 - p2 < 8 and nxt < n:
+            out[i2] = _crc_tail(buf, p2, e2, c2, t)
+            i2, p2, e2, c2 = nxt, starts[nxt], starts[nxt] + lens[nxt], ff
+            nxt += 1
+        if e3 - p3 < 8 and nxt < n:
+            out[i3] = _crc_tail(buf, p3, e3, c3, t)
+            i3, p3, e3, c3 = nxt, starts[nxt], starts[nxt] + lens[nxt], ff
+            nxt += 1
+    out[i0] = _crc_tail(buf, p0, e0, c0, t)
+    out[i1] = _crc_tail(buf, p1, e1, c1, t)
+    out[i2] = _crc_tail(buf, p2, e2, c2, t)
+    out[i3] = _crc_tail(buf, p3, e3, c3, t)
+
+
+def crc32_spans(buf: bytes | bytearray | memoryview | np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """zlib CRC-32 of many spans ``buf[starts[i] : starts[i] + lengths[i]]`` (int64 array)."""
+    u8 = as_u8(buf)
+    s = np.ascontiguousarray(starts, np.int64)
+    ln = np.ascontiguousarray(lengths, np.int64)
+    if s.shape != ln.shape:
+        raise InvalidArgumentError("crc32_spans: starts and lengths differ in shape")
+    if len(s) and (int(s.min()) < 0 or int(ln.min()) < 0 or int((s + ln).max()) > len(u8)):
+        raise InvalidArgumentError(f"crc32_spans: a span lies outside the buffer of {len(u8)} bytes")
+    out = np.empty(len(s), np.int64)
+    _crc_spans_kernel(u8, s, ln, _CRC_FLAT, out)
+    return out
+
+
+@njit(cache=True, nogil=True)
 def _head(buf: np.ndarray, pos: int, end: int, min_size: int) -> tuple[int, int]:
     """``(state, TOTALSIZE)`` of the record header at ``pos``: ``_ST_OK`` or why the walk stops."""
     remaining = end - pos
@@ -276,7 +368,7 @@ def _head(buf: np.ndarray, pos: int, end: int, min_size: int) -> tuple[int, int]
     return _ST_OK, total
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _walk(buf: np.ndarray, start: int, end: int, limit: int, pos_out: np.ndarray, size_out: np.ndarray, fill: bool):
     """Cheap boundary walk (TOTALSIZE + magic only): ``(count, stop position, state)``."""
     pos = start
@@ -298,7 +390,7 @@ def _walk(buf: np.ndarray, start: int, end: int, limit: int, pos_out: np.ndarray
     return n, pos, state
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _eq_bytes(buf: np.ndarray, a: int, b: int, n: int) -> bool:
     for k in range(n):
         if buf[a + k] != buf[b + k]:
@@ -306,7 +398,7 @@ def _eq_bytes(buf: np.ndarray, a: int, b: int, n: int) -> bool:
     return True
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _eq_const(buf: np.ndarray, a: int, n: int, const: np.ndarray) -> bool:
     if n != const.shape[0]:
         return False
@@ -316,10 +408,12 @@ def _eq_const(buf: np.ndarray, a: int, n: int, const: np.ndarray) -> bool:
     return True
 
 
-@njit(cache=True)
-def _find_props(buf: np.ndarray, a: int, b: int, out: np.ndarray) -> None:
+@njit(cache=True, nogil=True)
+def _prop_spans(buf: np.ndarray, a: int, b: int, out: np.ndarray) -> None:
     """Spans of the KEYS, TAGS, UNIQ_KEY and DELAY values in the properties ``buf[a:b]`` with the
-    exact rules of ``string2messageProperties`` (later duplicates win).
+    exact rules of ``string2messageProperties`` (later duplicates win, empty names or values are
+    ignored), in one pass over the bytes: a name is recognised by its bytes followed by ``\\x01``
+    (names contain neither separator, so this is the first ``\\x01`` of the property).
 
     ``out`` = [keys_s, keys_e, tags_s, tags_e, uniq_s, uniq_e, delay_s, delay_e], -1 when absent.
     """
@@ -327,36 +421,41 @@ def _find_props(buf: np.ndarray, a: int, b: int, out: np.ndarray) -> None:
         out[k] = -1
     s = a
     while s < b:
-        e = s
+        which = -1
+        vs = s
+        c0 = buf[s]
+        if c0 == 75:  # K
+            if s + 5 <= b and buf[s + 4] == 1 and buf[s + 1] == 69 and buf[s + 2] == 89 and buf[s + 3] == 83:
+                which = 0
+                vs = s + 5
+        elif c0 == 84:  # T
+            if s + 5 <= b and buf[s + 4] == 1 and buf[s + 1] == 65 and buf[s + 2] == 71 and buf[s + 3] == 83:
+                which = 2
+                vs = s + 5
+        elif c0 == 85:  # U
+            if (
+                s + 9 <= b and buf[s + 8] == 1 and buf[s + 1] == 78 and buf[s + 2] == 73 and buf[s + 3] == 81
+                and buf[s + 4] == 95 and buf[s + 5] == 75 and buf[s + 6] == 69 and buf[s + 7] == 89
+            ):  # fmt: skip
+                which = 4
+                vs = s + 9
+        elif c0 == 68:  # D
+            if (
+                s + 6 <= b and buf[s + 5] == 1 and buf[s + 1] == 69 and buf[s + 2] == 76 and buf[s + 3] == 65
+                and buf[s + 4] == 89
+            ):  # fmt: skip
+                which = 6
+                vs = s + 6
+        e = vs
         while e < b and buf[e] != 2:
             e += 1
-        sep = s
-        while sep < e and buf[sep] != 1:
-            sep += 1
-        if s < sep < e - 1:
-            ln = sep - s
-            if ln == 4:
-                if buf[s] == 75 and buf[s + 1] == 69 and buf[s + 2] == 89 and buf[s + 3] == 83:  # KEYS
-                    out[0] = sep + 1
-                    out[1] = e
-                elif buf[s] == 84 and buf[s + 1] == 65 and buf[s + 2] == 71 and buf[s + 3] == 83:  # TAGS
-                    out[2] = sep + 1
-                    out[3] = e
-            elif ln == 8:
-                if (
-                    buf[s] == 85 and buf[s + 1] == 78 and buf[s + 2] == 73 and buf[s + 3] == 81
-                    and buf[s + 4] == 95 and buf[s + 5] == 75 and buf[s + 6] == 69 and buf[s + 7] == 89
-                ):  # UNIQ_KEY  # fmt: skip
-                    out[4] = sep + 1
-                    out[5] = e
-            elif ln == 5:
-                if buf[s] == 68 and buf[s + 1] == 69 and buf[s + 2] == 76 and buf[s + 3] == 65 and buf[s + 4] == 89:  # DELAY
-                    out[6] = sep + 1
-                    out[7] = e
+        if which >= 0 and e > vs:
+            out[which] = vs
+            out[which + 1] = e
         s = e + 1
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _count_pieces(buf: np.ndarray, s: int, e: int) -> int:
     n = 0
     i = s
@@ -370,26 +469,42 @@ def _count_pieces(buf: np.ndarray, s: int, e: int) -> int:
     return n
 
 
-@njit(cache=True)
+_ST_FULL = 7  # (internal) an output array is full: continue with a new chunk at ``pos``
+
+
+@njit(cache=True, nogil=True)
 def _scan_kernel(
     buf, base, start, end, check_crc, skip_mismatch, max_records,
-    crc_tbl, delay_ms, max_level, delay_ok, sched,
-    off, size, qid, qoff, sysf, ts, tags, topic_id, topic_state,
-    uniq_s, uniq_e, keys_s, keys_e, nkeys, fallback,
-    rep_s, rep_l, table, skip_pos, skip_total, skip_computed,
+    delay_ms, max_level, delay_ok, sched,
+    off, size, qid, qoff, sysf, ts, tags, topic_id,
+    rep_s, rep_l, table, key_row, key_hash, fallback,
+    skip_pos, skip_total, skip_computed,
+    crc_pos, crc_s, crc_l, crc_row, crc_skip,
 ):  # fmt: skip
+    """One pass over the records: columns, topic ids, index key hashes (hashed while the
+    properties are in cache), tags codes.  With ``check_crc`` the body spans are collected for
+    :func:`crc32_spans` (checked afterwards, the scan is cut at the first mismatch)."""
+    cap = off.shape[0]
+    kcap = key_row.shape[0]
+    tcap = rep_s.shape[0]
     n = 0
     nt = 0
     ns = 0
     nk = 0
+    nf = 0
+    nc = 0
     pos = start
     state = _ST_RANGE
     mask = table.shape[0] - 1
     props = np.empty(8, np.int64)
     last_tid = -1
+    c31 = np.uint64(31)
     while pos < end:
         if max_records >= 0 and n >= max_records:
             state = _ST_LIMIT
+            break
+        if n >= cap or ns >= cap or nt >= tcap:
+            state = _ST_FULL
             break
         head_state, total = _head(buf, pos, end, _FIXED_MIN)
         if head_state != _ST_OK:
@@ -442,22 +557,33 @@ def _scan_kernel(
             break
         pps = p
         computed = 48 + bw + 8 + sw + 12 + 4 + body_len + tw + tl + 2 + pl
-        if check_crc:
-            c = crc32_span(buf, bs, bs + body_len, crc_tbl) & 0x7FFFFFFF
-            if c != rd_i32(buf, pos + 8):
-                state = _ST_BAD
-                break
-        if computed != total:
-            if skip_mismatch:
-                skip_pos[ns] = base + pos
-                skip_total[ns] = total
-                skip_computed[ns] = computed
-                ns += 1
-                pos += total
-                continue
+        if computed != total and not skip_mismatch:
             state = _ST_BAD
             break
-        # ---- a valid record
+        if check_crc:
+            crc_pos[nc] = pos
+            crc_s[nc] = bs
+            crc_l[nc] = body_len
+            crc_row[nc] = n
+            crc_skip[nc] = ns
+            nc += 1
+        if computed != total:
+            skip_pos[ns] = base + pos
+            skip_total[ns] = total
+            skip_computed[ns] = computed
+            ns += 1
+            pos += total
+            continue
+        # ---- a valid record: its properties first (the key count decides whether it fits)
+        _prop_spans(buf, pps, pps + pl, props)
+        k = 1 if props[4] >= 0 else 0
+        if props[0] >= 0:
+            k += _count_pieces(buf, props[0], props[1])
+        if nk + k > kcap:
+            if check_crc:
+                nc -= 1
+            state = _ST_FULL
+            break
         store_ts = rd_i64(buf, pos + 48 + bw)
         off[n] = base + pos
         size[n] = total
@@ -465,9 +591,8 @@ def _scan_kernel(
         qoff[n] = rd_i64(buf, pos + 20)
         sysf[n] = sys
         ts[n] = store_ts
-        # topic: Java hash state (reused for the index keys) and its id
+        # topic: Java hash state (continued by the index keys) and its id
         st = hash_continue(buf, tps, tps + tl, np.uint64(0))
-        topic_state[n] = st
         if last_tid >= 0 and rep_l[last_tid] == tl and _eq_bytes(buf, rep_s[last_tid], tps, tl):
             tid = last_tid
         else:
@@ -487,19 +612,24 @@ def _scan_kernel(
                 slot = (slot + 1) & mask
             last_tid = tid
         topic_id[n] = tid
-        # properties
-        _find_props(buf, pps, pps + pl, props)
-        keys_s[n] = props[0]
-        keys_e[n] = props[1]
-        uniq_s[n] = props[4]
-        uniq_e[n] = props[5]
-        k = 0
+        # index keys: topic#uniq first, then every non-empty KEYS piece
+        h0 = st * c31 + np.uint64(35)
         if props[4] >= 0:
-            k += 1
+            key_row[nk] = n
+            key_hash[nk] = index_hash_of_state(hash_continue(buf, props[4], props[5], h0))
+            nk += 1
         if props[0] >= 0:
-            k += _count_pieces(buf, props[0], props[1])
-        nkeys[n] = k
-        nk += k
+            i = props[0]
+            e = props[1]
+            while i < e:
+                j = i
+                while j < e and buf[j] != 32:
+                    j += 1
+                if j > i:
+                    key_row[nk] = n
+                    key_hash[nk] = index_hash_of_state(hash_continue(buf, i, j, h0))
+                    nk += 1
+                i = j + 1
         # tagsCode (delay topic: deliver time)
         code = np.int64(0)
         done = False
@@ -516,7 +646,8 @@ def _scan_kernel(
                         break
                     level = level * 10 + d
             if not digits:
-                fallback[n] = 1
+                fallback[nf] = n
+                nf += 1
                 done = True
             else:
                 if level > max_level:
@@ -532,32 +663,7 @@ def _scan_kernel(
         tags[n] = code
         n += 1
         pos += total
-    return n, pos, state, nt, ns, nk
-
-
-@njit(cache=True)
-def _keys_kernel(buf, n, topic_state, uniq_s, uniq_e, keys_s, keys_e, key_row, key_hash):  # fmt: skip
-    k = 0
-    for r in range(n):
-        h0 = topic_state[r] * np.uint64(31) + np.uint64(35)  # topic + '#'
-        if uniq_s[r] >= 0:
-            key_row[k] = r
-            key_hash[k] = index_hash_of_state(hash_continue(buf, uniq_s[r], uniq_e[r], h0))
-            k += 1
-        s = keys_s[r]
-        if s >= 0:
-            e = keys_e[r]
-            i = s
-            while i < e:
-                j = i
-                while j < e and buf[j] != 32:
-                    j += 1
-                if j > i:
-                    key_row[k] = r
-                    key_hash[k] = index_hash_of_state(hash_continue(buf, i, j, h0))
-                    k += 1
-                i = j + 1
-    return k
+    return n, pos, state, nt, ns, nk, nf, nc
 
 
 _SCHED = np.frombuffer(SCHEDULE_TOPIC.encode("ascii"), np.uint8).copy()
@@ -587,6 +693,121 @@ def _table_size(n: int) -> int:
     return size
 
 
+#: rows of the first output chunk per byte of range (records are at least 91 bytes; a chunk that
+#: fills up is continued with another one, so this only trades memory against merge copies)
+_BYTES_PER_ROW_GUESS = 160
+_KEYS_PER_ROW_GUESS = 4
+_MAX_CHUNK_ROWS = 1 << 22
+_MAX_CHUNK_TOPICS = 1 << 14
+_MAX_KEYS_PER_RECORD = 1 + (0x7FFF + 1) // 2  # uniq key + KEYS pieces of a 32767-byte property string
+
+
+@dataclass(slots=True)
+class _Chunk:
+    cols: tuple[np.ndarray, ...]  # off, size, qid, qoff, sysf, ts, tags (trimmed)
+    topic_id: np.ndarray  # ids into ``topics``
+    topics: list[str]
+    key_row: np.ndarray
+    key_hash: np.ndarray
+    skipped: list[tuple[int, str]]
+    pos: int
+    state: int
+
+
+def _scan_chunk(
+    u8: np.ndarray, file_from_offset: int, start: int, end: int, check_crc: bool, skip_length_mismatch: bool,
+    limit: int, delay: tuple[np.ndarray, int, bool], delay_table: dict[int, int],
+) -> _Chunk:  # fmt: skip
+    cap = max(16, min((end - start) // _BYTES_PER_ROW_GUESS + 16, _MAX_CHUNK_ROWS))
+    if limit >= 0:
+        cap = max(1, min(cap, limit))
+    kcap = cap * _KEYS_PER_ROW_GUESS + _MAX_KEYS_PER_RECORD  # the first record always fits: progress
+    off, qoff, ts, tags = (np.empty(cap, np.int64) for _ in range(4))
+    size, qid, sysf, topic_id = (np.empty(cap, np.int32) for _ in range(4))
+    fallback = np.empty(cap, np.int64)
+    # distinct topics of a chunk: a full table ends the chunk (many topics are rare)
+    tcap = min(cap, _MAX_CHUNK_TOPICS)
+    rep_s, rep_l = np.empty(tcap, np.int64), np.empty(tcap, np.int64)
+    table = np.full(_table_size(tcap), -1, np.int64)
+    key_row = np.empty(kcap, np.int64)
+    key_hash = np.empty(kcap, np.int32)
+    skip_pos, skip_total, skip_computed = (np.empty(cap, np.int64) for _ in range(3))
+    ncrc = 2 * cap if check_crc else 0
+    crc_pos, crc_s, crc_l, crc_row, crc_skip = (np.empty(ncrc, np.int64) for _ in range(5))
+    delay_ms, max_level, delay_ok = delay
+    n, pos, state, nt, ns, nk, nf, nc = _scan_kernel(
+        u8, np.int64(file_from_offset), np.int64(start), np.int64(end), bool(check_crc),
+        bool(skip_length_mismatch), np.int64(limit), delay_ms, np.int64(max_level), bool(delay_ok), _SCHED,
+        off, size, qid, qoff, sysf, ts, tags, topic_id, rep_s, rep_l, table, key_row, key_hash, fallback,
+        skip_pos, skip_total, skip_computed, crc_pos, crc_s, crc_l, crc_row, crc_skip,
+    )  # fmt: skip
+    n, pos, state, nt, ns, nk, nf, nc = (int(v) for v in (n, pos, state, nt, ns, nk, nf, nc))
+    if nc:
+        crcs = crc32_spans(u8, crc_s[:nc], crc_l[:nc])
+        stored = _stored_crcs(u8, crc_pos[:nc])
+        bad = np.flatnonzero((crcs & 0x7FFFFFFF) != stored)
+        if len(bad):
+            j = int(bad[0])
+            n, ns, pos, state = int(crc_row[j]), int(crc_skip[j]), int(crc_pos[j]), _ST_BAD
+            nk = int(np.searchsorted(key_row[:nk], n))
+            nf = int(np.searchsorted(fallback[:nf], n))
+            nt = int(topic_id[:n].max()) + 1 if n else 0
+    # topics: ids of distinct byte strings → ids of distinct decoded strings (first appearance)
+    topics: dict[str, int] = {}
+    remap = np.empty(nt, np.int32)
+    for t in range(nt):
+        s = int(rep_s[t])
+        name = u8[s : s + int(rep_l[t])].tobytes().decode("utf-8", "replace")
+        remap[t] = topics.setdefault(name, len(topics))
+    tid = topic_id[:n]
+    if nt and len(topics) < nt:
+        tid = remap[tid]
+    tags = tags[:n]
+    for r in fallback[:nf].tolist():
+        res = check_record(u8, int(off[r]) - file_from_offset, end, check_crc=False, read_body=False)
+        rec = res.record
+        assert rec is not None
+        tags[r] = tags_code(rec.topic, rec.tags, rec.delay, rec.store_timestamp, delay_table)
+    skipped = [
+        (int(skip_pos[i]), f"length mismatch: TOTALSIZE {int(skip_total[i])}, fields add up to {int(skip_computed[i])}")
+        for i in range(ns)
+    ]
+    return _Chunk(
+        (off[:n], size[:n], qid[:n], qoff[:n], sysf[:n], ts[:n], tags), tid, list(topics),
+        key_row[:nk], key_hash[:nk], skipped, pos, state,
+    )  # fmt: skip
+
+
+@njit(cache=True, nogil=True)
+def _stored_crcs_kernel(buf: np.ndarray, pos: np.ndarray, out: np.ndarray) -> None:
+    for i in range(pos.shape[0]):
+        out[i] = rd_i32(buf, pos[i] + 8)
+
+
+def _stored_crcs(u8: np.ndarray, pos: np.ndarray) -> np.ndarray:
+    out = np.empty(len(pos), np.int64)
+    _stored_crcs_kernel(u8, pos, out)
+    return out
+
+
+def _merge_chunks(chunks: list[_Chunk]) -> _Chunk:
+    if len(chunks) == 1:
+        return chunks[0]
+    topics: dict[str, int] = {}
+    tids, rows, base = [], [], 0
+    for c in chunks:
+        remap = np.array([topics.setdefault(t, len(topics)) for t in c.topics] or [0], np.int32)
+        tids.append(remap[c.topic_id] if len(c.topic_id) else c.topic_id)
+        rows.append(c.key_row + base)
+        base += len(c.topic_id)
+    cols = tuple(np.concatenate([c.cols[i] for c in chunks]) for i in range(7))
+    return _Chunk(
+        cols, np.concatenate(tids).astype(np.int32, copy=False), list(topics), np.concatenate(rows),
+        np.concatenate([c.key_hash for c in chunks]), [s for c in chunks for s in c.skipped],
+        chunks[-1].pos, chunks[-1].state,
+    )  # fmt: skip
+
+
 def scan_segment(
     buf: bytes | bytearray | memoryview | np.ndarray,
     file_from_offset: int,
@@ -602,72 +823,43 @@ def scan_segment(
 
     ``buf`` may be any contiguous bytes-like object (a memory map too) or a ``uint8`` array; no
     copy is made.  ``[start, end)`` must lie inside the buffer (else ``InvalidArgumentError``).
+    The kernel releases the GIL (a rebuild overlaps scanning and writing in two threads).
     """
     u8 = as_u8(buf)
     _check_range(u8, start, end)
     limit = -1 if max_records is None else max(int(max_records), 0)
-    # upper bound of the records the scan can consume (valid or skipped): the boundary walk
-    walked, _, _ = _walk(u8, start, end, -1, np.empty(0, np.int64), np.empty(0, np.int32), False)
-    walked = int(walked)
-    cap = walked if limit < 0 else min(walked, limit)
-    i64 = lambda: np.empty(cap, np.int64)  # noqa: E731
-    i32 = lambda: np.empty(cap, np.int32)  # noqa: E731
-    off, qoff, ts, tags = i64(), i64(), i64(), i64()
-    size, qid, sysf, topic_id, nkeys = i32(), i32(), i32(), i32(), i32()
-    uniq_s, uniq_e, keys_s, keys_e = i64(), i64(), i64(), i64()
-    topic_state = np.empty(cap, np.uint64)
-    fallback = np.zeros(cap, np.int8)
-    rep_s, rep_l = i64(), i64()
-    table = np.full(_table_size(cap), -1, np.int64)
-    skip_pos, skip_total, skip_computed = (np.empty(walked, np.int64) for _ in range(3))
-    delay_ms, max_level, delay_ok = _delay_array(delay_table)
-    n, pos, state, nt, ns, nk = _scan_kernel(
-        u8, np.int64(file_from_offset), np.int64(start), np.int64(end), bool(check_crc),
-        bool(skip_length_mismatch), np.int64(limit), CRC_TABLE, delay_ms, np.int64(max_level),
-        bool(delay_ok), _SCHED, off, size, qid, qoff, sysf, ts, tags, topic_id, topic_state,
-        uniq_s, uniq_e, keys_s, keys_e, nkeys, fallback, rep_s, rep_l, table,
-        skip_pos, skip_total, skip_computed,
-    )  # fmt: skip
-    n, pos, nt, ns, nk = int(n), int(pos), int(nt), int(ns), int(nk)
-    key_row = np.empty(nk, np.int64)
-    key_hash = np.empty(nk, np.int32)
-    _keys_kernel(u8, n, topic_state, uniq_s, uniq_e, keys_s, keys_e, key_row, key_hash)
-    # topics: ids of distinct byte strings → ids of distinct decoded strings (first appearance)
-    topics: dict[str, int] = {}
-    remap = np.empty(nt, np.int32)
-    for t in range(nt):
-        s = int(rep_s[t])
-        name = u8[s : s + int(rep_l[t])].tobytes().decode("utf-8", "replace")
-        remap[t] = topics.setdefault(name, len(topics))
-    topic_ids = remap[topic_id[:n]] if nt else topic_id[:n]
-    tags = tags[:n]
-    topic_list = list(topics)
-    for r in np.flatnonzero(fallback[:n]).tolist():
-        res = check_record(u8, int(off[r]) - file_from_offset, end, check_crc=False, read_body=False)
-        rec = res.record
-        assert rec is not None
-        tags[r] = tags_code(rec.topic, rec.tags, rec.delay, rec.store_timestamp, delay_table)
-    stop, error = _stop_of(state, u8, pos, end, check_crc)
-    skipped = [
-        (int(skip_pos[i]), f"length mismatch: TOTALSIZE {int(skip_total[i])}, fields add up to {int(skip_computed[i])}")
-        for i in range(ns)
-    ]
+    delay = _delay_array(delay_table)
+    chunks: list[_Chunk] = []
+    pos, rows = start, 0
+    while True:
+        left = -1 if limit < 0 else limit - rows
+        c = _scan_chunk(u8, file_from_offset, pos, end, check_crc, skip_length_mismatch, left, delay, delay_table)
+        chunks.append(c)
+        rows += len(c.topic_id)
+        pos = c.pos
+        if c.state != _ST_FULL:
+            break
+        if not len(c.topic_id) and not c.skipped:  # pragma: no cover - the capacities guarantee progress
+            raise CorruptDataError("scan made no progress", offset=file_from_offset + pos)
+    c = _merge_chunks(chunks)
+    stop, error = _stop_of(c.state, u8, c.pos, end, check_crc)
+    off, size, qid, qoff, sysf, ts, tags = c.cols
     return DispatchBatch(
-        commit_log_offset=off[:n],
-        size=size[:n],
-        queue_id=qid[:n],
-        queue_offset=qoff[:n],
-        sys_flag=sysf[:n],
-        store_timestamp=ts[:n],
+        commit_log_offset=off,
+        size=size,
+        queue_id=qid,
+        queue_offset=qoff,
+        sys_flag=sysf,
+        store_timestamp=ts,
         tags_code=tags,
-        topic_id=np.ascontiguousarray(topic_ids, np.int32),
-        topics=topic_list,
-        key_row=key_row,
-        key_hash=key_hash,
-        next_offset=file_from_offset + pos,
+        topic_id=np.ascontiguousarray(c.topic_id, np.int32),
+        topics=c.topics,
+        key_row=c.key_row,
+        key_hash=c.key_hash,
+        next_offset=file_from_offset + c.pos,
         stop=stop,
         error=error,
-        skipped=skipped,
+        skipped=c.skipped,
     )
 
 
@@ -724,7 +916,7 @@ _F = (
 _FI = {name: i for i, name in enumerate(_F)}
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _decode_kernel(buf: np.ndarray, positions: np.ndarray, out: np.ndarray) -> int:
     """Fill ``out[i]`` with the fields of the record at ``positions[i]``; returns the first row that
     is not a valid message record (or -1)."""

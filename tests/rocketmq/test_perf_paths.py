@@ -1,0 +1,96 @@
+"""The performance paths of the RocketMQ read side against their pure-Python twins: the chunked
+one-pass scan (forced into tiny chunks), the interleaved multi-span CRC, and the CRC cut of a
+scan at the first bad body."""
+
+from __future__ import annotations
+
+import zlib
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from mqstore.errors import InvalidArgumentError
+from mqstore.kernels import rocketmq_scan
+from mqstore.kernels.rocketmq_scan import STOP_INVALID, crc32_spans, scan_segment, scan_segment_py
+
+from .test_kernels import _segment, assert_same_batch, raw_record
+
+
+@pytest.fixture
+def tiny_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Force every output array of the scan to fill after a few rows, keys or topics."""
+    monkeypatch.setattr(rocketmq_scan, "_MAX_CHUNK_ROWS", 2)
+    monkeypatch.setattr(rocketmq_scan, "_KEYS_PER_ROW_GUESS", 1)
+    monkeypatch.setattr(rocketmq_scan, "_MAX_CHUNK_TOPICS", 1)
+
+
+def _many_records(n: int, bad_crc_at: int | None = None) -> bytes:
+    out = []
+    for i in range(n):
+        topic = [b"TopicA", b"TopicB", b"t\xff", b"TopicC"][i % 4]
+        props = b"KEYS\x01k%d  x%d y\x02UNIQ_KEY\x01U%04d\x02TAGS\x01Tag%d\x02" % (i, i, i, i % 3)
+        if i % 5 == 0:
+            props = b"TAGS\x01only\x02"  # no keys
+        body = bytes((i * 7 + j) & 0xFF for j in range(i % 40))
+        out.append(raw_record(topic, props, body, queue_id=i % 2, queue_offset=i // 2, store_ts=1000 + i,
+                              crc=12345 if i == bad_crc_at else None))  # fmt: skip
+    return b"".join(out)
+
+
+@pytest.mark.usefixtures("tiny_chunks")
+@pytest.mark.parametrize("check_crc", [False, True])
+@pytest.mark.parametrize("max_records", [None, 0, 1, 7])
+def test_chunked_scan_equals_reference(check_crc: bool, max_records: int | None, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(rocketmq_scan, "_MAX_KEYS_PER_RECORD", 4)  # these records have at most 4 keys
+    data = _many_records(23)
+    fast = scan_segment(data, 4096, 0, len(data), check_crc=check_crc, max_records=max_records)
+    ref = scan_segment_py(data, 4096, 0, len(data), check_crc=check_crc, max_records=max_records)
+    assert len(ref) == (23 if max_records is None else max_records)
+    assert_same_batch(fast, ref)
+
+
+@pytest.mark.parametrize("bad", [0, 1, 6, 11, 22])
+@pytest.mark.parametrize("chunked", [False, True])
+def test_crc_cut_equals_reference(bad: int, chunked: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    if chunked:
+        monkeypatch.setattr(rocketmq_scan, "_MAX_CHUNK_ROWS", 3)
+    data = _many_records(23, bad_crc_at=bad)
+    fast = scan_segment(data, 0, 0, len(data), check_crc=True)
+    ref = scan_segment_py(data, 0, 0, len(data), check_crc=True)
+    assert ref.stop == STOP_INVALID and len(ref) == bad
+    assert_same_batch(fast, ref)
+    assert fast.error == ref.error
+    # without the check the bad body is not noticed
+    assert len(scan_segment(data, 0, 0, len(data))) == 23
+
+
+@pytest.mark.usefixtures("tiny_chunks")
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                                                  HealthCheck.function_scoped_fixture])  # fmt: skip
+@given(_segment(), st.booleans(), st.booleans(), st.sampled_from([None, 0, 2, 5]))
+def test_chunked_scan_equals_reference_on_random(
+    seg: tuple[bytes, int, int], check_crc: bool, skip: bool, max_records: int | None
+) -> None:
+    data, start, end = seg
+    kw = {"check_crc": check_crc, "skip_length_mismatch": skip, "max_records": max_records}
+    assert_same_batch(scan_segment(data, 1 << 30, start, end, **kw), scan_segment_py(data, 1 << 30, start, end, **kw))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.binary(min_size=0, max_size=3000), st.lists(st.tuples(st.integers(0, 3000), st.integers(0, 300)), max_size=40))
+def test_crc32_spans_equals_zlib(raw: bytes, spans: list[tuple[int, int]]) -> None:
+    spans = [(min(s, len(raw)), min(n, len(raw) - min(s, len(raw)))) for s, n in spans]
+    starts = np.array([s for s, _ in spans], np.int64)
+    lens = np.array([n for _, n in spans], np.int64)
+    got = crc32_spans(raw, starts, lens)
+    assert got.tolist() == [zlib.crc32(raw[s : s + n]) for s, n in spans]
+
+
+def test_crc32_spans_validates_spans() -> None:
+    with pytest.raises(InvalidArgumentError):
+        crc32_spans(b"abc", np.array([2]), np.array([5]))
+    with pytest.raises(InvalidArgumentError):
+        crc32_spans(b"abc", np.array([0, 1]), np.array([1]))
+    assert crc32_spans(b"", np.empty(0, np.int64), np.empty(0, np.int64)).tolist() == []
