@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import shutil
+import struct
 from pathlib import Path
 
 import pytest
 
 from mqstore import MessageStore, StoreConfig
+from mqstore.errors import CorruptIndexError, InvalidArgumentError, TruncatedRecordError
+from mqstore.formats.kafka.index_entry import decode_offset_entry, decode_time_entry
+from mqstore.formats.rocketmq.consumequeue import decode_unit
+from mqstore.formats.rocketmq.indexfile import IndexFileBuffer, IndexHeader, index_file_size
+from mqstore.formats.rocketmq.msgid import decode_message_id
 from mqstore.kafka import LogConfig, PartitionLog, SimpleRecord, verify_path
 from mqstore.storage.kafka.log import CLEAN_SHUTDOWN_FILE
 from mqstore.storage.rocketmq.store import RocketMQStore
@@ -87,3 +93,39 @@ def test_recovery_of_a_segment_denser_than_its_index_room_still_opens(tmp_path: 
             assert got is not None and got.offset == i
             assert rec.lookup_offset(i) is not None
     assert verify_path(crash).ok
+
+
+def test_short_or_negative_index_and_unit_reads_raise_typed_errors() -> None:
+    """Fuzzing: a ConsumeQueue unit or an index header shorter than its fixed size, and a negative
+    Kafka index slot, raised ``struct.error`` instead of a typed error."""
+    with pytest.raises(TruncatedRecordError):
+        decode_unit(b"\0" * 19)
+    with pytest.raises(TruncatedRecordError):
+        decode_unit(b"\0" * 29, 14)
+    with pytest.raises(CorruptIndexError):
+        IndexHeader.decode(b"\0" * 35)
+    for fn in (decode_offset_entry, decode_time_entry):
+        with pytest.raises(TruncatedRecordError):
+            fn(b"\0" * 24, -1, 0)
+
+
+def test_index_chain_never_reads_past_the_file_when_the_header_lies() -> None:
+    """Fuzzing: an IndexFile header claiming more items than the file holds (index count 1000 in a
+    16-item file) made a key lookup read past the buffer (``struct.error``)."""
+    buf = bytearray(index_file_size(8, 16))
+    struct.pack_into(">qqqqii", buf, 0, 0, 0, 0, 0, 1, 1000)
+    struct.pack_into(">i", buf, 40 + 3 * 4, 500)  # slot of hash 3 → item 500
+    struct.pack_into(">i", buf, 40 + 4 * 4, 16)  # slot of hash 4 → item 16 (one past the last)
+    ib = IndexFileBuffer(buf, 8, 16)
+    for h in (3, 4):
+        out: list[int] = []
+        ib.select_by_hash(out, h, 64, 0, 2**62)
+        assert out == []
+
+
+def test_message_id_with_spaces_is_a_typed_error() -> None:
+    """Fuzzing: ``bytes.fromhex`` skips spaces, so a 32-character id with spaces decoded to too few
+    bytes and the host parser raised ``ipaddress.AddressValueError``."""
+    with pytest.raises(InvalidArgumentError):
+        decode_message_id("7F 00 01 00 00 27 11 00000000000000FF")
+    assert decode_message_id("7F0000010000271100000000000000FF")[1] == 255

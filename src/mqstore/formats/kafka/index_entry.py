@@ -43,7 +43,7 @@ def encode_offset_entry(offset: int, position: int, base_offset: int) -> bytes:
 
 def decode_offset_entry(buf: bytes | bytearray | memoryview, slot: int, base_offset: int) -> OffsetPosition:
     pos = slot * OFFSET_ENTRY_SIZE
-    if pos + OFFSET_ENTRY_SIZE > len(buf):
+    if slot < 0 or pos + OFFSET_ENTRY_SIZE > len(buf):
         raise TruncatedRecordError(f"offset index slot {slot} is beyond the data", offset=pos)
     rel, position = OFFSET_ENTRY.unpack_from(buf, pos)
     return OffsetPosition(base_offset + rel, position)
@@ -55,7 +55,7 @@ def encode_time_entry(timestamp: int, offset: int, base_offset: int) -> bytes:
 
 def decode_time_entry(buf: bytes | bytearray | memoryview, slot: int, base_offset: int) -> TimestampOffset:
     pos = slot * TIME_ENTRY_SIZE
-    if pos + TIME_ENTRY_SIZE > len(buf):
+    if slot < 0 or pos + TIME_ENTRY_SIZE > len(buf):
         raise TruncatedRecordError(f"time index slot {slot} is beyond the data", offset=pos)
     ts, rel = TIME_ENTRY.unpack_from(buf, pos)
     return TimestampOffset(ts, base_offset + rel)

@@ -7,6 +7,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from mqstore.errors import TruncatedRecordError
+
 CQ_UNIT_SIZE = 20
 DEFAULT_CQ_FILE_SIZE = 300_000 * CQ_UNIT_SIZE
 INT_MAX = 2**31 - 1
@@ -49,6 +51,9 @@ def pack_unit_into(buf: bytearray | memoryview, pos: int, commit_log_offset: int
 
 
 def decode_unit(buf: bytes | bytearray | memoryview, pos: int = 0) -> CQUnit:
+    if pos < 0 or pos + CQ_UNIT_SIZE > len(buf):
+        raise TruncatedRecordError(f"no whole 20-byte ConsumeQueue unit at position {pos} of {len(buf)} bytes",
+                                   offset=pos)
     return CQUnit(*_UNIT.unpack_from(buf, pos))
 
 

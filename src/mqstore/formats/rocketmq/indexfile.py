@@ -60,6 +60,8 @@ class IndexHeader:
 
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview) -> IndexHeader:
+        if len(data) < INDEX_HEADER_SIZE:
+            raise CorruptIndexError(f"index file header needs {INDEX_HEADER_SIZE} bytes, got {len(data)}")
         h = cls(*_HEADER.unpack_from(data, 0))
         if h.index_count <= 0:  # IndexHeader.load maps a never-flushed count to 1
             h.index_count = 1
@@ -178,7 +180,9 @@ class IndexFileBuffer:
         """``selectPhyOffset`` (spec 3.7): append candidate offsets, newest first, to ``out``."""
         h = self.header
         slot_value = self.slot_value(key_hash)
-        if slot_value <= 0 or slot_value > h.index_count or h.index_count <= 1:
+        # a corrupt header may claim more items than the file holds: never read past the last one
+        last_item = min(h.index_count, self.index_num - 1)
+        if slot_value <= 0 or slot_value > last_item or h.index_count <= 1:
             return
         cur = slot_value
         steps = 0
@@ -191,7 +195,7 @@ class IndexFileBuffer:
             time_read = h.begin_timestamp + diff * 1000
             if hash_read == key_hash and begin <= time_read <= end:
                 out.append(phy_read)
-            if prev <= 0 or prev > h.index_count or prev == cur or time_read < begin:
+            if prev <= 0 or prev > last_item or prev == cur or time_read < begin:
                 return
             cur = prev
             steps += 1

@@ -33,6 +33,8 @@ def decode_message_id(msg_id: str) -> tuple[Host, int]:
         raw = bytes.fromhex(text)
     except ValueError as exc:
         raise InvalidArgumentError(f"offset message id {msg_id!r} is not hexadecimal") from exc
+    if len(raw) not in (16, 28):  # fromhex skips whitespace: "7F 00 ..." is 32 characters, fewer bytes
+        raise InvalidArgumentError(f"offset message id {msg_id!r} must be 32 or 56 hex digits without spaces")
     host = Host.from_bytes(raw[:-8])
     return host, struct.unpack(">q", raw[-8:])[0]
 
