@@ -21,9 +21,18 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from mqstore.errors import DataLossError
-from mqstore.formats.kafka.batch import decode_batch, decode_legacy_message, iter_legacy_records
-from mqstore.kernels.kafka import STOP_BAD_SIZE, decode_records_columnar, scan_batches
+from mqstore.errors import CorruptDataError, CrcMismatchError, DataLossError
+from mqstore.formats.kafka.batch import (
+    RECORD_BATCH_OVERHEAD,
+    decode_batch,
+    decode_batch_header,
+    decode_legacy_message,
+    iter_legacy_records,
+    validate_batch,
+)
+from mqstore.formats.kafka.compression import decompress
+from mqstore.kernels.kafka import STOP_BAD_SIZE, check_crcs, decode_records_columnar, scan_batches
+from mqstore.spark._kafka_kernels import ERR_UNSUPPORTED, ERROR_MESSAGES, OK, gather, parse_bodies
 from mqstore.spark._kafka_plan import OffsetRange, segment_files
 from mqstore.storage.kafka.segment import LogSegment
 
@@ -43,6 +52,8 @@ _BASE_FIELDS = [
 KAFKA_ARROW_SCHEMA = pa.schema(_BASE_FIELDS)
 KAFKA_ARROW_SCHEMA_WITH_HEADERS = pa.schema([*_BASE_FIELDS, pa.field("headers", HEADERS_TYPE)])
 
+ATTR_LOG_APPEND_TIME = 0x08
+ATTR_CONTROL = 0x20
 WINDOW_BYTES = 8 << 20  # decode at most this many bytes of batches at a time
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -120,9 +131,9 @@ def columns_to_arrow(cols: dict[str, Any], topic: str, partition: int, include_h
     return pa.RecordBatch.from_arrays(arrays, schema=arrow_schema(include_headers))
 
 
-def _windows(scan: dict[str, Any], lo: int, hi: int, max_records: int) -> Iterator[tuple[int, int]]:
-    """Byte windows ``[start, end)`` of whole batches overlapping ``[lo, hi)``, each about
-    ``max_records`` records or :data:`WINDOW_BYTES` bytes."""
+def _windows(scan: dict[str, Any], lo: int, hi: int, max_records: int) -> Iterator[np.ndarray]:
+    """Indexes (into the scan) of consecutive whole batches overlapping ``[lo, hi)``, in groups of
+    about ``max_records`` records or :data:`WINDOW_BYTES` bytes."""
     n = scan["count"]
     if n == 0:
         return
@@ -131,27 +142,100 @@ def _windows(scan: dict[str, Any], lo: int, hi: int, max_records: int) -> Iterat
     sel = np.nonzero((last >= lo) & (first < hi))[0]
     if sel.shape[0] == 0:
         return
-    pos = scan["position"][:n]
     size = scan["size"][:n]
     counts = np.maximum(scan["record_count"][:n], 1)
-    w_start = int(pos[sel[0]])
+    k0 = 0
     recs = 0
     nbytes = 0
-    for i in sel.tolist():
+    for k, i in enumerate(sel.tolist()):
         recs += int(counts[i])
         nbytes += int(size[i])
         if recs >= max_records or nbytes >= WINDOW_BYTES:
-            end = int(pos[i] + size[i])
-            yield w_start, end
-            w_start, recs, nbytes = end, 0, 0
-    end = int(pos[sel[-1]] + size[sel[-1]])
-    if end > w_start:
-        yield w_start, end
+            yield sel[k0:k + 1]
+            k0, recs, nbytes = k + 1, 0, 0
+    if k0 < sel.shape[0]:
+        yield sel[k0:]
+
+
+def _binary(buf: np.ndarray, starts: np.ndarray, lens: np.ndarray, typ: pa.DataType) -> pa.Array:
+    offsets, data = gather(buf, starts, lens)
+    n = int(lens.shape[0])
+    valid = lens >= 0
+    nulls = n - int(valid.sum())
+    bitmap = pa.py_buffer(np.packbits(valid, bitorder="little")) if nulls else None
+    return pa.Array.from_buffers(typ, n, [bitmap, pa.py_buffer(offsets), pa.py_buffer(data)], null_count=nulls)
+
+
+def _window_fast(view: memoryview, scan: dict[str, Any], idx: np.ndarray, lo: int, hi: int, path: str,
+                 topic: str, partition: int, include_headers: bool) -> pa.RecordBatch | None:
+    """The numba path: one window of v2 batches → one Arrow batch (``None``: use the generic decoder)."""
+    if (scan["magic"][idx] != 2).any():
+        return None
+    sub = {k: scan[k][idx] for k in ("position", "size", "magic", "crc")}
+    sub["count"] = int(idx.shape[0])
+    ok = check_crcs(view, sub)
+    if not ok.all():
+        p = int(sub["position"][int(np.nonzero(~ok)[0][0])])
+        validate_batch(view, decode_batch_header(view, p, path=path), path=path)  # raises the typed error
+        raise CrcMismatchError("record batch fails its size/CRC check", path=path, offset=p)
+    attrs = scan["attributes"][idx]
+    kept = idx[(attrs & ATTR_CONTROL) == 0]
+    parts: list[Any] = []
+    bstart = np.empty(kept.shape[0], np.int64)
+    bend = np.empty(kept.shape[0], np.int64)
+    at = 0
+    for j, i in enumerate(kept.tolist()):
+        p, sz, codec = int(scan["position"][i]), int(scan["size"][i]), int(scan["attributes"][i]) & 0x07
+        body: Any = view[p + RECORD_BATCH_OVERHEAD:p + sz]
+        if codec:
+            body = decompress(codec, body, path=path, offset=p)
+        parts.append(body)
+        bstart[j] = at
+        at += len(body)
+        bend[j] = at
+    buf = np.frombuffer(b"".join(parts), np.uint8)
+    del parts
+    logappend = (scan["attributes"][kept] & ATTR_LOG_APPEND_TIME) != 0
+    res = parse_bodies(buf, bstart, bend, scan["record_count"][kept].astype(np.int64),
+                       scan["base_offset"][kept], scan["base_timestamp"][kept], scan["max_timestamp"][kept],
+                       logappend, lo, hi)
+    if res["error"] == ERR_UNSUPPORTED:
+        return None
+    if res["error"] != OK:
+        raise CorruptDataError(ERROR_MESSAGES[res["error"]], path=path,
+                               offset=int(scan["position"][kept[res["error_batch"]]]))
+    n = int(res["offset"].shape[0])
+    ts_us = res["timestamp"] * 1000
+    arrays = [
+        _binary(buf, res["key_start"], res["key_len"], pa.binary()),
+        _binary(buf, res["value_start"], res["value_len"], pa.binary()),
+        _const_string(topic, n),
+        pa.array(np.full(n, partition, dtype=np.int32)),
+        pa.array(res["offset"]),
+        pa.Array.from_buffers(TIMESTAMP_TYPE, n, [None, pa.py_buffer(ts_us)]),
+        pa.array(logappend[res["batch"]].astype(np.int32)),
+    ]
+    if include_headers:
+        hkeys = _binary(buf, res["hkey_start"], res["hkey_len"], pa.string())
+        try:
+            hkeys.validate(full=True)
+        except pa.ArrowInvalid:
+            raise CorruptDataError("header key is not UTF-8", path=path,
+                                   offset=int(scan["position"][kept[0]])) from None
+        structs = pa.StructArray.from_arrays(
+            [hkeys, _binary(buf, res["hvalue_start"], res["hvalue_len"], pa.binary())], fields=list(HEADER_TYPE))
+        arrays.append(pa.ListArray.from_arrays(pa.array(res["header_first"].astype(np.int32)), structs,
+                                               type=HEADERS_TYPE))
+    return pa.RecordBatch.from_arrays(arrays, schema=arrow_schema(include_headers))
 
 
 def read_arrow(rng: OffsetRange, *, include_headers: bool = False, max_records: int = 10_000,
-               fail_on_data_loss: bool = True) -> Iterator[pa.RecordBatch]:
-    """Record batches (≤ ``max_records`` rows each) of the records ``rng.start ≤ offset < rng.end``."""
+               fail_on_data_loss: bool = True, fast: bool = True) -> Iterator[pa.RecordBatch]:
+    """Record batches (≤ ``max_records`` rows each) of the records ``rng.start ≤ offset < rng.end``.
+
+    ``fast`` (default) decodes v2 batches with the numba kernels of :mod:`._kafka_kernels`;
+    ``False`` (and legacy magic 0/1 data) uses :func:`~mqstore.kernels.kafka.decode_records_columnar`.
+    """
     if rng.size == 0:
         return
     for base, path, start, stop in _segments_of(rng, fail_on_data_loss):
@@ -169,24 +253,33 @@ def read_arrow(rng: OffsetRange, *, include_headers: bool = False, max_records: 
             mm = mmap.mmap(fd, size, access=mmap.ACCESS_READ)
         finally:
             os.close(fd)
-        with mm:
-            pos = start if start >= 0 else _start_position(path, base, lo)
-            limit = size if stop is None else min(stop, size)
-            view = memoryview(mm)[:limit]
-            try:
-                scan = scan_batches(view, pos)
-                for w0, w1 in _windows(scan, lo, rng.end, max_records):
+        pos = start if start >= 0 else _start_position(path, base, lo)
+        limit = size if stop is None else min(stop, size)
+        view = memoryview(mm)[:limit]
+        try:
+            scan = scan_batches(view, pos)
+            for idx in _windows(scan, lo, rng.end, max_records):
+                rb = _window_fast(view, scan, idx, lo, rng.end, path, rng.topic, rng.partition,
+                                  include_headers) if fast else None
+                if rb is None:
+                    w0 = int(scan["position"][idx[0]])
+                    w1 = int(scan["position"][idx[-1]] + scan["size"][idx[-1]])
                     cols = decode_records_columnar(view, w0, w1, start_offset=lo, end_offset=rng.end,
                                                    validate=True, path=path)
                     rb = columns_to_arrow(cols, rng.topic, rng.partition, include_headers)
                     del cols
-                    for k in range(0, rb.num_rows, max_records):
-                        yield rb.slice(k, max_records)
-                if scan["stop_reason"] == STOP_BAD_SIZE and scan["valid_end"] < limit:
-                    # a corrupt size field inside the range: the kernel names the file and position
-                    decode_records_columnar(view, int(scan["valid_end"]), limit, path=path)
-            finally:
+                for k in range(0, rb.num_rows, max_records):
+                    yield rb.slice(k, max_records)
+                del rb
+            if scan["stop_reason"] == STOP_BAD_SIZE and scan["valid_end"] < limit:
+                # a corrupt size field inside the range: the kernel names the file and position
+                decode_records_columnar(view, int(scan["valid_end"]), limit, path=path)
+        finally:
+            try:
                 view.release()
+                mm.close()
+            except BufferError:
+                pass  # a propagating error still references slices: the mapping goes with them
 
 
 # ----------------------------------------------------------------------------- pure-Python reference

@@ -1,0 +1,120 @@
+"""The kafka-log record-body kernels: compiled vs interpreted twin, fast vs generic reader."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from kafka_log_support import arrow_rows, write_partition
+
+from mqstore.errors import CorruptDataError, CrcMismatchError
+from mqstore.formats.kafka import SimpleRecord, encode_batch
+from mqstore.kernels.kafka import scan_batches
+from mqstore.spark._kafka_kernels import ERR_CORRUPT, ERR_TRUNCATED, ERR_UNSUPPORTED, OK, gather, parse_bodies
+from mqstore.spark._kafka_plan import OffsetRange
+from mqstore.spark._kafka_read import read_arrow, read_rows
+
+
+def _bodies(batches: list[bytes]) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    data = b"".join(b[61:] for b in batches)
+    buf = np.frombuffer(data, np.uint8)
+    scans = [scan_batches(b) for b in batches]
+    lens = np.array([len(b) - 61 for b in batches], np.int64)
+    meta = {
+        "bend": np.cumsum(lens),
+        "bcount": np.array([s["record_count"][0] for s in scans], np.int64),
+        "bbase": np.array([s["base_offset"][0] for s in scans], np.int64),
+        "bts": np.array([s["base_timestamp"][0] for s in scans], np.int64),
+        "bmax": np.array([s["max_timestamp"][0] for s in scans], np.int64),
+        "blogappend": np.array([bool(s["attributes"][0] & 8) for s in scans]),
+    }
+    meta["bstart"] = meta["bend"] - lens
+    return buf, meta
+
+
+def _parse(buf: np.ndarray, m: dict[str, np.ndarray], lo: int, hi: int, compiled: bool) -> dict:
+    return parse_bodies(buf, m["bstart"], m["bend"], m["bcount"], m["bbase"], m["bts"], m["bmax"], m["blogappend"],
+                        lo, hi, compiled=compiled)
+
+
+def _batches() -> list[bytes]:
+    out = []
+    off = 0
+    for b in range(12):
+        recs = [SimpleRecord(value=None if i == 2 else b"v" * (i * 37 % 300), key=None if i % 3 == 0 else b"k%d" % i,
+                             headers=[("a", b"1"), ("b", None)][: i % 3], timestamp=1_000 + b * 10 - i)
+                for i in range(b % 5 + 1)]
+        out.append(encode_batch(recs, base_offset=off, compression=0))
+        off += len(recs)
+    return out
+
+
+@pytest.mark.parametrize(("lo", "hi"), [(0, 10**9), (3, 17), (20, 21), (50, 60)])
+def test_compiled_kernel_equals_twin(lo: int, hi: int) -> None:
+    buf, m = _bodies(_batches())
+    a = _parse(buf, m, lo, hi, True)
+    b = _parse(buf, m, lo, hi, False)
+    assert a.keys() == b.keys() and a["error"] == OK
+    for k in a:
+        assert np.array_equal(a[k], b[k]), k
+    assert a["offset"].tolist() == [o for o in range(33) if lo <= o < hi]  # 33 records in all
+    for starts, lens in ((a["key_start"], a["key_len"]), (a["value_start"], a["value_len"]),
+                         (a["hvalue_start"], a["hvalue_len"])):
+        o1, d1 = gather(buf, starts, lens)
+        o2, d2 = gather(buf, starts, lens, compiled=False)
+        assert np.array_equal(o1, o2) and np.array_equal(d1, d2)
+
+
+@pytest.mark.parametrize(("mutate", "code"), [
+    (lambda body: body[:-3], ERR_TRUNCATED),  # the last record runs past its batch
+    (lambda body: body + b"\x00", ERR_CORRUPT),  # bytes left after the declared records
+    (lambda body: b"\x02" + body[1:], ERR_TRUNCATED),  # first record declares 1 byte: its fields overrun it
+])
+def test_malformed_bodies_give_the_same_error_in_both(mutate, code: int) -> None:
+    batch = encode_batch([SimpleRecord(b"hello", key=b"k"), SimpleRecord(b"world")], base_offset=0)
+    body = mutate(batch[61:])
+    _, m = _bodies([batch])  # header fields of the intact batch, body replaced
+    buf = np.frombuffer(body, np.uint8)
+    m["bstart"], m["bend"] = np.zeros(1, np.int64), np.array([len(body)], np.int64)
+    for compiled in (True, False):
+        r = _parse(buf, m, 0, 10, compiled)
+        assert (r["error"], r["error_batch"]) == (code, 0)
+
+
+def test_ten_byte_varlong_falls_back() -> None:
+    batch = encode_batch([SimpleRecord(b"x", timestamp=0), SimpleRecord(b"y", timestamp=(1 << 62) + 5)],
+                         base_offset=0)
+    buf, m = _bodies([batch])
+    for compiled in (True, False):
+        assert _parse(buf, m, 0, 10, compiled)["error"] == ERR_UNSUPPORTED
+
+
+def test_fast_generic_and_reference_readers_agree(tmp_path: Path) -> None:
+    exp = write_partition(tmp_path / "t-0", batches=45, topic="t")
+    rng = OffsetRange("t", 0, str(tmp_path / "t-0"), 0, 10**6)
+    fast = arrow_rows(read_arrow(rng, include_headers=True, max_records=50))
+    generic = arrow_rows(read_arrow(rng, include_headers=True, max_records=50, fast=False))
+    ref = [dict(zip(("key", "value", "topic", "partition", "offset", "timestamp", "timestampType", "headers"),
+                    r, strict=True)) for r in read_rows(rng, include_headers=True)]
+    for r in ref:
+        r["timestamp"] = int(r["timestamp"].timestamp() * 1000)
+    assert fast == generic == ref == exp
+
+
+def test_corrupt_batch_is_a_typed_error(tmp_path: Path) -> None:
+    write_partition(tmp_path / "src-0", batches=10, txn=False, segment_bytes=1 << 20, topic="src")
+    d = tmp_path / "c-0"
+    shutil.copytree(tmp_path / "src-0", d)
+    log = next(d.glob("*.log"))
+    data = bytearray(log.read_bytes())
+    second = int(scan_batches(bytes(data))["position"][1])
+    data[second + 70] ^= 0xFF  # inside the records of the second batch: CRC mismatch
+    log.write_bytes(bytes(data))
+    rng = OffsetRange("c", 0, str(d), 0, 10**6)
+    for fast in (True, False):
+        with pytest.raises(CrcMismatchError) as ei:
+            list(read_arrow(rng, fast=fast))
+        assert ei.value.offset == second and str(log) in str(ei.value)
+    assert isinstance(ei.value, CorruptDataError)
