@@ -44,6 +44,24 @@ class StoreCheckpoint:
         self.values.pack_into(self._mm)
         self._mm.flush()
 
+    def flush_fields(self, **values: int) -> None:
+        """Write only the named fields (8 bytes each, in place) and ``msync``: two processes that
+        own different fields (a writer and an external dispatcher) never undo each other."""
+        import struct
+
+        from mqstore.formats.rocketmq.checkpoint import Checkpoint
+
+        names = list(Checkpoint.__dataclass_fields__)
+        for name, value in values.items():
+            setattr(self.values, name, int(value))
+            if self._mm is not None:
+                struct.pack_into(">q", self._mm, 8 * names.index(name), int(value))
+        if self._mm is None:
+            if self.read_only:
+                raise ReadOnlyStoreError("checkpoint opened read-only", path=str(self.path))
+            return
+        self._mm.flush()
+
     def close(self) -> None:
         if self._mm is not None:
             self._mm.close()

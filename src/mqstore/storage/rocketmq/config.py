@@ -59,6 +59,9 @@ class StoreConfig:
     store_host: str = "127.0.0.1:10911"
     broker_name: str = "broker-a"
     background_services: bool = True  # reput thread, flush services, cleaner
+    # False: this store only appends to the CommitLog; an external dispatcher (``mqstore spark
+    # dispatch``) owns consumequeue/, index/ and the checkpoint's logics/index timestamps.
+    dispatch_enabled: bool = True
     clock: Callable[[], int] | None = field(default=None, repr=False)  # ms since epoch; default: wall clock
 
     def __post_init__(self) -> None:

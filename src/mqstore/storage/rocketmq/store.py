@@ -18,6 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from mqstore.errors import (
     CorruptDataError,
     ReadOnlyStoreError,
@@ -195,10 +197,21 @@ class RocketMQStore:
                 start = res.start_offset
             if index_from is not None:
                 start = min(start, index_from)
-            if start < end:
+            if start < end and not cfg.dispatch_enabled:
+                self._recover_queue_offsets(start, end)
+            elif start < end:
                 redispatch = start
                 self._dispatch_range(start, end)
         return RecoveryReport(normal, end, truncated, redispatch, index_from, res.error)
+
+    def _recover_queue_offsets(self, start: int, end: int) -> None:
+        """Dispatch disabled: the ConsumeQueues may lag behind the CommitLog (an external
+        dispatcher writes them), so take the next queue offsets from the records themselves."""
+        for batch in self.commit_log.scan(start, end):
+            rows = np.flatnonzero(batch.cq_mask())
+            for r in rows.tolist():
+                key = (batch.topic_of(r), int(batch.queue_id[r]))
+                self.queue_offsets[key] = max(self.queue_offsets.get(key, 0), int(batch.queue_offset[r]) + 1)
 
     # ================================================================== append
     def append(self, records: list[MessageRecord]) -> list[AppendResult]:
@@ -294,7 +307,7 @@ class RocketMQStore:
 
     def dispatch_pending(self) -> int:
         """Dispatch everything up to the confirm offset now (the reput service's ``doReput``)."""
-        if self.read_only or self._closed:
+        if self.read_only or self._closed or not self.config.dispatch_enabled:
             return 0
         with self._dispatch_lock:
             end = self.confirm_offset
@@ -342,6 +355,9 @@ class RocketMQStore:
             return
         cp = self.checkpoint.values
         cp.physic_msg_timestamp = max(cp.physic_msg_timestamp, self.last_flushed_store_ts)
+        if not self.config.dispatch_enabled:  # the dispatcher owns the other fields
+            self.checkpoint.flush_fields(physic_msg_timestamp=cp.physic_msg_timestamp)
+            return
         cp.logics_msg_timestamp = max(cp.logics_msg_timestamp, self.last_logic_store_ts)
         self.checkpoint.flush()
 
@@ -354,10 +370,11 @@ class RocketMQStore:
         if self.read_only or self._closed:
             return
         self.flush_commit_log(0)
-        self.dispatch_pending()
-        self.flush_consume_queues(0)
-        with self._dispatch_lock:
-            self.index.flush()
+        if self.config.dispatch_enabled:
+            self.dispatch_pending()
+            self.flush_consume_queues(0)
+            with self._dispatch_lock:
+                self.index.flush()
         self.flush_checkpoint()
 
     # ================================================================== retention (spec §6.5)
@@ -377,7 +394,7 @@ class RocketMQStore:
         with self._put_lock, self._dispatch_lock:
             self.dispatch_pending()
             n = self.commit_log.delete_expired_by_time(expired_before, max_files=cfg.delete_file_batch_max)
-            if n:
+            if n and cfg.dispatch_enabled:
                 min_off = self.commit_log.min_offset
                 for cq in self.consume_queues.values():
                     cq.delete_expired(min_off)
@@ -426,7 +443,8 @@ class RocketMQStore:
                 pages = cfg.flush_consume_queue_least_pages
                 if (now - last_cq_thorough) * 1000 >= cfg.flush_consume_queue_thorough_interval_ms:
                     pages, last_cq_thorough = 0, now
-                self.flush_consume_queues(pages)
+                if cfg.dispatch_enabled:
+                    self.flush_consume_queues(pages)
                 self.flush_checkpoint()
 
     def _clean_loop(self) -> None:
@@ -444,7 +462,7 @@ class RocketMQStore:
                 t.join(timeout=30)
             if not self.read_only:
                 self.flush()
-                if self.reput_from_offset >= self.commit_log.max_offset:
+                if not self.config.dispatch_enabled or self.reput_from_offset >= self.commit_log.max_offset:
                     try:
                         (self.root / "abort").unlink()
                     except FileNotFoundError:
