@@ -182,6 +182,17 @@ def open_segment(path: str) -> tuple[mmap.mmap | None, np.ndarray]:
     return mm, np.frombuffer(mm, np.uint8)
 
 
+def close_map(mm: mmap.mmap | None) -> None:
+    """Close a segment map; if a view is still referenced (an exception's traceback holds one)
+    the map is left to the garbage collector instead."""
+    if mm is None:
+        return
+    try:
+        mm.close()
+    except BufferError:
+        pass
+
+
 def _raise_invalid(u8: np.ndarray, path: str, base: int, pos: int, end: int, check_crc: bool) -> None:
     plain = check_record(u8, pos, end, check_crc=False, read_body=False)
     if check_crc and plain.success and plain.size > 0:
@@ -318,8 +329,7 @@ def rocketmq_arrow_batches(
             del cols
     finally:
         del u8
-        if mm is not None:
-            mm.close()
+        close_map(mm)
 
 
 # =============================================================================== pure-Python twin

@@ -22,7 +22,7 @@ import numpy as np
 from mqstore.errors import CorruptDataError, DataLossError, GeometryMismatchError, StoreNotFoundError
 from mqstore.formats.rocketmq.record import check_record
 from mqstore.kernels.rocketmq_scan import STOP_BLANK, STOP_INVALID, record_positions
-from mqstore.spark._rocketmq_read import open_segment
+from mqstore.spark._rocketmq_read import close_map, open_segment
 from mqstore.storage.rocketmq.commitlog import CommitLog
 from mqstore.storage.rocketmq.consumequeue import BOUNDARY_LOWER, ConsumeQueue
 
@@ -199,8 +199,7 @@ def walk(segs: list[Segment], start: int, *, stop_at: int | None = None, max_rec
                 raise CorruptDataError(res.error or "unreadable record", path=seg.path, offset=seg.base + stop_pos)
         finally:
             del u8
-            if mm is not None:
-                mm.close()
+            close_map(mm)
         offs.append(positions + np.int64(seg.base))
         sizes.append(psizes.astype(np.int64))
         count += len(positions)
@@ -255,8 +254,7 @@ def split_range(seg: Segment, start: int, end: int, pieces: int) -> list[tuple[i
         positions, _sizes, _stop, _pos = record_positions(u8, start, min(end, len(u8)))
     finally:
         del u8
-        if mm is not None:
-            mm.close()
+        close_map(mm)
     if len(positions) <= 1:
         return [(start, end)]
     targets = start + (end - start) * np.arange(1, pieces, dtype=np.int64) // pieces

@@ -237,7 +237,8 @@ class RocketMQBatchReader(DataSourceReader):
         return plan_batch(self.opts, self.pushed)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, CommitLogRange)
+        if not isinstance(partition, CommitLogRange):
+            return  # Spark reads one placeholder partition when partitions() returned none
         yield from read_range(partition, include_body=self.opts.include_body, check_crc=self.opts.check_crc)
 
 
@@ -361,7 +362,8 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return parts
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, CommitLogRange)
+        if not isinstance(partition, CommitLogRange):
+            return  # Spark reads one placeholder partition when partitions() returned none
         yield from read_range(partition, include_body=self.opts.include_body, check_crc=self.opts.check_crc)
 
     def commit(self, end: dict[str, Any]) -> None:
