@@ -4,16 +4,23 @@ scan at the first bad body."""
 
 from __future__ import annotations
 
+import json
 import zlib
+from pathlib import Path
 
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from mqstore import StoreConfig
 from mqstore.errors import InvalidArgumentError
-from mqstore.kernels import rocketmq_scan
+from mqstore.formats.rocketmq.indexfile import IndexHeader, index_file_size
+from mqstore.kernels import rocketmq_index, rocketmq_scan
+from mqstore.kernels.rocketmq_index import bulk_put, bulk_put_py, header_array
 from mqstore.kernels.rocketmq_scan import STOP_INVALID, crc32_spans, scan_segment, scan_segment_py
+from mqstore.storage.rocketmq.commitlog import CommitLog
+from mqstore.storage.rocketmq.rebuild import compare_trees, rebuild_indexes
 
 from .test_kernels import _segment, assert_same_batch, raw_record
 
@@ -94,3 +101,77 @@ def test_crc32_spans_validates_spans() -> None:
     with pytest.raises(InvalidArgumentError):
         crc32_spans(b"abc", np.array([0, 1]), np.array([1]))
     assert crc32_spans(b"", np.empty(0, np.int64), np.empty(0, np.int64)).tolist() == []
+
+
+# ----------------------------------------------------------------------------- bounded rebuild scan
+def _fixture_store(shared_fixtures: Path, case: str) -> tuple[Path, StoreConfig, int]:
+    root = shared_fixtures / "rocketmq" / case
+    m = json.loads((root / "manifest.json").read_text())
+    c = m["config"]
+    cfg = StoreConfig(commit_log_file_size=c["mappedFileSizeCommitLog"], consume_queue_file_size=c["mappedFileSizeConsumeQueue"],
+                      hash_slot_num=c["maxHashSlotNum"], index_num=c["maxIndexNum"], background_services=False,
+                      enabled_append_prop_crc=c["enabledAppendPropCRC"])  # fmt: skip
+    return root / "store", cfg, len(m["messages"])
+
+
+@pytest.mark.parametrize("case", ["basic", "prop_crc"])
+@pytest.mark.parametrize("read_ahead", [False, True])
+def test_scan_bounded_equals_scan(shared_fixtures: Path, case: str, read_ahead: bool) -> None:
+    store, cfg, n = _fixture_store(shared_fixtures, case)
+    cl = CommitLog(store / "commitlog", cfg.commit_log_file_size, read_only=True)
+    cl.load()
+    try:
+        whole = list(cl.scan(cl.min_offset, cl.max_offset))
+        for size in (1, 3, 1000):
+            parts = list(cl.scan_bounded(cl.min_offset, cl.max_offset, batch_records=size, read_ahead=read_ahead))
+            assert all(len(b) <= size for b in parts)
+            assert sum(len(b) for b in parts) == sum(len(b) for b in whole) == n
+            for name in ("commit_log_offset", "queue_offset", "tags_code", "store_timestamp"):
+                assert np.array_equal(np.concatenate([getattr(b, name) for b in parts]),
+                                      np.concatenate([getattr(b, name) for b in whole])), name  # fmt: skip
+            assert np.array_equal(np.concatenate([b.key_hash for b in parts]), np.concatenate([b.key_hash for b in whole]))
+            assert (parts[-1].next_offset, parts[-1].stop) == (whole[-1].next_offset, whole[-1].stop)
+        # the pages released behind the scan fault back in from the page cache
+        again = list(cl.scan(cl.min_offset, cl.max_offset))
+        assert sum(len(b) for b in again) == n
+    finally:
+        cl.close()
+
+
+@pytest.mark.parametrize("case", ["basic", "prop_crc"])
+def test_rebuild_in_tiny_batches_is_byte_identical(shared_fixtures: Path, tmp_path: Path, case: str,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    store, cfg, n = _fixture_store(shared_fixtures, case)
+    orig = CommitLog.scan_bounded
+    monkeypatch.setattr(CommitLog, "scan_bounded", lambda self, *a, **k: orig(self, *a, **{**k, "batch_records": 2}))
+    stats = rebuild_indexes(store, tmp_path, config=cfg)
+    assert stats.messages == n
+    assert compare_trees(store, tmp_path) == []
+    assert (tmp_path / "checkpoint").read_bytes() == (store / "checkpoint").read_bytes()
+
+
+# ----------------------------------------------------------------------------- bulk index build
+@pytest.mark.parametrize("start_count", [1, 5])
+def test_bulk_put_word_and_byte_kernels_equal_reference(start_count: int) -> None:
+    slots, items = 7, 40
+    size = index_file_size(slots, items)
+    rng = np.random.default_rng(start_count)
+    n = 60  # more than fit: the file fills
+    kh = rng.integers(-(2**31), 2**31 - 1, n, dtype=np.int64).astype(np.int32)
+    kh[:3] = [0, -(2**31), 2**31 - 1]
+    phy = np.sort(rng.integers(0, 2**40, n))
+    ts = 1_700_000_000_000 + np.sort(rng.integers(-5000, 10**6, n))
+    outs = []
+    for kind in ("words", "bytes", "py"):
+        raw = np.zeros(size + 8, np.uint8)
+        buf = raw[:size] if kind != "bytes" else raw[1 : size + 1]  # an unaligned view takes the byte kernel
+        header = header_array(IndexHeader(index_count=start_count))
+        if kind == "words":
+            assert rocketmq_index._word_view(buf) is not None
+        if kind == "bytes":
+            assert rocketmq_index._word_view(buf) is None
+        fn = bulk_put_py if kind == "py" else bulk_put
+        done = fn(buf, slots, items, header, kh, phy, ts, 2)
+        outs.append((done, header.tolist(), buf.tobytes()))
+    assert outs[0] == outs[1] == outs[2]
+    assert outs[0][0] == items - start_count

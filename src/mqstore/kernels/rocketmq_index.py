@@ -11,6 +11,8 @@ disk, so the kernels read and write integers byte by byte.
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 from numba import njit
 
@@ -34,7 +36,7 @@ SELECT_CYCLE = 1  # the chain revisits items: corrupt file
 SELECT_OUT_OF_FILE = 2  # an item number points past the end of the file: corrupt header/slot
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def wr_i32(buf: np.ndarray, p: int, v: int) -> None:
     u = v & 0xFFFFFFFF
     buf[p] = (u >> 24) & 0xFF
@@ -43,7 +45,7 @@ def wr_i32(buf: np.ndarray, p: int, v: int) -> None:
     buf[p + 3] = u & 0xFF
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def wr_i64(buf: np.ndarray, p: int, v: int) -> None:
     u = np.uint64(v)
     for k in range(8):
@@ -51,7 +53,7 @@ def wr_i64(buf: np.ndarray, p: int, v: int) -> None:
         u = u >> np.uint64(8)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _bulk_put_kernel(buf, slots, index_num, header, key_hash, phy, ts, start):  # fmt: skip
     begin_ts = header[0]
     end_ts = header[1]
@@ -122,6 +124,119 @@ def _bulk_put_kernel(buf, slots, index_num, header, key_hash, phy, ts, start):  
     return i - start
 
 
+# ----------------------------------------------------------------------------- word-view fast path
+# IndexFiles are 4-byte aligned throughout (40-byte header, 4-byte slots, 20-byte items), so on a
+# little-endian host the kernels address a native ``uint32`` view of the (page-aligned) mapping and
+# byte-swap each big-endian word: one load or store per field instead of one per byte.
+_WORDS_OK = sys.byteorder == "little"
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _bswap32(v: int) -> np.uint32:
+    u = np.uint32(v & 0xFFFFFFFF)
+    return np.uint32(
+        ((u & np.uint32(0xFF)) << np.uint32(24)) | ((u & np.uint32(0xFF00)) << np.uint32(8))
+        | ((u >> np.uint32(8)) & np.uint32(0xFF00)) | (u >> np.uint32(24))
+    )  # fmt: skip
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _w_i32(w: np.ndarray, i: int) -> int:
+    v = np.int64(_bswap32(w[i]))
+    return v - 0x100000000 if v >= 0x80000000 else v
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _w_i64(w: np.ndarray, i: int) -> int:
+    hi = np.uint64(_bswap32(w[i]))
+    lo = np.uint64(_bswap32(w[i + 1]))
+    return np.int64((hi << np.uint64(32)) | lo)
+
+
+@njit(cache=True, nogil=True)
+def _bulk_put_words(w, slots, index_num, header, key_hash, phy, ts, start):  # fmt: skip
+    begin_ts = header[0]
+    end_ts = header[1]
+    begin_phy = header[2]
+    end_phy = header[3]
+    hsc = header[4]
+    ic = header[5]
+    items_w = 10 + slots  # word index of item 0
+    n = key_hash.shape[0]
+    i = start
+    wrote_begin = False
+    wrote_hsc = False
+    while i < n:
+        if ic >= index_num:
+            break
+        h = np.int64(key_hash[i])
+        s = h % slots
+        if s < 0:
+            s += slots
+        sw = 10 + s
+        sv = _w_i32(w, sw)
+        if sv <= 0 or sv > ic:
+            sv = 0
+        t = ts[i]
+        if begin_ts <= 0:
+            diff = 0
+        else:
+            d = t - begin_ts
+            q = d // 1000 if d >= 0 else -((-d) // 1000)
+            if q > _INT_MAX:
+                diff = _INT_MAX
+            elif q < 0:
+                diff = 0
+            else:
+                diff = q
+        p = phy[i]
+        iw = items_w + ic * 5
+        w[iw] = _bswap32(h)
+        w[iw + 1] = _bswap32(p >> 32)
+        w[iw + 2] = _bswap32(p)
+        w[iw + 3] = _bswap32(diff)
+        w[iw + 4] = _bswap32(sv)
+        w[sw] = _bswap32(ic)
+        if ic <= 1:
+            begin_phy = p
+            begin_ts = t
+            wrote_begin = True
+        if sv == 0:
+            hsc += 1
+            wrote_hsc = True
+        ic += 1
+        end_phy = p
+        end_ts = t
+        i += 1
+    if i > start:  # header write-through (only the fields putKey touched)
+        if wrote_begin:
+            w[4] = _bswap32(begin_phy >> 32)
+            w[5] = _bswap32(begin_phy)
+            w[0] = _bswap32(begin_ts >> 32)
+            w[1] = _bswap32(begin_ts)
+        if wrote_hsc:
+            w[8] = _bswap32(hsc)
+        w[9] = _bswap32(ic)
+        w[6] = _bswap32(end_phy >> 32)
+        w[7] = _bswap32(end_phy)
+        w[2] = _bswap32(end_ts >> 32)
+        w[3] = _bswap32(end_ts)
+    header[0] = begin_ts
+    header[1] = end_ts
+    header[2] = begin_phy
+    header[3] = end_phy
+    header[4] = hsc
+    header[5] = ic
+    return i - start
+
+
+def _word_view(buf: np.ndarray) -> np.ndarray | None:
+    """The native ``uint32`` view of an index buffer, or None (big-endian host, unaligned buffer)."""
+    if not _WORDS_OK or buf.ctypes.data % 4 or len(buf) % 4:
+        return None
+    return buf.view(np.uint32)
+
+
 def _check_inputs(
     buf: np.ndarray, hash_slot_num: int, index_num: int, header: np.ndarray
 ) -> None:
@@ -163,6 +278,9 @@ def bulk_put(
     kh, phy, ts = _key_arrays(key_hash, phy_offset, store_ts)
     if not 0 <= start <= len(kh):
         raise InvalidArgumentError(f"start {start} outside the {len(kh)} keys")
+    w = _word_view(buf)
+    if w is not None:
+        return int(_bulk_put_words(w, np.int64(hash_slot_num), np.int64(index_num), header, kh, phy, ts, np.int64(start)))
     return int(_bulk_put_kernel(buf, np.int64(hash_slot_num), np.int64(index_num), header, kh, phy, ts, np.int64(start)))
 
 
@@ -201,7 +319,7 @@ def write_header(buf_u8: object, header: np.ndarray) -> None:
 
 
 # ----------------------------------------------------------------------------- batch chain walk
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _select_kernel(buf, slots, index_num, header, key_hashes, max_num, begin, end, states):  # fmt: skip
     begin_ts = header[0]
     ic = header[5]

@@ -14,7 +14,7 @@ from mqstore.kernels.rocketmq_scan import DispatchBatch
 from mqstore.storage.mapped import ensure_inside
 from mqstore.storage.rocketmq.config import validate_topic
 from mqstore.storage.rocketmq.consumequeue import ConsumeQueue
-from mqstore.storage.rocketmq.index import IndexService
+from mqstore.storage.rocketmq.index import IndexFile, IndexService
 
 
 class IndexWriters:
@@ -27,6 +27,7 @@ class IndexWriters:
         self.read_only = read_only
         self.consume_queues: dict[tuple[str, int], ConsumeQueue] = {}
         self.last_logic_store_ts = 0
+        self._released: set[Path] = set()  # files whose pages release_full_files dropped
 
     def cq_dir(self, topic: str, queue_id: int) -> Path:
         return ensure_inside(self.root, self.root / "consumequeue" / topic / str(queue_id))
@@ -79,6 +80,27 @@ class IndexWriters:
         if self.index is not None:
             self.index.build(batch)
         return len(batch)
+
+    def release_full_files(self) -> None:
+        """Flush the ConsumeQueue and IndexFile files that are full and drop their pages from this
+        process's mapping (``MADV_DONTNEED``; the page cache keeps them, dirty pages stay dirty):
+        a bulk rebuild's resident memory then does not grow with the number of messages."""
+        import mmap
+
+        files = [mf for cq in self.consume_queues.values() for mf in cq.queue.files[:-1]]
+        if self.index is not None:
+            files += self.index.files[:-1]
+        for f in files:
+            if f.path in self._released:
+                continue
+            f.flush()
+            mm = getattr(f, "_mm", None) if not isinstance(f, IndexFile) else f.mm
+            if mm is not None:
+                try:
+                    mm.madvise(mmap.MADV_DONTNEED)
+                except (OSError, ValueError):  # pragma: no cover - advice only
+                    pass
+            self._released.add(f.path)
 
     def flush(self, least_pages: int = 0) -> None:
         for cq in list(self.consume_queues.values()):

@@ -68,8 +68,9 @@ def rebuild_indexes(store: str | os.PathLike[str], out: str | os.PathLike[str] |
     end = commit_log.max_offset
     last_stop = None
     try:
-        for batch in commit_log.scan(commit_log.min_offset, end, check_crc=check_crc, skip_length_mismatch=True):
+        for batch in commit_log.scan_bounded(commit_log.min_offset, end, check_crc=check_crc):
             writers.apply(batch)
+            writers.release_full_files()
             messages += len(batch)
             keys += int(batch.index_key_mask().sum()) if len(batch.key_hash) else 0
             last_stop = batch
