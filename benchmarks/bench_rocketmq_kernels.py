@@ -67,15 +67,17 @@ def make_keys(n: int, seed: int = 1) -> tuple[np.ndarray, np.ndarray, np.ndarray
     return np.frombuffer(b"".join(encoded), np.uint8), starts, lengths, topic_lens, starts + topic_lens + 1
 
 
-def make_commitlog(size: int, seed: int = 2) -> tuple[np.ndarray, int]:
+def make_commitlog(size: int, seed: int = 2, *, base_offset: int = 0, first_index: int = 0,
+                   first_ts: int = 1_700_000_000_000) -> tuple[np.ndarray, int]:
     """A CommitLog segment of realistic v1 records (100-1000 byte bodies, KEYS, TAGS, UNIQ_KEY),
-    ended by a blank record.  Returns (buffer, number of messages)."""
+    ended by a blank record.  Returns (buffer, number of messages).  ``base_offset``,
+    ``first_index`` and ``first_ts`` continue a previous segment (see :func:`make_segments`)."""
     rng = np.random.default_rng(seed)
     out = bytearray(size)
     pool = rng.integers(0, 256, 1 << 20, dtype=np.uint8).tobytes()
     pos = 0
-    n = 0
-    ts = 1_700_000_000_000
+    n = first_index
+    ts = first_ts
     head = struct.Struct(">iiiiiqqiq4si q4si iq i")
     while True:
         topic = TOPICS[n % len(TOPICS)].encode()
@@ -97,7 +99,7 @@ def make_commitlog(size: int, seed: int = 2) -> tuple[np.ndarray, int]:
             break
         ts += int(rng.integers(0, 3))
         head.pack_into(
-            out, pos, total, MAGIC_V1, zlib.crc32(body) & 0x7FFFFFFF, n % 4, 0, n // 4, pos, 0, ts - 5,
+            out, pos, total, MAGIC_V1, zlib.crc32(body) & 0x7FFFFFFF, n % 4, 0, n // 4, base_offset + pos, 0, ts - 5,
             b"\xc0\xa8\x01\x07", 40000, ts, b"\x0a\x00\x00\x05", 10911, 0, 0, body_len,
         )  # fmt: skip
         p = pos + 88
@@ -111,7 +113,23 @@ def make_commitlog(size: int, seed: int = 2) -> tuple[np.ndarray, int]:
         pos += total
         n += 1
     struct.pack_into(">ii", out, pos, size - pos, BLANK_MAGIC)
-    return np.frombuffer(out, np.uint8), n
+    return np.frombuffer(out, np.uint8), n - first_index
+
+
+def make_segments(directory: str | os.PathLike[str], total: int, segment_size: int = 1 << 30, seed: int = 2) -> int:
+    """Write a CommitLog of ``total`` bytes as segments of ``segment_size`` (continuing offsets,
+    queue offsets and timestamps across segments); returns the number of messages."""
+    os.makedirs(directory, exist_ok=True)
+    n = 0
+    ts = 1_700_000_000_000
+    for i in range(max(1, total // segment_size)):
+        base = i * segment_size
+        buf, m = make_commitlog(segment_size, seed + i, base_offset=base, first_index=n, first_ts=ts)
+        with open(os.path.join(directory, f"{base:020d}"), "wb") as fh:
+            fh.write(memoryview(buf))
+        n += m
+        ts += 3 * m  # past the last store time of the segment (at most 2 ms per message)
+    return n
 
 
 # ----------------------------------------------------------------------------- cold compile

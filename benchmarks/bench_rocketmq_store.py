@@ -14,6 +14,7 @@ import argparse
 import os
 import resource
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -22,7 +23,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from bench_rocketmq_kernels import make_commitlog  # noqa: E402
+from bench_rocketmq_kernels import make_commitlog, make_segments  # noqa: E402
 from mqstore import MessageStore, StoreConfig  # noqa: E402
 from mqstore.storage.rocketmq.rebuild import rebuild_indexes  # noqa: E402
 
@@ -101,7 +102,66 @@ def bench_rebuild(mb: int) -> list[tuple[str, str, str, str]]:
                      f"{raw / dt:.2f}x of cat-speed ({mb / raw:,.0f} MB/s)"))
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     rows.append(("peak RSS of this process", f"{rss:,.0f} MiB", "", f"{stats.keys:,} keys indexed"))
+    n = stats.messages
+    best = None
+    for _ in range(2):
+        shutil.rmtree(out, ignore_errors=True)
+        dt, rss_cli = run_measured([str(Path(sys.executable).with_name("mqstore")), "rocketmq", "rebuild-index", str(root),
+                                    "--out", str(out)])  # fmt: skip
+        best = (dt, rss_cli) if best is None or dt < best[0] else best
+    dt, rss_cli = best
+    rows.append((f"rebuild {mb} MiB, one-shot CLI process (best of 2)", f"{n / dt:,.0f} msgs/s ({dt:.2f} s)",
+                 f"Java {JAVA_REBUILD_MSGS_S:,} msgs/s", f"{n / dt / JAVA_REBUILD_MSGS_S:.2f}x Java; "
+                 f"peak RSS {rss_cli / 1024:,.0f} MiB"))
     return rows
+
+
+REBUILD_CHILD = """
+import sys
+from mqstore.storage.rocketmq.rebuild import rebuild_indexes
+rebuild_indexes(sys.argv[1], sys.argv[2])
+"""
+
+
+def run_measured(argv: list[str]) -> tuple[float, int]:
+    """Run a child process; returns (wall seconds, its peak RSS in KiB) from ``wait4``."""
+    t = time.perf_counter()
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL)
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    dt = time.perf_counter() - t
+    if proc.returncode != 0:
+        raise SystemExit(f"{argv[:3]} failed with {proc.returncode}")
+    return dt, usage.ru_maxrss
+
+
+def bench_rebuild_rss(stores: list[Path]) -> list[tuple[str, str, str, str]]:
+    """Peak RSS of a rebuild (in a child process, the generator lives elsewhere) per CommitLog size."""
+    rows = []
+    for root in stores:
+        cl_bytes = sum(p.stat().st_size for p in (root / "commitlog").iterdir())
+        out = DATA / f"{root.name}-rss-out"
+        shutil.rmtree(out, ignore_errors=True)
+        dt, rss = run_measured([sys.executable, "-c", REBUILD_CHILD, str(root), str(out)])
+        idx = sum(p.stat().st_size for p in (out / "index").iterdir())
+        n = int((root / "messages.txt").read_text())
+        rows.append((f"rebuild peak RSS, {cl_bytes >> 20:,} MiB CommitLog", f"{rss / 1024:,.0f} MiB",
+                     f"index files {idx >> 20:,} MiB", f"{n / dt:,.0f} msgs/s ({dt:.1f} s) in the child"))  # fmt: skip
+        shutil.rmtree(out, ignore_errors=True)
+    return rows
+
+
+def make_segmented_store(mb: int) -> Path:
+    """A CommitLog of ``mb`` MiB in 1 GiB segments (for the RSS figure), generated once."""
+    root = DATA / f"rocketmq-{mb}m-seg"
+    marker = root / "messages.txt"
+    if not marker.exists():
+        shutil.rmtree(root, ignore_errors=True)
+        t = time.perf_counter()
+        n = make_segments(root / "commitlog", mb << 20, min(mb, 1024) << 20)
+        marker.write_text(str(n))
+        print(f"generated {mb} MiB CommitLog ({n:,} messages) in {time.perf_counter() - t:.1f} s")
+    return root
 
 
 def bench_query(mb: int, lookups: int = 2000) -> list[tuple[str, str, str, str]]:
@@ -144,9 +204,21 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--mb", type=int, default=1024, help="CommitLog size for the rebuild and query benchmarks")
     ap.add_argument("--puts", type=int, default=20_000, help="messages for the single-put benchmark")
+    ap.add_argument("--rss-mb", type=int, nargs="*", default=[1024, 4096],
+                    help="CommitLog sizes (MiB, 1 GiB segments) for the rebuild peak-RSS figure")
+    ap.add_argument("--only", choices=["put", "rebuild", "query", "rss"], nargs="*", help="run only these parts")
     args = ap.parse_args()
     DATA.mkdir(exist_ok=True)
-    rows = bench_put(args.puts) + bench_rebuild(args.mb) + bench_query(args.mb)
+    parts = set(args.only or ["put", "rebuild", "query", "rss"])
+    rows = []
+    if "put" in parts:
+        rows += bench_put(args.puts)
+    if "rebuild" in parts:
+        rows += bench_rebuild(args.mb)
+    if "query" in parts:
+        rows += bench_query(args.mb)
+    if "rss" in parts:
+        rows += bench_rebuild_rss([make_segmented_store(mb) for mb in args.rss_mb])
     w = [max(len(r[i]) for r in rows) for i in range(4)]
     print(f"{'figure':<{w[0]}} | {'mqstore':<{w[1]}} | {'anchor':<{w[2]}} | ratio")
     for r in rows:

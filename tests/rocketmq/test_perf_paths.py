@@ -13,9 +13,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mqstore import StoreConfig
-from mqstore.errors import InvalidArgumentError
+from mqstore import MessageStore, StoreConfig
+from mqstore.errors import InvalidArgumentError, InvalidKeyError, InvalidTopicError
 from mqstore.formats.rocketmq.indexfile import IndexHeader, index_file_size
+from mqstore.formats.rocketmq.properties import split_keys
 from mqstore.kernels import rocketmq_index, rocketmq_scan
 from mqstore.kernels.rocketmq_index import bulk_put, bulk_put_py, header_array
 from mqstore.kernels.rocketmq_scan import STOP_INVALID, crc32_spans, scan_segment, scan_segment_py
@@ -175,3 +176,52 @@ def test_bulk_put_word_and_byte_kernels_equal_reference(start_count: int) -> Non
         outs.append((done, header.tolist(), buf.tobytes()))
     assert outs[0] == outs[1] == outs[2]
     assert outs[0][0] == items - start_count
+
+
+# ----------------------------------------------------------------------------- batch key queries
+@pytest.mark.parametrize("case", ["basic", "prop_crc"])
+def test_batch_queries_equal_single_queries(shared_fixtures: Path, case: str) -> None:
+    store, cfg, _n = _fixture_store(shared_fixtures, case)
+    m = json.loads((shared_fixtures / "rocketmq" / case / "manifest.json").read_text())
+    with MessageStore.open(store, cfg, read_only=True) as s:
+        for q in m["queries"]:  # the broker's own answers (queryOffset), many keys at once
+            got = s.query_offsets_many(q["topic"], [q["key"], "absent-key", q["key"]], q["maxNum"], q["begin"], q["end"])
+            assert got[0] == got[2] == q["queryOffset_phyOffsets"]
+            assert got[1] == s.query_offsets_broker(q["topic"], "absent-key", q["maxNum"], q["begin"], q["end"])
+        by_topic: dict[str, set[str]] = {}
+        for x in m["messages"]:
+            by_topic.setdefault(x["topic"], set()).update(split_keys(x["keys"]))
+            if x["uniqKey"]:
+                by_topic[x["topic"]].add(x["uniqKey"])
+        ts = sorted(x["storeTimestamp"] for x in m["messages"])
+        windows = [(None, None), (ts[len(ts) // 3], ts[2 * len(ts) // 3]), (ts[-1] + 1, None)]
+        checked = 0
+        for topic, keys in by_topic.items():
+            keys_list = [*sorted(keys), "no-such-key"]
+            for begin, end in windows:
+                for max_num in (None, 1):
+                    batch = s.query_by_keys(topic, keys_list, begin, end, max_num)
+                    assert list(batch) == keys_list
+                    for k in keys_list:
+                        single = s.query_by_key(topic, k, begin, end, max_num)
+                        assert [x.commit_log_offset for x in batch[k]] == [x.commit_log_offset for x in single]
+                        checked += len(single)
+            for cap in (1, 3, 64):
+                many = s.query_offsets_many(topic, keys_list, cap)
+                assert many == [s.query_offsets_broker(topic, k, cap) for k in keys_list]
+        assert checked > 0
+
+
+def test_batch_queries_validate_input(shared_fixtures: Path) -> None:
+    store, cfg, _n = _fixture_store(shared_fixtures, "basic")
+    with MessageStore.open(store, cfg, read_only=True) as s:
+        with pytest.raises(InvalidKeyError):
+            s.query_by_keys("TopicTest", ["a", ""])
+        with pytest.raises(InvalidKeyError):
+            s.query_offsets_many("TopicTest", ["a", 3])  # type: ignore[list-item]
+        with pytest.raises(InvalidArgumentError):
+            s.query_by_keys("TopicTest", ["a"], max_num=0)
+        with pytest.raises(InvalidTopicError):
+            s.query_by_keys("bad topic/..", ["a"])
+        assert s.query_by_keys("TopicTest", []) == {}
+        assert s.query_offsets_many("TopicTest", ["a"], 0) == [[]]

@@ -271,6 +271,52 @@ class IndexService:
             if h.begin_timestamp < wbegin:
                 break
 
+    def candidates_many(self, topic: str, keys: list[str], begin: int, end: int, *,
+                        max_num: int | None = None, widen: bool = True) -> list[np.ndarray]:
+        """Candidate offsets (hash matches, newest first) of many keys of ``topic`` at once: one
+        vectorised chain walk per file for all keys (``select_many``).  With ``widen`` the time
+        window is widened by 1 s as :meth:`candidates` does (callers re-check exactly); without it
+        and with ``max_num`` (total per key, capped per file as the broker does) the result is
+        what :meth:`query_offset` returns for each key."""
+        from mqstore.kernels.javahash import index_hash_strings
+        from mqstore.kernels.rocketmq_index import header_array, select_many
+
+        hashes = index_hash_strings([f"{topic}#{k}" for k in keys])
+        n = len(keys)
+        parts: list[list[np.ndarray]] = [[] for _ in range(n)]
+        got = np.zeros(n, np.int64)
+        wbegin = max(0, begin - 1000) if widen else begin
+        limit = LONG_MAX if max_num is None else max_num
+        for f in reversed(self.files):
+            h = f.header
+            if widen:
+                if h.index_count <= 1:
+                    continue
+                if not f.buffer.is_time_matched(wbegin, end):
+                    if h.end_timestamp < wbegin:
+                        break
+                    continue
+            elif not f.buffer.is_time_matched(wbegin, end):
+                if h.begin_timestamp < wbegin:
+                    break
+                continue
+            todo = np.flatnonzero(got < limit)
+            if not len(todo):
+                break
+            offs, splits = select_many(f.mm, self.hash_slot_num, self.index_num, header_array(h), hashes[todo],
+                                       limit, wbegin, end)  # fmt: skip
+            counts = np.diff(splits)
+            if limit != LONG_MAX:  # the broker's list is shared across files: each file tops it up
+                counts = np.minimum(counts, limit - got[todo])
+            for j in np.flatnonzero(counts).tolist():
+                k = int(todo[j])
+                parts[k].append(offs[splits[j] : splits[j] + counts[j]])
+            got[todo] += counts
+            if h.begin_timestamp < wbegin:
+                break
+        empty = np.empty(0, np.int64)
+        return [np.concatenate(p) if len(p) > 1 else (p[0] if p else empty) for p in parts]
+
     # ------------------------------------------------------------------ retention / flush
     def delete_expired(self, min_commit_log_offset: int) -> int:
         if not self.files or self.files[0].header.end_phy_offset >= min_commit_log_offset:
