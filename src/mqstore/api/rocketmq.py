@@ -15,9 +15,12 @@ import os
 import socket
 import struct
 import threading
+import zlib
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+import numpy as np
 
 from mqstore.errors import InvalidArgumentError, InvalidKeyError, OffsetOutOfRangeError
 from mqstore.formats.rocketmq.msgid import create_message_id, decode_message_id
@@ -26,10 +29,12 @@ from mqstore.formats.rocketmq.properties import (
     PROPERTY_TAGS,
     PROPERTY_UNIQ_KEY,
     encode_properties,
+    java_hashmap_order,
     join_keys,
     split_keys,
 )
-from mqstore.formats.rocketmq.record import Host, MessageRecord
+from mqstore.formats.rocketmq.record import MAGIC_V1, Host, MessageRecord, choose_magic
+from mqstore.kernels.rocketmq_put import RecordColumns
 from mqstore.storage.rocketmq.config import FLUSH_ASYNC, FLUSH_SYNC, StoreConfig, validate_topic
 from mqstore.storage.rocketmq.consumequeue import BOUNDARY_LOWER, BOUNDARY_UPPER
 from mqstore.storage.rocketmq.store import RecoveryReport, RocketMQStore
@@ -41,6 +46,7 @@ __all__ = [
     "FLUSH_SYNC",
     "Message",
     "MessageStore",
+    "PutBatchResult",
     "PutResult",
     "StoreConfig",
 ]
@@ -56,6 +62,46 @@ class PutResult:
     size: int
     msg_id: str  # the offset message id (store host + physical offset)
     uniq_key: str | None
+
+
+class PutBatchResult:
+    """The outcome of :meth:`MessageStore.put_columns`, as columns: ``commit_log_offset``,
+    ``queue_offset`` and ``size`` are int64 arrays, ``store_timestamp`` is shared by the batch.
+    Indexing or iterating gives :class:`PutResult` objects (made on demand)."""
+
+    __slots__ = ("_msgid_prefix", "commit_log_offset", "queue_offset", "size", "store_timestamp", "uniq_keys")
+
+    def __init__(self, commit_log_offset: np.ndarray, queue_offset: np.ndarray, size: np.ndarray,
+                 store_timestamp: int, uniq_keys: list[str | None], msgid_prefix: str) -> None:
+        self.commit_log_offset = commit_log_offset
+        self.queue_offset = queue_offset
+        self.size = size
+        self.store_timestamp = store_timestamp
+        self.uniq_keys = uniq_keys
+        self._msgid_prefix = msgid_prefix
+
+    def __len__(self) -> int:
+        return int(self.commit_log_offset.shape[0])
+
+    @property
+    def msg_ids(self) -> list[str]:
+        """The offset message ids (store host + commit log offset) of the batch."""
+        p = self._msgid_prefix
+        return [f"{p}{o:016X}" for o in self.commit_log_offset.tolist()]
+
+    def __getitem__(self, i: int) -> PutResult:
+        o = int(self.commit_log_offset[i])
+        return PutResult(o, int(self.queue_offset[i]), self.store_timestamp, int(self.size[i]),
+                         f"{self._msgid_prefix}{o:016X}", self.uniq_keys[i])
+
+    def __iter__(self) -> Iterator[PutResult]:
+        return iter(self.to_list())
+
+    def to_list(self) -> list[PutResult]:
+        ts, p = self.store_timestamp, self._msgid_prefix
+        return [PutResult(o, q, ts, s, f"{p}{o:016X}", u) for o, q, s, u in zip(
+            self.commit_log_offset.tolist(), self.queue_offset.tolist(), self.size.tolist(), self.uniq_keys,
+            strict=True)]
 
 
 @dataclass(slots=True)
@@ -117,6 +163,9 @@ class Message:
         }
 
 
+_HEX4 = [f"{i:04X}" for i in range(65536)]
+
+
 class _UniqKeyGenerator:
     """Client-style unique ids: ip + pid + a per-process hash + ms in month + counter (32 hex)."""
 
@@ -126,19 +175,56 @@ class _UniqKeyGenerator:
         except OSError:
             ip = b"\x7f\x00\x00\x01"
         self._prefix = ip + struct.pack(">hi", os.getpid() & 0x7FFF, id(self) & 0x7FFFFFFF)
+        self._hex_prefix = self._prefix.hex().upper()
         self._counter = 0
         self._lock = threading.Lock()
+        self._month = (0, -1)  # [start, end) in ms of the month the last key fell in
+
+    def _since_month_start(self, now_ms: int) -> int:
+        start, end = self._month
+        if not start <= now_ms < end:
+            import datetime as dt
+
+            t = dt.datetime.fromtimestamp(now_ms / 1000, tz=dt.UTC)
+            first = dt.datetime(t.year, t.month, 1, tzinfo=dt.UTC)
+            nxt = dt.datetime(t.year + t.month // 12, t.month % 12 + 1, 1, tzinfo=dt.UTC)
+            start, end = int(first.timestamp() * 1000), int(nxt.timestamp() * 1000)
+            self._month = (start, end)
+        return (now_ms - start) & 0xFFFFFFFF
 
     def next(self, now_ms: int) -> str:
-        import datetime as dt
-
-        t = dt.datetime.fromtimestamp(now_ms / 1000, tz=dt.UTC)
-        month_start = dt.datetime(t.year, t.month, 1, tzinfo=dt.UTC)
-        since = (now_ms - int(month_start.timestamp() * 1000)) & 0xFFFFFFFF
+        since = self._since_month_start(now_ms)
         with self._lock:
-            self._counter = (self._counter + 1) & 0xFFFF
-            c = self._counter
-        return (self._prefix + struct.pack(">IH", since, c)).hex().upper()
+            c = self._counter = (self._counter + 1) & 0xFFFF
+        return f"{self._hex_prefix}{since:08X}{c:04X}"
+
+    def next_many(self, now_ms: int, n: int) -> list[str]:
+        """``n`` consecutive keys (the same as ``n`` calls of :meth:`next` at ``now_ms``)."""
+        head = f"{self._hex_prefix}{self._since_month_start(now_ms):08X}"
+        with self._lock:
+            c0 = self._counter
+            self._counter = (c0 + n) & 0xFFFF
+        out: list[str] = []
+        s = (c0 + 1) & 0xFFFF
+        while len(out) < n:  # the 16-bit counter wraps
+            take = min(n - len(out), 65536 - s)
+            out += map(head.__add__, _HEX4[s : s + take])
+            s = 0
+        return out
+
+
+# Properties of the common message shape (KEYS, TAGS, UNIQ_KEY, no other property), written in
+# the Java HashMap order of that insertion order: one format template per subset of the three.
+_FAST_NAMES = (PROPERTY_KEYS, PROPERTY_TAGS, PROPERTY_UNIQ_KEY)
+_FAST_ORDER = java_hashmap_order(_FAST_NAMES)
+_TEMPLATES = {
+    mask: "".join(f"{name}\x01{{{_FAST_NAMES.index(name)}}}\x02" for name in _FAST_ORDER
+                  if mask & (1 << _FAST_NAMES.index(name)))
+    for mask in range(8)
+}
+_FAST_FIELDS = frozenset(("topic", "body", "queue_id", "keys", "tags", "properties", "flag", "born_host",
+                          "born_timestamp", "uniq_key", "sys_flag"))
+_INT32 = 2**31
 
 
 def _check_text(what: str, value: str) -> str:
@@ -156,6 +242,11 @@ class MessageStore:
         self._engine = engine
         self._uniq = _UniqKeyGenerator()
         self._store_host = Host.parse(engine.config.store_host)
+        self._store_host_b = self._store_host.to_bytes()
+        self._msgid_prefix = self._store_host_b.hex().upper()
+        # The fast put paths cover records of magic v1 with IPv4 hosts and no property CRC.
+        self._fast_ok = not engine.config.enabled_append_prop_crc and not self._store_host.is_v6
+        self._topic_fields: dict[str, bytes] = {}
 
     # ------------------------------------------------------------------ lifecycle
     @classmethod
@@ -239,18 +330,227 @@ class MessageStore:
             properties_text=encode_properties(props), properties=props,
         )
 
+    def _topic_field(self, topic: object) -> bytes:
+        """Validate ``topic``; the v1 topic field (length byte + bytes) when the fast paths can
+        write it, else ``b""``.  Cached per topic."""
+        tf = self._topic_fields.get(topic) if type(topic) is str else None  # type: ignore[arg-type]
+        if tf is not None:
+            return tf
+        validate_topic(topic)
+        assert isinstance(topic, str)
+        tb = topic.encode("utf-8")
+        magic = choose_magic(topic, self._engine.config.auto_message_version_on_topic_len)
+        tf = bytes((len(tb),)) + tb if magic == MAGIC_V1 and len(tb) <= 127 else b""
+        if len(self._topic_fields) < 10_000:
+            self._topic_fields[topic] = tf
+        return tf
+
+    def _fast_props(self, keys: str | Sequence[str] | None, tags: str | None, uniq_key: str | None,
+                    now: int) -> tuple[str, str]:
+        """Properties text and unique key of a message without other properties: the same text
+        :meth:`_make_record` builds, from a template."""
+        mask = 4
+        ks = None
+        if keys is not None:
+            ks = keys if type(keys) is str else join_keys(keys)
+            if isinstance(keys, (list, tuple)):
+                for k in keys:
+                    _check_text("key", k)
+                    if " " in k or not k:
+                        raise InvalidKeyError(f"key {k!r} must be non-empty and contain no space (keys are space-separated)")
+            _check_text("keys", ks)  # type: ignore[arg-type]
+            mask = 5
+        if tags is not None:
+            _check_text("tags", tags)
+            mask |= 2
+        uniq = self._uniq.next(now) if uniq_key is None else _check_text("uniq_key", uniq_key)
+        return _TEMPLATES[mask].format(ks, tags, uniq), uniq
+
     def put(self, topic: str, body: bytes, queue_id: int = 0, *, keys: str | Sequence[str] | None = None,
             tags: str | None = None, properties: Mapping[str, str] | None = None, flag: int = 0,
             born_host: str | None = None, born_timestamp: int | None = None, uniq_key: str | None = None,
             sys_flag: int = 0) -> PutResult:
         """Append one message.  ``keys``: a space-separated string or a list of keys.  A unique
         key (``UNIQ_KEY``) is generated like the Java client does unless given."""
+        tf = self._topic_fields.get(topic) if type(topic) is str else None  # type: ignore[arg-type]
+        if tf is None:
+            tf = self._topic_field(topic)
+        if (tf and not properties and born_host is None and sys_flag == 0 and type(body) is bytes
+                and type(queue_id) is int and 0 <= queue_id < _INT32 and type(flag) is int
+                and -_INT32 <= flag < _INT32 and self._fast_ok):
+            eng = self._engine
+            if eng._closed:
+                eng.check_open()
+            now = eng.config.now()
+            if (type(keys) is str and type(tags) is str and uniq_key is None and "\x01" not in keys
+                    and "\x02" not in keys and "\x01" not in tags and "\x02" not in tags):
+                uniq = self._uniq.next(now)  # the common shape, without the general checks
+                props = _TEMPLATES[7].format(keys, tags, uniq)
+            else:
+                props, uniq = self._fast_props(keys, tags, uniq_key, now)
+            r = eng.append_one(topic, tf, body, props.encode("utf-8"), queue_id, flag,
+                               now if born_timestamp is None else int(born_timestamp), self._store_host_b,
+                               self._store_host_b)
+            o = r.commit_log_offset
+            return PutResult(o, r.queue_offset, r.store_timestamp, r.size, f"{self._msgid_prefix}{o:016X}", uniq)
         return self.put_batch([dict(topic=topic, body=body, queue_id=queue_id, keys=keys, tags=tags,
                                     properties=properties, flag=flag, born_host=born_host,
                                     born_timestamp=born_timestamp, uniq_key=uniq_key, sys_flag=sys_flag)])[0]
 
+    def put_columns(self, topic: str | Sequence[str], bodies: Sequence[bytes],
+                    queue_ids: int | Sequence[int] | np.ndarray = 0, *,
+                    keys: Sequence[str | Sequence[str] | None] | None = None,
+                    tags: str | Sequence[str | None] | None = None,
+                    uniq_keys: Sequence[str | None] | None = None,
+                    flags: int | Sequence[int] | np.ndarray = 0,
+                    born_timestamps: int | Sequence[int] | np.ndarray | None = None) -> PutBatchResult:
+        """Append many messages given as columns, the fastest way in: one topic (or one per
+        message), the bodies, and optionally per-message queue ids, keys (a string or a list of
+        keys each), tags (one for all or one each), unique keys (generated when ``None``), flags
+        and born timestamps.  The batch is all or nothing and its records are the same bytes
+        :meth:`put` writes one by one.  Returns the results as columns."""
+        self._engine.check_open()
+        n = len(bodies)
+        topics = [topic] * n if isinstance(topic, str) else list(topic)
+        if len(topics) != n:
+            raise InvalidArgumentError(f"{len(topics)} topics for {n} bodies")
+
+        def column(name: str, value: Any, default: Any) -> list[Any]:
+            if value is None:
+                return [default] * n
+            if isinstance(value, (int, str, np.integer)):
+                return [value] * n
+            out = value.tolist() if isinstance(value, np.ndarray) else list(value)
+            if len(out) != n:
+                raise InvalidArgumentError(f"{len(out)} {name} for {n} bodies")
+            return out
+
+        msgs = {"topic": topics, "body": list(bodies), "queue_id": column("queue_ids", queue_ids, 0),
+                "keys": column("keys", keys, None), "tags": column("tags", tags, None),
+                "uniq_key": column("uniq_keys", uniq_keys, None), "flag": column("flags", flags, 0),
+                "born_timestamp": column("born_timestamps", born_timestamps, None)}
+        if n == 0:
+            return PutBatchResult(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64), 0, [],
+                                  self._msgid_prefix)
+        res = self._put_fast(**msgs)
+        if res is None:  # a record shape the fast path does not write: the general path
+            rows = [dict(zip(msgs, vals, strict=True)) for vals in zip(*msgs.values(), strict=True)]
+            out = self._put_records(rows)
+            return PutBatchResult(np.array([r.commit_log_offset for r in out], np.int64),
+                                  np.array([r.queue_offset for r in out], np.int64),
+                                  np.array([r.size for r in out], np.int64), out[0].store_timestamp,
+                                  [r.uniq_key for r in out], self._msgid_prefix)
+        return res
+
+    def _props_column(self, keys: list[Any], tags: list[Any], uniqs: list[str], now: int) -> list[str]:
+        """Properties texts of a batch: one C-level ``format`` per message when every message has
+        the same shape (keys strings or all absent, tags all present or all absent), checked in
+        bulk; otherwise message by message."""
+        n = len(uniqs)
+        nk, nt = keys.count(None), tags.count(None)
+        if (nk == n or set(map(type, keys)) == {str}) and (nt == n or set(map(type, tags)) == {str}):
+            text = ("\0".join(keys) if nk == 0 else "") + ("\0".join(tags) if nt == 0 else "")
+            if "\x01" not in text and "\x02" not in text:
+                fmt = _TEMPLATES[4 | (0 if nk else 1) | (0 if nt else 2)].format
+                return list(map(fmt, keys, tags, uniqs))
+        fast_props = self._fast_props
+        return [fast_props(k, t, u, now)[0] for k, t, u in zip(keys, tags, uniqs, strict=True)]
+
+    def _put_fast(self, topic: list[Any], body: list[Any], queue_id: list[Any], keys: list[Any], tags: list[Any],
+                  uniq_key: list[Any], flag: list[Any], born_timestamp: list[Any]) -> PutBatchResult | None:
+        """The columnar put: ``None`` (nothing written) when a message needs the general path."""
+        if not self._fast_ok:
+            return None
+        n = len(body)
+        try:
+            names = {t: self._topic_field(t) for t in set(topic)}
+        except TypeError:  # an unhashable topic: the general path reports it
+            return None
+        if not all(names.values()) or set(map(type, body)) != {bytes}:
+            return None
+        if not set(map(type, queue_id)) <= {int} or not set(map(type, flag)) <= {int}:
+            return None
+        try:
+            qids = np.array(queue_id, dtype=np.int64)
+            flg = np.array(flag, dtype=np.int64)
+        except (TypeError, ValueError, OverflowError):
+            return None
+        if qids.shape != (n,) or flg.shape != (n,):
+            return None
+        if n and (int(qids.min()) < 0 or int(qids.max()) >= _INT32 or int(flg.min()) < -_INT32
+                  or int(flg.max()) >= _INT32):
+            return None
+        uniq_checked = [u for u in uniq_key if u is not None]
+        for u in uniq_checked:
+            _check_text("uniq_key", u)
+        eng = self._engine
+        now = eng.config.now()
+        missing = n - len(uniq_checked)
+        if missing == n:
+            uniqs = self._uniq.next_many(now, n)
+        else:
+            generated = iter(self._uniq.next_many(now, missing))
+            uniqs = [next(generated) if u is None else u for u in uniq_key]
+        props_text = self._props_column(keys, tags, uniqs, now)
+        joined = "".join(props_text)
+        props_buf = joined.encode("utf-8")
+        if len(props_buf) == len(joined):  # ASCII: byte lengths are the text lengths
+            props_len = np.fromiter(map(len, props_text), np.int64, n)
+        else:
+            props_len = np.fromiter((len(p.encode("utf-8")) for p in props_text), np.int64, n)
+        if born_timestamp.count(None) == n:
+            born = np.full(n, now, np.int64)
+        else:
+            born = np.array([now if b is None else int(b) for b in born_timestamp], dtype=np.int64)
+        if len(names) == 1:
+            first = next(iter(names.values()))
+            topics_buf, topic_off = first[1:], np.zeros(n, np.int64)
+            topic_len = np.full(n, len(first) - 1, np.int64)
+        else:
+            tfs = list(map(names.__getitem__, topic))
+            topics_buf = b"".join(tf[1:] for tf in tfs)
+            topic_len = np.fromiter((len(tf) - 1 for tf in tfs), np.int64, n)
+            topic_off = np.cumsum(topic_len) - topic_len
+        body_len = np.fromiter(map(len, body), np.int64, n)
+        host = np.zeros(20, np.uint8)
+        host[:4] = np.frombuffer(self._store_host_b[:4], np.uint8)
+        host[16:] = np.frombuffer(self._store_host_b[4:], np.uint8)
+        zeros = np.zeros(n, np.int64)
+        cols = RecordColumns(
+            bodies=np.frombuffer(b"".join(body), np.uint8), body_off=np.cumsum(body_len) - body_len, body_len=body_len,
+            body_crc=np.fromiter(map(zlib.crc32, body), np.int64, n) & 0x7FFFFFFF,
+            topics=np.frombuffer(topics_buf, np.uint8), topic_off=topic_off, topic_len=topic_len,
+            props=np.frombuffer(props_buf, np.uint8), props_off=np.cumsum(props_len) - props_len,
+            props_len=props_len, v2=np.zeros(n, np.bool_), queue_id=qids, flag=flg, queue_offset=zeros,
+            sys_flag=zeros, born_ts=born, born_hosts=np.tile(host, (n, 1)), born_v6=np.zeros(n, np.bool_),
+            store_host=host, store_v6=False, reconsume=zeros, prepared=zeros,
+        )
+        offsets, sizes, qo, ts = eng.append_columns(cols, topic)
+        return PutBatchResult(offsets, qo, sizes, ts, uniqs, self._msgid_prefix)
+
     def put_batch(self, messages: Iterable[Mapping[str, Any]]) -> list[PutResult]:
         """Append many messages under one lock (each a mapping of :meth:`put`'s arguments)."""
+        self._engine.check_open()
+        msgs = messages if isinstance(messages, list) else list(messages)
+        if msgs and self._fast_ok and set(map(type, msgs)) == {dict} and all(map(_FAST_FIELDS.issuperset, msgs)):
+            try:
+                topic = [m["topic"] for m in msgs]
+                body = [m["body"] for m in msgs]
+            except KeyError:
+                topic = None  # type: ignore[assignment]
+            odd = [m for m in msgs if "properties" in m or "born_host" in m or "sys_flag" in m]
+            if topic is not None and not any(m.get("properties") or m.get("born_host") is not None
+                                             or m.get("sys_flag") for m in odd):
+                res = self._put_fast(
+                    topic, body, [m.get("queue_id", 0) for m in msgs], [m.get("keys") for m in msgs],
+                    [m.get("tags") for m in msgs], [m.get("uniq_key") for m in msgs], [m.get("flag", 0) for m in msgs],
+                    [m.get("born_timestamp") for m in msgs])
+                if res is not None:
+                    return res.to_list()
+        return self._put_records(msgs)
+
+    def _put_records(self, messages: Iterable[Mapping[str, Any]]) -> list[PutResult]:
+        """The general put path: one :class:`MessageRecord` per message."""
         self._engine.check_open()
         now = self._engine.config.now()
         records = []
@@ -381,60 +681,6 @@ class MessageStore:
                 found.append(Message.from_record(rec))
         found.sort(key=lambda m: (m.store_timestamp, m.commit_log_offset), reverse=True)
         yield from found[:max_num] if max_num is not None else found
-
-    def query_offsets_many(self, topic: str, keys: Sequence[str], max_num: int = 64, begin: int = 0,
-                           end: int = LONG_MAX) -> list[list[int]]:
-        """:meth:`query_offsets_broker` for many keys at once (vectorised chain walk): one list of
-        candidate offsets per key, newest first, hash collisions included, broker cap applied."""
-        validate_topic(topic)
-        keys = list(keys)
-        if any(not isinstance(k, str) for k in keys):
-            raise InvalidKeyError("keys must be strings")
-        self._sync()
-        cap = self._engine.config.max_msgs_num_batch
-        limit = min(max_num, cap) if cap is not None else max_num
-        if limit <= 0:
-            return [[] for _ in keys]
-        res = self._engine.index.candidates_many(topic, keys, int(begin), int(end), max_num=limit, widen=False)
-        return [r.tolist() for r in res]
-
-    def query_by_keys(self, topic: str, keys: Sequence[str], begin: int | None = None, end: int | None = None,
-                      max_num: int | None = None) -> dict[str, list[Message]]:
-        """:meth:`query_by_key` for many keys of ``topic`` at once: ``{key: messages}`` (newest
-        first, exact key and time checks, no cap unless ``max_num`` per key).  The index chains of
-        all keys are walked in one vectorised pass per IndexFile; each candidate record is read
-        once even when several keys point at it."""
-        validate_topic(topic)
-        keys = list(dict.fromkeys(keys))
-        if any(not isinstance(k, str) or not k for k in keys):
-            raise InvalidKeyError("every key must be a non-empty string")
-        b = 0 if begin is None else int(begin)
-        e = LONG_MAX if end is None else int(end)
-        if max_num is not None and max_num <= 0:
-            raise InvalidArgumentError("max_num must be positive")
-        self._sync()
-        cands = self._engine.index.candidates_many(topic, keys, b, e)
-        min_off = self._engine.commit_log.min_offset
-        cache: dict[int, MessageRecord | None] = {}
-        out: dict[str, list[Message]] = {}
-        for key, offs in zip(keys, cands, strict=True):
-            found: list[Message] = []
-            for off in dict.fromkeys(offs.tolist()):
-                if off < min_off:
-                    continue
-                if off not in cache:
-                    try:
-                        cache[off] = self._engine.commit_log.read_record(off)
-                    except OffsetOutOfRangeError:
-                        cache[off] = None
-                rec = cache[off]
-                if rec is None or rec.topic != topic or not b <= rec.store_timestamp <= e:
-                    continue
-                if key in split_keys(rec.keys) or rec.uniq_key == key:
-                    found.append(Message.from_record(rec))
-            found.sort(key=lambda m: (m.store_timestamp, m.commit_log_offset), reverse=True)
-            out[key] = found[:max_num] if max_num is not None else found
-        return out
 
     # ------------------------------------------------------------------ maintenance
     def delete_expired(self, *, force: bool = False) -> int:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,6 +28,8 @@ from mqstore.kernels.rocketmq_scan import STOP_BLANK, STOP_LIMIT, DispatchBatch,
 from mqstore.storage.mapped import MappedFile, MappedFileQueue
 
 DEFAULT_COMMIT_LOG_FILE_SIZE = 1024 * 1024 * 1024
+WARM_AHEAD_BYTES = 64 << 20  # how far ahead of the write position warm_ahead() populates pages
+_MADV_POPULATE_WRITE = 23  # Linux >= 5.14
 
 
 @dataclass(slots=True)
@@ -48,6 +50,7 @@ class CommitLog:
         self.file_size = file_size
         self.queue = MappedFileQueue(self.directory, file_size, read_only=read_only)
         self.read_only = read_only
+        self._warmed = (-1, 0)  # (segment start offset, position populated up to)
 
     def load(self) -> None:
         self.queue.load()
@@ -103,6 +106,59 @@ class CommitLog:
                 i += 1
             mf.append(chunk)
         return offsets
+
+    def append_encoded(self, sizes: np.ndarray, write: EncodeInto) -> np.ndarray:
+        """Append records of the given sizes written in place by ``write(segment array, pos, lo,
+        hi, physical offsets)`` (records ``lo:hi`` back to back from ``pos``; returns the end
+        position), once per segment they land in.  Same end-of-segment rule as
+        :meth:`append_records`.  Returns the physical offset of each record."""
+        n = int(sizes.shape[0])
+        offsets = np.empty(n, np.int64)
+        if n and int(sizes.max()) + BLANK_RECORD_SIZE > self.file_size:
+            raise MessageTooLargeError(
+                f"record of {int(sizes.max())} bytes does not fit in a CommitLog segment of {self.file_size} bytes"
+            )
+        i = 0
+        while i < n:
+            mf = self.queue.get_last_or_create(0)
+            pos = mf.wrote_position
+            space = self.file_size - pos
+            cum = np.cumsum(sizes[i:])
+            k = int(np.searchsorted(cum, space - BLANK_RECORD_SIZE, side="right"))
+            if k == 0:
+                mf.write_at(pos, encode_blank(space))
+                mf.wrote_position = self.file_size
+                continue
+            offsets[i : i + k] = mf.file_from_offset + pos + cum[:k] - sizes[i : i + k]
+            end = write(mf.array, pos, i, i + k, offsets)
+            if end != pos + int(cum[k - 1]):
+                raise CorruptDataError(f"encoded {end - pos} bytes, expected {int(cum[k - 1])}", path=str(mf.path))
+            mf.wrote_position = end
+            i += k
+        return offsets
+
+    def warm_ahead(self, ahead: int = WARM_AHEAD_BYTES) -> int:
+        """Populate the page tables of the last segment up to ``ahead`` bytes past the write
+        position (``MADV_POPULATE_WRITE``; the broker's "warm mapped file"), so that appends do
+        not stop on page faults.  Meant for a background thread: the call releases the GIL.
+        Changes no byte of the file.  Returns the number of bytes populated (0 where the kernel
+        cannot do it)."""
+        if self.read_only or _madvise is None:
+            return 0
+        mf = self.queue.last()
+        if mf is None or mf.wrote_position >= mf.file_size:
+            return 0
+        seg, done = self._warmed
+        start = max(done if seg == mf.file_from_offset else 0, mf.wrote_position) // 4096 * 4096
+        end = min(mf.file_size, mf.wrote_position + ahead)
+        if end - start < (1 << 20) and end < mf.file_size:
+            return 0
+        if end <= start:
+            return 0
+        if not _madvise(mf.array.ctypes.data + start, end - start, _MADV_POPULATE_WRITE):
+            return 0
+        self._warmed = (mf.file_from_offset, end)
+        return end - start
 
     # ------------------------------------------------------------------ read
     def segment_for(self, offset: int) -> MappedFile:
@@ -169,53 +225,6 @@ class CommitLog:
                 offset = batch.next_offset
             else:
                 return
-
-    def scan_bounded(self, start: int, end: int | None = None, *, check_crc: bool = False,
-                     batch_records: int = 1 << 18, skip_length_mismatch: bool = True,
-                     release_pages: bool = True, read_ahead: bool = True) -> Iterator[DispatchBatch]:
-        """The batches of :meth:`scan` with ``max_records=batch_records``, for bulk consumers (the
-        offline rebuild).  The next batch is scanned in a worker thread while the caller consumes
-        the current one (the scan kernel releases the GIL), and the mapped CommitLog pages behind
-        a consumed batch are dropped from this process (``MADV_DONTNEED``: the page cache keeps
-        them), so the resident memory does not grow with the CommitLog size."""
-        batches = self.scan(start, end, check_crc=check_crc, max_records=max(1, batch_records),
-                            skip_length_mismatch=skip_length_mismatch)
-        released = max(start, self.min_offset)
-        if not read_ahead:
-            for batch in batches:
-                yield batch
-                if release_pages:
-                    released = self._release_pages(released, batch.next_offset)
-            return
-        from concurrent.futures import ThreadPoolExecutor
-
-        with ThreadPoolExecutor(1, thread_name_prefix="mqstore-scan") as pool:
-            pending = pool.submit(next, batches, None)
-            while True:
-                batch = pending.result()
-                if batch is None:
-                    return
-                pending = pool.submit(next, batches, None)
-                yield batch
-                if release_pages:
-                    released = self._release_pages(released, batch.next_offset)
-
-    def _release_pages(self, start: int, end: int) -> int:
-        """Drop the whole mapped pages of [start, end) from this process; returns the new start."""
-        import mmap
-
-        page = mmap.PAGESIZE
-        for mf in list(self.queue.files):
-            a = max(start, mf.file_from_offset) - mf.file_from_offset
-            b = min(end, mf.end_offset) - mf.file_from_offset
-            a -= a % page
-            b -= b % page
-            if b > a and mf._mm is not None:
-                try:
-                    mf._mm.madvise(mmap.MADV_DONTNEED, a, b - a)
-                except (OSError, ValueError):  # pragma: no cover - advice only
-                    pass
-        return max(start, end - end % page)
 
     # ------------------------------------------------------------------ recovery (spec §6.3)
     def _first_record_ok(self, mf: MappedFile, check_crc: bool) -> MessageRecord | None:
@@ -307,7 +316,35 @@ class EncodeAt:  # typing helper (a callable protocol)
     def __call__(self, i: int, physical_offset: int) -> bytes: ...
 
 
+class EncodeInto:  # typing helper (a callable protocol)
+    def __call__(self, out: np.ndarray, pos: int, lo: int, hi: int, physical_offsets: np.ndarray) -> int: ...
+
+
 _libc = None
+
+
+def _load_madvise() -> Callable[[int, int, int], bool] | None:
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        fn = libc.madvise
+    except (OSError, AttributeError):
+        return None
+    fn.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    fn.restype = ctypes.c_int
+    state = {"ok": True}
+
+    def call(addr: int, length: int, advice: int) -> bool:
+        if not state["ok"]:
+            return False
+        if fn(addr, length, advice) != 0:
+            state["ok"] = False  # unsupported here (old kernel): stop trying
+            return False
+        return True
+
+    return call
+
+
+_madvise = _load_madvise()
 
 
 def _used_bytes(mf: MappedFile, pos: int) -> int:

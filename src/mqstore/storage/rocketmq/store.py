@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import fcntl
 import os
+import struct
 import threading
 import time
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,13 +30,17 @@ from mqstore.errors import (
     StoreNotFoundError,
 )
 from mqstore.formats.rocketmq.record import (
+    MAGIC_V1,
+    RECORD_SLACK,
     TRANSACTION_MASK,
     TRANSACTION_PREPARED_TYPE,
     TRANSACTION_ROLLBACK_TYPE,
     MessageRecord,
+    encode_blank,
     encode_record,
     record_length,
 )
+from mqstore.kernels.rocketmq_put import RecordColumns, encode_records_into
 from mqstore.kernels.rocketmq_scan import DispatchBatch
 from mqstore.storage.mapped import ensure_inside
 from mqstore.storage.rocketmq.checkpoint import StoreCheckpoint
@@ -45,6 +51,14 @@ from mqstore.storage.rocketmq.dispatch import IndexWriters
 from mqstore.storage.rocketmq.index import IndexService
 
 OS_PAGE = 4096
+# The reput service is woken by a put only once this much is pending; otherwise it wakes on its
+# own every REPUT_INTERVAL_S and dispatches what accumulated as one batch (readers dispatch
+# before reading, so they never see less than what was put).
+REPUT_WAKE_BYTES = 1 << 20
+REPUT_INTERVAL_S = 0.01
+# The fixed part of a magic-v1 record with IPv4 hosts, up to and including BODYLENGTH.
+_HEAD_V1_V4 = struct.Struct(">iiiiiqqiq8sq8siqi")
+_SHORT = struct.Struct(">h")
 _LOCKED_STORES: set[str] = set()
 _LOCKED_GUARD = threading.Lock()
 
@@ -251,13 +265,129 @@ class RocketMQStore:
 
             offsets = self.commit_log.append_records(sizes, encode_at)  # type: ignore[arg-type]
             self.queue_offsets.update(pending)
-            self._last_put_ts = now
             end = offsets[-1] + sizes[-1] if offsets else self.commit_log.max_offset
-            self._ts_of_offset.append((end, now))
+            self._note_put(end, now)
         if cfg.flush_disk_type == FLUSH_SYNC:
             self.flush_commit_log(0)
-        self._wake.set()
+        self._maybe_wake()
         return [AppendResult(o, s, q, now) for o, s, q in zip(offsets, sizes, assigned, strict=True)]
+
+    def _maybe_wake(self) -> None:
+        if self.config.flush_disk_type == FLUSH_SYNC or (
+                self.commit_log.max_offset - self.reput_from_offset >= REPUT_WAKE_BYTES):
+            self._wake.set()
+
+    def _note_put(self, end: int, now: int) -> None:
+        """Remember the store time of the data up to ``end`` for the checkpoint (under the put lock)."""
+        self._last_put_ts = now
+        tl = self._ts_of_offset
+        if tl and tl[-1][1] == now:
+            tl[-1] = (end, now)
+        else:
+            tl.append((end, now))
+
+    def append_one(self, topic: str, topic_field: bytes, body: bytes, props: bytes, queue_id: int, flag: int,
+                   born_timestamp: int | None, born_host: bytes, store_host: bytes) -> AppendResult:
+        """The single-message fast path of :meth:`append` for the common record shape: magic v1
+        (``topic_field`` is the length byte and the topic), IPv4 hosts (8 bytes each), SYSFLAG 0,
+        no property CRC.  Same bytes, checks, offsets and durability as :meth:`append`."""
+        self._check_writable()
+        cfg = self.config
+        size = 90 + len(body) + len(topic_field) + len(props)  # 88 bytes of head, 2 of props length
+        if len(body) > cfg.max_message_size or len(props) > 32767 or size > cfg.max_message_size + RECORD_SLACK \
+                or size + 8 > cfg.commit_log_file_size:
+            self._check_sizes([MessageRecord(topic=topic, body=body, properties_text=props.decode("utf-8"))], [size])
+        crc = zlib.crc32(body) & 0x7FFFFFFF
+        cl = self.commit_log
+        with self._put_lock:
+            now = cfg.now()
+            key = (topic, queue_id)
+            qo = self.queue_offsets.get(key, 0)
+            mf = cl.queue.last()
+            if mf is None or mf.wrote_position >= mf.file_size:
+                mf = cl.queue.get_last_or_create(0)
+            pos = mf.wrote_position
+            if pos + size + 8 > mf.file_size:  # end-of-segment rule: blank the rest, roll
+                mf.write_at(pos, encode_blank(mf.file_size - pos))
+                mf.wrote_position = mf.file_size
+                mf = cl.queue.get_last_or_create(0)
+                pos = mf.wrote_position
+            phys = mf.file_from_offset + pos
+            mf.mm[pos : pos + size] = b"".join((
+                _HEAD_V1_V4.pack(size, MAGIC_V1, crc, queue_id, flag, qo, phys, 0,
+                                 now if born_timestamp is None else born_timestamp, born_host, now, store_host,
+                                 0, 0, len(body)),
+                body, topic_field, _SHORT.pack(len(props)), props))
+            mf.wrote_position = pos + size
+            self.queue_offsets[key] = qo + 1
+            self._note_put(phys + size, now)
+        if cfg.flush_disk_type == FLUSH_SYNC:
+            self.flush_commit_log(0)
+            self._wake.set()
+        elif phys + size - self.reput_from_offset >= REPUT_WAKE_BYTES:
+            self._wake.set()
+        return AppendResult(phys, size, qo, now)
+
+    def append_columns(self, cols: RecordColumns, topics: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+        """Append many records given as columns (``topics``: the topic of each record, for the
+        queue offsets): sizes, checks and queue offsets vectorised, the bytes encoded by one
+        compiled pass per CommitLog segment straight into the mapping.  All or nothing: a batch
+        with a bad record raises before anything is written.  Returns ``(commit log offsets,
+        sizes, queue offsets, store timestamp)``."""
+        self._check_writable()
+        cfg = self.config
+        n = len(cols)
+        sizes = cols.sizes()
+        if n and (int(cols.body_len.max()) > cfg.max_message_size or int(cols.props_len.max()) > 32767
+                  or int(sizes.max()) > min(cfg.max_message_size + RECORD_SLACK, cfg.commit_log_file_size - 8)):
+            bad = int(np.flatnonzero((cols.body_len > cfg.max_message_size) | (cols.props_len > 32767)
+                                     | (sizes > cfg.max_message_size + RECORD_SLACK)
+                                     | (sizes + 8 > cfg.commit_log_file_size))[0])
+            o = int(cols.props_off[bad])
+            props_text = bytes(cols.props[o : o + int(cols.props_len[bad])]).decode("utf-8", "replace")
+            self._check_sizes([MessageRecord(topic=topics[bad], body=b"\0" * int(cols.body_len[bad]),
+                                             properties_text=props_text)], [int(sizes[bad])])
+        with self._put_lock:
+            now = cfg.now()
+            qo, updates = self._assign_queue_offsets(topics, cols.queue_id, cols.sys_flag)
+            cols.queue_offset = qo
+
+            def write(out: np.ndarray, pos: int, lo: int, hi: int, phys: np.ndarray) -> int:
+                return encode_records_into(out, pos, cols, lo, hi, sizes, phys, now)
+
+            offsets = self.commit_log.append_encoded(sizes, write)
+            self.queue_offsets.update(updates)
+            if n:
+                self._note_put(int(offsets[-1] + sizes[-1]), now)
+        if cfg.flush_disk_type == FLUSH_SYNC:
+            self.flush_commit_log(0)
+        self._maybe_wake()
+        return offsets, sizes, qo, now
+
+    def _assign_queue_offsets(self, topics: list[str], queue_ids: np.ndarray,
+                              sys_flags: np.ndarray) -> tuple[np.ndarray, dict[tuple[str, int], int]]:
+        """Consecutive queue offsets per (topic, queue) in batch order, vectorised; prepared and
+        rolled-back transaction records get 0 and take no offset (as :meth:`append`)."""
+        n = len(topics)
+        out = np.zeros(n, np.int64)
+        tx = sys_flags & TRANSACTION_MASK
+        takes = (tx != TRANSACTION_PREPARED_TYPE) & (tx != TRANSACTION_ROLLBACK_TYPE)
+        names = list(dict.fromkeys(topics))
+        if len(names) == 1:
+            codes = queue_ids.astype(np.int64)
+        else:
+            tid = {t: i for i, t in enumerate(names)}
+            codes = (np.fromiter(map(tid.__getitem__, topics), np.int64, n) << 32) | queue_ids.astype(np.int64)
+        idx = np.flatnonzero(takes)
+        uniq, inv, counts = np.unique(codes[idx], return_inverse=True, return_counts=True)
+        order = np.argsort(inv, kind="stable")
+        starts = np.cumsum(counts) - counts
+        rank = np.empty(len(idx), np.int64)
+        rank[order] = np.arange(len(idx), dtype=np.int64) - starts[inv[order]]
+        keys = [(names[int(c) >> 32], int(c) & 0xFFFFFFFF) for c in uniq.tolist()]
+        base = np.array([self.queue_offsets.get(k, 0) for k in keys], dtype=np.int64)
+        out[idx] = base[inv] + rank
+        return out, {k: int(b + c) for k, b, c in zip(keys, base.tolist(), counts.tolist(), strict=True)}
 
     def _check_sizes(self, records: list[MessageRecord], sizes: list[int]) -> None:
         """Refuse the whole batch before anything is written (a batch is all or nothing)."""
@@ -420,11 +550,13 @@ class RocketMQStore:
 
     def _reput_loop(self) -> None:
         while not self._stop.is_set():
-            self._wake.wait(0.05)
+            self._wake.wait(REPUT_INTERVAL_S)
             self._wake.clear()
             if self._stop.is_set():
                 break
             self.dispatch_pending()
+            if self.config.flush_disk_type != FLUSH_SYNC:
+                self.commit_log.warm_ahead()
 
     def _flush_loop(self) -> None:
         cfg = self.config

@@ -1,0 +1,272 @@
+"""The fast put paths (single ``put``, ``put_batch``, ``put_columns``) against the general
+record-by-record path, and the compiled batch encoder against the record codec, byte for byte."""
+
+from __future__ import annotations
+
+import datetime as dt
+import struct
+import zlib
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mqstore import MessageStore, StoreConfig
+from mqstore.api.rocketmq import PutBatchResult, PutResult, _UniqKeyGenerator
+from mqstore.errors import InvalidArgumentError, InvalidKeyError, InvalidTopicError, MessageTooLargeError
+from mqstore.formats.rocketmq.record import (
+    BORNHOST_V6_FLAG,
+    STOREHOST_V6_FLAG,
+    TRANSACTION_PREPARED_TYPE,
+    TRANSACTION_ROLLBACK_TYPE,
+    Host,
+)
+from mqstore.kernels.rocketmq_put import RecordColumns, encode_records_into, encode_records_py
+
+SMALL = dict(commit_log_file_size=16384, consume_queue_file_size=320, hash_slot_num=100, index_num=400,
+             background_services=False, clock=lambda: 1_700_000_000_123)
+
+
+# ----------------------------------------------------------------------------- kernel twin
+def _host_row(h: Host) -> np.ndarray:
+    raw = h.to_bytes()
+    row = np.zeros(20, np.uint8)
+    row[: len(raw) - 4] = np.frombuffer(raw[:-4], np.uint8)
+    row[16:] = np.frombuffer(raw[-4:], np.uint8)
+    return row
+
+
+def _columns(msgs: list[dict[str, Any]], store: Host) -> RecordColumns:
+    n = len(msgs)
+
+    def buf(parts: list[bytes]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        ln = np.array([len(p) for p in parts], np.int64)
+        return np.frombuffer(b"".join(parts) or b"\0", np.uint8), np.cumsum(ln) - ln, ln
+
+    bodies, boff, blen = buf([m["body"] for m in msgs])
+    topics, toff, tlen = buf([m["topic"].encode() for m in msgs])
+    props, poff, plen = buf([m["props"].encode() for m in msgs])
+    born = [m["born"] for m in msgs]
+    born_v6 = np.array([h.is_v6 for h in born], np.bool_)
+    sys_flag = np.array([m["sys_flag"] for m in msgs], np.int64) & ~(BORNHOST_V6_FLAG | STOREHOST_V6_FLAG)
+    sys_flag |= np.where(born_v6, BORNHOST_V6_FLAG, 0) | (STOREHOST_V6_FLAG if store.is_v6 else 0)
+    return RecordColumns(
+        bodies=bodies, body_off=boff, body_len=blen,
+        body_crc=np.array([zlib.crc32(m["body"]) & 0x7FFFFFFF for m in msgs], np.int64),
+        topics=topics, topic_off=toff, topic_len=tlen, props=props, props_off=poff, props_len=plen,
+        v2=np.array([m["v2"] for m in msgs], np.bool_), queue_id=np.array([m["qid"] for m in msgs], np.int64),
+        flag=np.array([m["flag"] for m in msgs], np.int64), queue_offset=np.array([m["qo"] for m in msgs], np.int64),
+        sys_flag=sys_flag, born_ts=np.array([m["born_ts"] for m in msgs], np.int64),
+        born_hosts=np.array([_host_row(h) for h in born], np.uint8).reshape(n, 20), born_v6=born_v6,
+        store_host=_host_row(store), store_v6=store.is_v6,
+        reconsume=np.array([m["reconsume"] for m in msgs], np.int64),
+        prepared=np.array([m["prepared"] for m in msgs], np.int64),
+    )
+
+
+hosts = st.sampled_from([Host("127.0.0.1", 10911), Host("10.1.2.3", 0), Host.parse("[::1]:9876"),
+                         Host.parse("[fe80::1:2]:65535")])
+message = st.fixed_dictionaries({
+    "body": st.binary(max_size=300),
+    "topic": st.text(st.sampled_from("abcXYZ_-%|09"), min_size=1, max_size=140),
+    "props": st.text(max_size=60),
+    "v2": st.booleans(),
+    "qid": st.integers(0, 2**31 - 1),
+    "flag": st.integers(-(2**31), 2**31 - 1),
+    "qo": st.integers(0, 2**62),
+    "sys_flag": st.integers(0, 0xFF),
+    "born_ts": st.integers(-(2**40), 2**62),
+    "born": hosts,
+    "reconsume": st.integers(0, 2**31 - 1),
+    "prepared": st.integers(0, 2**62),
+})
+
+
+@given(st.lists(message, min_size=1, max_size=12), hosts, st.integers(0, 2**50), st.integers(0, 2**42))
+@settings(max_examples=150, deadline=None)
+def test_kernel_equals_record_codec(msgs: list[dict[str, Any]], store: Host, base: int, store_ts: int) -> None:
+    for m in msgs:
+        m["v2"] = m["v2"] or len(m["topic"]) > 127
+    cols = _columns(msgs, store)
+    sizes = cols.sizes()
+    phys = base + np.cumsum(sizes) - sizes
+    want = encode_records_py(cols, 0, len(msgs), phys, store_ts)
+    out = np.full(int(sizes.sum()) + 16, 0xEE, np.uint8)
+    end = encode_records_into(out, 8, cols, 0, len(msgs), sizes, phys, store_ts)
+    assert end == 8 + len(want) == 8 + int(sizes.sum())
+    assert out[8:end].tobytes() == want
+    assert (out[:8] == 0xEE).all() and (out[end:] == 0xEE).all()
+    # a sub-range lands at its own position
+    if len(msgs) > 2:
+        out2 = np.zeros(int(sizes[1:].sum()), np.uint8)
+        encode_records_into(out2, 0, cols, 1, len(msgs), sizes, phys, store_ts)
+        assert out2.tobytes() == encode_records_py(cols, 1, len(msgs), phys, store_ts)
+
+
+# ----------------------------------------------------------------------------- store paths
+def _messages(n: int) -> list[dict[str, Any]]:
+    out = []
+    for i in range(n):
+        m: dict[str, Any] = {"topic": ("TopicA", "TopicB", "T" * 120)[i % 3], "body": bytes([i % 251]) * (50 + 37 * i % 900),
+                             "queue_id": i % 4, "uniq_key": f"{i:032X}", "born_timestamp": 1_700_000_000_000 + i}
+        if i % 5:
+            m["keys"] = [f"k{i}", f"key-{i % 7}"] if i % 2 else f"k{i} key-{i % 7}"
+        if i % 3:
+            m["tags"] = f"Tag{i % 4}"
+        if i % 11 == 0:
+            m["flag"] = -5
+        out.append(m)
+    return out
+
+
+def _commitlog(root: Path) -> bytes:
+    return b"".join(p.read_bytes() for p in sorted((root / "commitlog").iterdir()))
+
+
+def _results_equal(a: list[PutResult], b: list[PutResult]) -> None:
+    assert [(r.commit_log_offset, r.queue_offset, r.size, r.msg_id, r.uniq_key, r.store_timestamp) for r in a] == [
+        (r.commit_log_offset, r.queue_offset, r.size, r.msg_id, r.uniq_key, r.store_timestamp) for r in b]
+
+
+def test_all_put_paths_write_the_same_bytes(tmp_path: Path) -> None:
+    msgs = _messages(120)  # ~60 KiB over 16 KiB segments: several rolls with blank fillers
+    paths = {}
+    with MessageStore.open(tmp_path / "general", StoreConfig(**SMALL)) as s:
+        ref = [s._put_records([m])[0] for m in msgs]
+    with MessageStore.open(tmp_path / "single", StoreConfig(**SMALL)) as s:
+        _results_equal([s.put(**m) for m in msgs], ref)
+    with MessageStore.open(tmp_path / "batch", StoreConfig(**SMALL)) as s:
+        _results_equal(s.put_batch(msgs[:50]) + s.put_batch(msgs[50:]), ref)
+    with MessageStore.open(tmp_path / "columns", StoreConfig(**SMALL)) as s:
+        res = s.put_columns([m["topic"] for m in msgs], [m["body"] for m in msgs], [m["queue_id"] for m in msgs],
+                            keys=[m.get("keys") for m in msgs], tags=[m.get("tags") for m in msgs],
+                            uniq_keys=[m["uniq_key"] for m in msgs], flags=[m.get("flag", 0) for m in msgs],
+                            born_timestamps=np.array([m["born_timestamp"] for m in msgs]))
+        assert isinstance(res, PutBatchResult) and len(res) == len(msgs)
+        _results_equal(list(res), ref)
+        _results_equal([res[i] for i in range(len(res))], ref)
+        assert res.msg_ids == [r.msg_id for r in ref]
+    for name in ("general", "single", "batch", "columns"):
+        paths[name] = _commitlog(tmp_path / name)
+    assert len(set(paths.values())) == 1
+    # and the derived files agree too (dispatch of the same CommitLog)
+    for name in ("single", "batch", "columns"):
+        for sub in ("consumequeue", "index"):
+            a = sorted(p.relative_to(tmp_path / name) for p in (tmp_path / name / sub).rglob("*") if p.is_file())
+            b = sorted(p.relative_to(tmp_path / "general") for p in (tmp_path / "general" / sub).rglob("*") if p.is_file())
+            assert a == b
+            for rel in a:
+                assert (tmp_path / name / rel).read_bytes() == (tmp_path / "general" / rel).read_bytes(), rel
+
+
+def test_columns_read_back_and_query(tmp_path: Path) -> None:
+    with MessageStore.open(tmp_path, StoreConfig(**SMALL)) as s:
+        s.put("Orders", b"first", keys="a0")
+        res = s.put_columns("Orders", [b"x" * i for i in range(1, 40)], [i % 2 for i in range(39)],
+                            keys=[f"a{i} b{i % 3}" for i in range(1, 40)], tags="T1")
+        assert res.queue_offset.tolist() == [1 + i // 2 if i % 2 == 0 else i // 2 for i in range(39)]
+        assert len(set(res.uniq_keys)) == 39 and all(len(u) == 32 for u in res.uniq_keys)  # type: ignore[arg-type]
+        got = s.get("Orders", 1, 0, max_count=100)
+        assert [m.body for m in got] == [b"x" * i for i in range(2, 40, 2)]
+        assert [m.uniq_key for m in got] == res.uniq_keys[1::2]
+        assert {m.body for m in s.query_by_key("Orders", "b1")} == {b"x" * i for i in range(1, 40) if i % 3 == 1}
+        m = s.get_by_msg_id(res[5].msg_id)
+        assert (m.body, m.tags, m.keys, m.store_timestamp) == (b"x" * 6, "T1", ["a6", "b0"], res.store_timestamp)
+        assert len(s.put_columns("Orders", [])) == 0
+
+
+def test_batches_are_all_or_nothing(tmp_path: Path) -> None:
+    with MessageStore.open(tmp_path, StoreConfig(**SMALL)) as s:
+        s.put("T", b"ok")
+        end = s.engine.commit_log.max_offset
+        with pytest.raises(MessageTooLargeError):
+            s.put_columns("T", [b"a", b"b" * 20000, b"c"])
+        with pytest.raises(InvalidKeyError):
+            s.put_columns("T", [b"a", b"b"], keys=["fine", "bad\x02key"])
+        with pytest.raises(InvalidKeyError):
+            s.put_batch([{"topic": "T", "body": b"a"}, {"topic": "T", "body": b"b", "keys": ["two words"]}])
+        with pytest.raises(InvalidTopicError):
+            s.put_columns(["T", "bad topic"], [b"a", b"b"])
+        with pytest.raises(InvalidArgumentError):
+            s.put_columns("T", [b"a", b"b"], [0, 1, 2])
+        with pytest.raises(InvalidArgumentError):
+            s.put_columns("T", [b"a", "text"])  # type: ignore[list-item]
+        with pytest.raises(InvalidArgumentError):
+            s.put_columns("T", [b"a"], [-1])
+        assert s.engine.commit_log.max_offset == end
+        assert s.max_offset("T", 0) == 1
+
+
+def test_general_shapes_still_take_the_general_path(tmp_path: Path) -> None:
+    """Properties, born hosts and transaction flags go through the record codec; mixed in a
+    batch they still get consecutive offsets and the right bytes."""
+    with MessageStore.open(tmp_path, StoreConfig(**SMALL)) as s:
+        out = s.put_batch([
+            {"topic": "T", "body": b"1", "keys": "a"},
+            {"topic": "T", "body": b"2", "properties": {"color": "red"}},
+            {"topic": "T", "body": b"3", "born_host": "[::1]:5"},
+            {"topic": "T", "body": b"4", "sys_flag": TRANSACTION_PREPARED_TYPE},
+            {"topic": "T", "body": b"5"},
+        ])
+        assert [r.queue_offset for r in out] == [0, 1, 2, 0, 3]
+        got = s.get("T", 0, 0, max_count=10)
+        assert [m.body for m in got] == [b"1", b"2", b"3", b"5"]
+        assert got[1].properties["color"] == "red" and got[2].born_host.startswith("[0000:")
+        r = s.put("T", b"6", properties={"x": "y"}, keys="z")
+        assert s.get_by_msg_id(r.msg_id).properties["x"] == "y" and r.queue_offset == 4
+
+
+def test_vectorised_queue_offsets_match_sequential_rule(tmp_path: Path) -> None:
+    rng = np.random.default_rng(7)
+    with MessageStore.open(tmp_path, StoreConfig(**SMALL)) as s:
+        eng = s.engine
+        eng.queue_offsets.update({("A", 1): 10, ("B", 0): 3})
+        topics = [("A", "B", "C")[int(x)] for x in rng.integers(0, 3, 500)]
+        qids = rng.integers(0, 3, 500)
+        flags = rng.choice([0, 8, TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE], 500)
+        got, updates = eng._assign_queue_offsets(topics, qids, flags)
+        nxt = dict(eng.queue_offsets)
+        want = []
+        for t, q, f in zip(topics, qids.tolist(), flags.tolist(), strict=True):
+            if f & 0xC in (TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE):
+                want.append(0)
+                continue
+            want.append(nxt.get((t, q), 0))
+            nxt[(t, q)] = want[-1] + 1
+        assert got.tolist() == want
+        assert {k: v for k, v in nxt.items() if k in updates} == updates
+        assert set(nxt) - set(updates) <= set(eng.queue_offsets)
+
+
+def _old_uniq(prefix: bytes, now_ms: int, counter: int) -> str:
+    t = dt.datetime.fromtimestamp(now_ms / 1000, tz=dt.UTC)
+    start = dt.datetime(t.year, t.month, 1, tzinfo=dt.UTC)
+    since = (now_ms - int(start.timestamp() * 1000)) & 0xFFFFFFFF
+    return (prefix + struct.pack(">IH", since, counter)).hex().upper()
+
+
+@pytest.mark.parametrize("now", [1_700_000_000_123, 1_701_388_800_000 - 1, 1_701_388_800_000, 1_704_067_199_999])
+def test_uniq_keys_keep_the_client_format(now: int) -> None:
+    g = _UniqKeyGenerator()
+    g._counter = 65530
+    singles = [g.next(now) for _ in range(4)]
+    assert singles == [_old_uniq(g._prefix, now, c) for c in (65531, 65532, 65533, 65534)]
+    many = g.next_many(now, 5)  # wraps the 16-bit counter
+    assert many == [_old_uniq(g._prefix, now, c) for c in (65535, 0, 1, 2, 3)]
+    assert g.next(now + 40 * 86_400_000) == _old_uniq(g._prefix, now + 40 * 86_400_000, 4)  # next month
+
+
+def test_warm_ahead_populates_without_writing(tmp_path: Path) -> None:
+    with MessageStore.open(tmp_path, StoreConfig(**dict(SMALL, commit_log_file_size=8 << 20))) as s:
+        s.put("T", b"x" * 100)
+        cl = s.engine.commit_log
+        end = cl.max_offset
+        assert cl.warm_ahead(4 << 20) > 0  # Linux >= 5.14 (MADV_POPULATE_WRITE)
+        assert cl.warm_ahead(4 << 20) == 0  # already warm
+        s.put("T", b"y" * 100)
+        assert s.get("T", 0, 1)[0].body == b"y" * 100
+        seg = cl.queue.files[0]
+        assert not seg.array[cl.max_offset:].any() and cl.max_offset > end
