@@ -69,3 +69,287 @@ def first_error_line(message: str) -> str:
 @click.group(name="spark")
 def group() -> None:
     """Spark jobs over both layouts (rebuild indexes, streaming dispatch, query keys, export)."""
+
+
+# ------------------------------------------------------------------------------ rebuild-index
+import pathlib as _pathlib  # noqa: E402
+
+from mqstore.cli import common as _cli_common  # noqa: E402
+
+
+def _rich_progress(enabled: bool) -> Any:
+    """A rich display of the job phases on stderr (tasks done per phase), or None."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+    return Progress("{task.description}", BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                    disable=not enabled, transient=False, console=_stderr_console())
+
+
+def _stderr_console() -> Any:
+    from rich.console import Console
+
+    return Console(stderr=True)
+
+
+def _progress_callback(prog: Any) -> Callable[[str, int, int], None]:
+    tasks: dict[str, Any] = {}
+
+    def update(phase: str, done: int, total: int) -> None:
+        if phase not in tasks:
+            tasks[phase] = prog.add_task(phase, total=None)
+        prog.update(tasks[phase], completed=done, total=total or None)
+
+    return update
+
+
+def _positive_option(name: str, value: int | None, minimum: int = 1) -> None:
+    from mqstore.errors import InvalidArgumentError
+
+    if value is not None and value < minimum:
+        raise InvalidArgumentError(f"{name} must be ≥ {minimum}, got {value}")
+
+
+@group.group(name="rebuild-index")
+def rebuild_index() -> None:
+    """Rebuild index files on Spark, byte-identical to the local rebuild-index commands."""
+
+
+@rebuild_index.command("rocketmq")
+@click.argument("store", type=click.Path(file_okay=False, path_type=_pathlib.Path))
+@click.option("--out", type=click.Path(path_type=_pathlib.Path), required=True,
+              help="Write consumequeue/, index/ and checkpoint here (the store itself: rebuilt in place).")
+@click.option("--slots", type=int, default=None, help="IndexFile hash slots (default: detected, else 5000000).")
+@click.option("--items", type=int, default=None, help="IndexFile items per file (default: detected, else 20000000).")
+@click.option("--cq-file-size", type=int, default=None, help="ConsumeQueue segment size in bytes (default: detected).")
+@click.option("--check-crc", is_flag=True, help="Stop at a record whose body CRC is wrong (as recovery does).")
+@_cli_common.json_option
+@spark_options
+@_cli_common.handle_errors
+@handle_spark_errors
+def rebuild_index_rocketmq(store: _pathlib.Path, out: _pathlib.Path, slots: int | None, items: int | None, cq_file_size: int | None,
+                           check_crc: bool, as_json: bool, master: str, conf: tuple[str, ...]) -> None:
+    """CommitLog → ConsumeQueues, IndexFiles and checkpoint on Spark (same bytes as
+    `mqstore rocketmq rebuild-index`)."""
+    from mqstore.cli.rocketmq import _config
+    from mqstore.spark.rebuild import rebuild_rocketmq
+
+    _positive_option("--slots", slots)
+    _positive_option("--items", items, 2)
+    _positive_option("--cq-file-size", cq_file_size, 20)
+    cfg = _config(store, None, slots, items, cq_file_size)
+    spark = open_session(master, conf, "mqstore rebuild-index rocketmq")
+    with _rich_progress(sys.stderr.isatty() and not as_json) as prog:
+        stats = rebuild_rocketmq(spark, store, out, hash_slot_num=cfg.hash_slot_num, index_num=cfg.index_num,
+                                 cq_file_size=cfg.consume_queue_file_size,
+                                 commit_log_file_size=cfg.commit_log_file_size, check_crc=check_crc,
+                                 progress=_progress_callback(prog))
+    if as_json:
+        click.echo(_cli_common.to_json(stats.as_dict()))
+    else:
+        _cli_common.print_table("rebuilt on Spark", ["messages", "keys", "consume queues", "index files", "CommitLog end",
+                                         "scan tasks", "MB/s", "seconds"],
+                    [(stats.messages, stats.keys, stats.consume_queues, stats.index_files, stats.commit_log_end,
+                      stats.scan_tasks, f"{stats.bytes_scanned / 1e6 / max(stats.seconds, 1e-9):,.1f}",
+                      stats.seconds)])
+    if stats.stop_error:
+        click.echo(f"warning: the CommitLog scan stopped at {stats.commit_log_end}: {stats.stop_error}", err=True)
+
+
+@rebuild_index.command("kafka")
+@click.argument("path", type=click.Path(path_type=_pathlib.Path))
+@click.option("--out", type=click.Path(path_type=_pathlib.Path), required=True,
+              help="Write the indexes here (a log directory's partitions get one sub-directory each).")
+@click.option("--index-interval-bytes", type=int, default=4096, show_default=True, help="index.interval.bytes")
+@click.option("--max-index-bytes", type=int, default=10485760, show_default=True, help="segment.index.bytes")
+@_cli_common.json_option
+@spark_options
+@_cli_common.handle_errors
+@handle_spark_errors
+def rebuild_index_kafka(path: _pathlib.Path, out: _pathlib.Path, index_interval_bytes: int, max_index_bytes: int, as_json: bool,
+                        master: str, conf: tuple[str, ...]) -> None:
+    """.log → .index/.timeindex of a segment, a partition or a log directory, one task per segment
+    (same bytes as `mqstore kafka rebuild-index`)."""
+    from mqstore.spark._rebuild_kafka import find_segments
+    from mqstore.spark.rebuild import rebuild_kafka
+
+    _positive_option("--index-interval-bytes", index_interval_bytes, 0)
+    _positive_option("--max-index-bytes", max_index_bytes, 12)
+    find_segments(path, out)  # a bad path fails before a session is started
+    spark = open_session(master, conf, "mqstore rebuild-index kafka")
+    with _rich_progress(sys.stderr.isatty() and not as_json) as prog:
+        stats = rebuild_kafka(spark, path, out, index_interval_bytes=index_interval_bytes,
+                              max_index_bytes=max_index_bytes, progress=_progress_callback(prog))
+    if as_json:
+        click.echo(_cli_common.to_json(stats.as_dict()))
+    else:
+        _cli_common.print_table("rebuilt on Spark", ["partition", "segment", "batches", "valid bytes", "offset entries",
+                                         "time entries", "next offset"],
+                    [(r["partition"], _pathlib.Path(str(r["log_path"])).name, r["batches"], r["valid_bytes"],
+                      r["offset_entries"], r["time_entries"], r["next_offset"]) for r in stats.results])
+    for r in stats.results:
+        if r["truncated_bytes"]:
+            click.echo(f"warning: {r['log_path']}: {r['truncated_bytes']} invalid bytes from position "
+                       f"{r['valid_bytes']} ({r['error'] or r['stop']}); indexes cover the valid prefix", err=True)
+
+
+# ------------------------------------------------------------------------------ dispatch, query-keys, export
+def _geometry(store: _pathlib.Path, slots: int | None, items: int | None, cq_file_size: int | None) -> Any:
+    from mqstore.cli.rocketmq import _config
+
+    _positive_option("--slots", slots)
+    _positive_option("--items", items, 2)
+    _positive_option("--cq-file-size", cq_file_size, 20)
+    return _config(store, None, slots, items, cq_file_size)
+
+
+@group.command("dispatch")
+@click.argument("store", type=click.Path(file_okay=False, path_type=_pathlib.Path))
+@click.option("--checkpoint", type=click.Path(file_okay=False, path_type=_pathlib.Path), required=True,
+              help="Spark checkpoint directory (the dispatch position, like the broker's reputFromOffset).")
+@click.option("--once", is_flag=True, help="Dispatch what the CommitLog holds now, then stop (availableNow).")
+@click.option("--trigger-interval", default="1 second", show_default=True, help="Micro-batch interval when tailing.")
+@click.option("--max-bytes-per-trigger", type=int, default=None, help="CommitLog bytes per micro-batch at most.")
+@click.option("--slots", type=int, default=None, help="IndexFile hash slots (default: detected, else 5000000).")
+@click.option("--items", type=int, default=None, help="IndexFile items per file (default: detected, else 20000000).")
+@click.option("--cq-file-size", type=int, default=None, help="ConsumeQueue segment size in bytes (default: detected).")
+@_cli_common.json_option
+@spark_options
+@_cli_common.handle_errors
+@handle_spark_errors
+def dispatch(store: _pathlib.Path, checkpoint: _pathlib.Path, once: bool, trigger_interval: str,
+             max_bytes_per_trigger: int | None, slots: int | None, items: int | None, cq_file_size: int | None,
+             as_json: bool, master: str, conf: tuple[str, ...]) -> None:
+    """Keep STORE's ConsumeQueues and IndexFiles up to date from its CommitLog as a Structured
+    Streaming query (the broker's reput service); the store's writer must run with
+    dispatch_enabled=False.  Without --once it tails the CommitLog until interrupted (Ctrl-C)."""
+    from mqstore.spark.dispatch import start_dispatch
+
+    _positive_option("--max-bytes-per-trigger", max_bytes_per_trigger)
+    cfg = _geometry(store, slots, items, cq_file_size)
+    spark = open_session(master, conf, "mqstore dispatch")
+    query = start_dispatch(spark, store, checkpoint, once=once, trigger_interval=trigger_interval,
+                           max_bytes_per_trigger=max_bytes_per_trigger, config=cfg)
+    seen: set[int] = set()
+    totals = {"batches": 0, "messages": 0, "commitLogOffset": None}
+
+    def report(prog: Any, task: Any) -> None:
+        import json as _json
+
+        for p in query.recentProgress:
+            if p["batchId"] in seen:
+                continue
+            seen.add(p["batchId"])
+            if p["numInputRows"]:
+                totals["batches"] += 1
+                totals["messages"] += int(p["numInputRows"])
+            for src in p.get("sources", []):
+                end = src.get("endOffset")
+                if end:
+                    totals["commitLogOffset"] = int((_json.loads(end) if isinstance(end, str) else end)["commitLogOffset"])
+            prog.update(task, description=f"dispatched {totals['messages']:,} messages in {totals['batches']} "
+                                          f"micro-batches, at commitLogOffset {totals['commitLogOffset']}")
+
+    show = sys.stderr.isatty() and not as_json
+    with _rich_progress(show) as prog:
+        task = prog.add_task("dispatching", total=None)
+        try:
+            while query.isActive:
+                query.awaitTermination(0.5)
+                report(prog, task)
+        except KeyboardInterrupt:
+            query.stop()
+        report(prog, task)
+    if query.exception() is not None:
+        query.awaitTermination()  # raises the query's error (reported by handle_spark_errors)
+    if as_json:
+        click.echo(_cli_common.to_json(totals))
+    else:
+        _cli_common.print_table("dispatch", ["micro-batches", "messages", "commitLogOffset"],
+                                [(totals["batches"], totals["messages"], totals["commitLogOffset"])])
+
+
+@group.command("query-keys")
+@click.argument("stores", nargs=-1, required=True, type=click.Path(file_okay=False, path_type=_pathlib.Path))
+@click.option("--topic", required=True, help="Topic of the keys.")
+@click.option("--keys-file", type=click.Path(dir_okay=False, path_type=_pathlib.Path), required=True,
+              help="Text file with one key per line.")
+@click.option("--begin", type=int, default=None, help="Earliest store timestamp (ms, inclusive).")
+@click.option("--end", type=int, default=None, help="Latest store timestamp (ms, inclusive).")
+@click.option("--broker-names", default=None, help="Comma-separated broker names, one per store (default: directory names).")
+@click.option("--no-body", is_flag=True, help="Leave message bodies out.")
+@_cli_common.json_option
+@spark_options
+@_cli_common.handle_errors
+@handle_spark_errors
+def query_keys_cmd(stores: tuple[_pathlib.Path, ...], topic: str, keys_file: _pathlib.Path, begin: int | None,
+                   end: int | None, broker_names: str | None, no_body: bool, as_json: bool, master: str,
+                   conf: tuple[str, ...]) -> None:
+    """Look up every key of --keys-file in the IndexFiles of all STORES at once; print the messages
+    whose KEYS (or unique key) really hold the key, per key and broker newest first."""
+    from mqstore.spark.query import query_keys, read_keys_file
+
+    keys = read_keys_file(keys_file)  # typed errors before a session is started
+    names = [n.strip() for n in broker_names.split(",")] if broker_names else None
+    spark = open_session(master, conf, "mqstore query-keys")
+    with _rich_progress(sys.stderr.isatty() and not as_json) as prog:
+        task = prog.add_task(f"looking up {len(keys)} keys in {len(stores)} stores", total=None)
+        rows = query_keys(spark, list(stores), topic, keys, begin=begin, end=end, broker_names=names,
+                          include_body=not no_body).collect()
+        prog.update(task, total=1, completed=1)
+    found = {r.key for r in rows}
+    if as_json:
+        import base64
+
+        for r in rows:
+            d = r.asDict(recursive=True)
+            if d.get("body") is not None:
+                d["body"] = base64.b64encode(bytes(d["body"])).decode("ascii")
+            click.echo(_cli_common.to_json(d))
+    else:
+        _cli_common.print_table(f"{len(rows)} messages for {len(found)} of {len(keys)} keys",
+                                ["key", "broker", "commitLogOffset", "queue", "queueOffset", "storeTimestamp", "keys"],
+                                [(r.key, r.brokerName, r.commitLogOffset, r.queueId, r.queueOffset, r.storeTimestamp,
+                                  " ".join(r["keys"] or [])) for r in rows])
+
+
+@group.command("export")
+@click.argument("layout", type=click.Choice(["rocketmq", "kafka"]))
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=_pathlib.Path))
+@click.option("--out", type=click.Path(file_okay=False, path_type=_pathlib.Path), required=True,
+              help="Parquet output directory (partitioned by topic/queueId, Kafka: topic/partition).")
+@click.option("--mode", type=click.Choice(["error", "overwrite", "append", "ignore"]), default="error",
+              show_default=True, help="What to do when --out already holds data.")
+@click.option("--option", "options", multiple=True, metavar="KEY=VALUE",
+              help="An option of the rocketmq / kafka-log source (repeatable), e.g. topics=orders.")
+@_cli_common.json_option
+@spark_options
+@_cli_common.handle_errors
+@handle_spark_errors
+def export_cmd(layout: str, paths: tuple[_pathlib.Path, ...], out: _pathlib.Path, mode: str, options: tuple[str, ...],
+               as_json: bool, master: str, conf: tuple[str, ...]) -> None:
+    """Export RocketMQ stores (one per broker) or a Kafka log/partition directory to Parquet with
+    the data source's columns."""
+    from mqstore.errors import InvalidArgumentError
+    from mqstore.spark.export import export_kafka, export_rocketmq
+
+    opts: dict[str, str] = {}
+    for pair in options:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise InvalidArgumentError(f"--option expects key=value, got {pair!r}")
+        opts[key.strip()] = value
+    if layout == "kafka" and len(paths) != 1:
+        raise InvalidArgumentError("export kafka takes one log or partition directory")
+    spark = open_session(master, conf, f"mqstore export {layout}")
+    with _rich_progress(sys.stderr.isatty() and not as_json) as prog:
+        task = prog.add_task(f"exporting {layout} to {out}", total=None)
+        if layout == "rocketmq":
+            res = export_rocketmq(spark, list(paths) if len(paths) > 1 else paths[0], out, mode=mode, **opts)
+        else:
+            res = export_kafka(spark, paths[0], out, mode=mode, **opts)
+        prog.update(task, total=1, completed=1)
+    if as_json:
+        click.echo(_cli_common.to_json(res))
+    else:
+        _cli_common.print_table("exported", ["out", "rows", "partitions", "files"],
+                                [(res.out, res.rows, res.partitions, res.files)])

@@ -176,10 +176,7 @@ class IndexService:
             raise ReadOnlyStoreError("store is opened read-only", path=str(self.directory))
         self.directory.mkdir(parents=True, exist_ok=True)
         prev = self.last_file()
-        ts = max(first_timestamp, 0)
-        name = index_file_name(ts)
-        if prev is not None and prev.name.isdigit() and len(prev.name) == 17 and name <= prev.name:
-            name = index_file_name(index_file_name_to_ms(prev.name) + 1)
+        name = next_index_file_name(prev.name if prev is not None else None, first_timestamp)
         while (self.directory / name).exists():
             name = index_file_name(index_file_name_to_ms(name) + 1)
         f = IndexFile(self.directory / name, self.hash_slot_num, self.index_num, create=True)
@@ -351,6 +348,15 @@ class IndexService:
             if h.hash_slot_count > min(self.hash_slot_num, max(h.index_count - 1, 0)):
                 problems.append(f"{f.name}: hashSlotCount {h.hash_slot_count} exceeds the keys stored")
         return problems
+
+
+def next_index_file_name(prev_name: str | None, first_timestamp: int) -> str:
+    """Name of a new IndexFile whose first key has ``first_timestamp``: its UTC
+    ``yyyyMMddHHmmssSSS``, or 1 ms after the previous file's name when that is not greater."""
+    name = index_file_name(max(first_timestamp, 0))
+    if prev_name is not None and prev_name.isdigit() and len(prev_name) == 17 and name <= prev_name:
+        name = index_file_name(index_file_name_to_ms(prev_name) + 1)
+    return name
 
 
 def _bulk_put(f: IndexFile, key_hash: np.ndarray, phy: np.ndarray, ts: np.ndarray, start: int) -> int:

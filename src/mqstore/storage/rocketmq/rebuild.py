@@ -7,16 +7,22 @@ import hashlib
 import os
 import shutil
 import tempfile
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from mqstore.errors import StoreNotFoundError
+import numpy as np
+
+from mqstore.errors import CorruptIndexError, InvalidArgumentError, StoreNotFoundError
+from mqstore.storage.mapped import ensure_inside
 from mqstore.storage.rocketmq.checkpoint import StoreCheckpoint
 from mqstore.storage.rocketmq.commitlog import CommitLog
-from mqstore.storage.rocketmq.config import StoreConfig
+from mqstore.storage.rocketmq.config import StoreConfig, validate_topic
+from mqstore.storage.rocketmq.consumequeue import ConsumeQueue
 from mqstore.storage.rocketmq.dispatch import IndexWriters
-from mqstore.storage.rocketmq.index import IndexService
+from mqstore.storage.rocketmq.index import IndexFile, IndexService
+from mqstore.storage.rocketmq.index import _bulk_put as bulk_put_into
 
 
 @dataclass(slots=True)
@@ -35,6 +41,111 @@ def detect_segment_size(commitlog_dir: Path) -> int | None:
     return sizes.pop() if len(sizes) == 1 else None
 
 
+def default_rebuild_config(root: Path) -> StoreConfig:
+    """The configuration a rebuild uses when none is given: defaults, with the CommitLog segment
+    size detected from the files."""
+    seg = detect_segment_size(root / "commitlog")
+    return StoreConfig(commit_log_file_size=seg) if seg is not None else StoreConfig()
+
+
+def rebuild_target(root: Path, out: str | os.PathLike[str] | None) -> tuple[bool, Path]:
+    """``(in_place, target)``: an in-place rebuild (``out`` missing or the store itself) is built
+    in a hidden directory of the store and swapped in by :func:`swap_in` when complete."""
+    in_place = out is None or Path(out).resolve() == root.resolve()
+    target = Path(tempfile.mkdtemp(prefix=".rebuild-", dir=root)) if in_place else Path(out)  # type: ignore[arg-type]
+    target.mkdir(parents=True, exist_ok=True)
+    return in_place, target
+
+
+def swap_in(root: Path, target: Path) -> None:
+    """Replace the store's ``consumequeue/``, ``index/`` and checkpoint by the rebuilt ones."""
+    for name in ("consumequeue", "index"):
+        old = root / name
+        if old.exists():
+            shutil.rmtree(old)
+        if (target / name).exists():
+            os.replace(target / name, old)
+    os.replace(target / "checkpoint", root / "checkpoint")
+    shutil.rmtree(target, ignore_errors=True)
+
+
+def write_rebuild_checkpoint(root: Path, target: Path, logics_msg_timestamp: int, index_msg_timestamp: int) -> None:
+    """The checkpoint of a rebuilt store: the CommitLog fields copied from the store's own
+    checkpoint (when it has one), the ConsumeQueue and IndexFile fields from the rebuild."""
+    cp = StoreCheckpoint(target / "checkpoint")
+    try:
+        if (root / "checkpoint").exists():
+            src_cp = StoreCheckpoint(root / "checkpoint", read_only=True)
+            cp.values.physic_msg_timestamp = src_cp.values.physic_msg_timestamp
+            cp.values.master_flushed_offset = src_cp.values.master_flushed_offset
+            cp.values.confirm_phy_offset = src_cp.values.confirm_phy_offset
+            src_cp.close()
+        cp.values.logics_msg_timestamp = logics_msg_timestamp
+        cp.values.index_msg_timestamp = index_msg_timestamp
+        cp.flush()
+    finally:
+        cp.close()
+
+
+def write_consume_queue(root: Path, topic: str, queue_id: int, cq_file_size: int, offsets: np.ndarray,
+                        sizes: np.ndarray, tags: np.ndarray, queue_offsets: np.ndarray) -> int:
+    """Write the whole ConsumeQueue ``consumequeue/<topic>/<queue_id>`` of a rebuild from its units
+    (CommitLog order), exactly as the dispatch would.  The queue directory is built under a
+    temporary name and renamed into place, so a retried task is idempotent: when the directory
+    already exists a previous attempt completed it and nothing is written.  Returns the units."""
+    validate_topic(topic)
+    base = ensure_inside(root, root / "consumequeue" / topic)
+    final = ensure_inside(root, base / str(int(queue_id)))
+    if final.is_dir():
+        return len(offsets)
+    base.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{int(queue_id)}.", suffix=".tmp", dir=base))
+    try:
+        cq = ConsumeQueue(tmp, topic, int(queue_id), cq_file_size)
+        try:
+            cq.put_units(offsets, sizes, tags, queue_offsets)
+            cq.flush()
+        finally:
+            cq.close()
+        try:
+            os.rename(tmp, final)
+        except OSError:
+            if not final.is_dir():
+                raise
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    return len(offsets)
+
+
+def write_index_file(index_dir: Path, name: str, hash_slot_num: int, index_num: int, key_hash: np.ndarray,
+                     phy_offset: np.ndarray, store_timestamp: np.ndarray, carry_end_phy_offset: int = 0,
+                     carry_end_timestamp: int = 0) -> None:
+    """Write one IndexFile of a rebuild holding ``key_hash`` (at most ``index_num - 1`` keys, in
+    CommitLog order).  ``carry_*`` are the end values of the previous file (0 for the first), which
+    a rolled file starts from.  Built under a temporary name and renamed: retries are idempotent."""
+    if len(key_hash) > index_num - 1:
+        raise InvalidArgumentError(f"{len(key_hash)} keys do not fit in an index file of {index_num} items")
+    index_dir.mkdir(parents=True, exist_ok=True)
+    tmp = index_dir / f".{name}.{uuid.uuid4().hex}.tmp"
+    f = IndexFile(tmp, hash_slot_num, index_num, create=True)
+    try:
+        try:
+            f.buffer.carry_over(carry_end_phy_offset, carry_end_timestamp)
+            done = 0
+            while done < len(key_hash):
+                put = bulk_put_into(f, key_hash, phy_offset, store_timestamp, done)
+                if put == 0:
+                    raise CorruptIndexError("index file refused a key", path=str(tmp))
+                done += put
+            f.flush()
+        finally:
+            f.close()
+        os.replace(tmp, index_dir / name)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
 def rebuild_indexes(store: str | os.PathLike[str], out: str | os.PathLike[str] | None = None, *,
                     config: StoreConfig | None = None, progress: Callable[[int, int], None] | None = None,
                     check_crc: bool = False) -> RebuildStats:
@@ -44,24 +155,12 @@ def rebuild_indexes(store: str | os.PathLike[str], out: str | os.PathLike[str] |
     cl_dir = root / "commitlog"
     if not cl_dir.is_dir():
         raise StoreNotFoundError(f"{root} has no commitlog/ directory")
-    cfg = config or StoreConfig()
-    seg = detect_segment_size(cl_dir)
-    if config is None and seg is not None:
-        cfg = StoreConfig(commit_log_file_size=seg)
-    in_place = out is None or Path(out).resolve() == root.resolve()
-    target = Path(tempfile.mkdtemp(prefix=".rebuild-", dir=root)) if in_place else Path(out)  # type: ignore[arg-type]
-    target.mkdir(parents=True, exist_ok=True)
+    cfg = config or default_rebuild_config(root)
+    in_place, target = rebuild_target(root, out)
     commit_log = CommitLog(cl_dir, cfg.commit_log_file_size, read_only=True)
     commit_log.load()
     index = IndexService(target / "index", cfg.hash_slot_num, cfg.index_num)
     writers = IndexWriters(target, cfg.mapped_file_size_consume_queue, index if cfg.message_index_enable else None)
-    src_cp = StoreCheckpoint(root / "checkpoint", read_only=True) if (root / "checkpoint").exists() else None
-    cp = StoreCheckpoint(target / "checkpoint")
-    if src_cp is not None:
-        cp.values.physic_msg_timestamp = src_cp.values.physic_msg_timestamp
-        cp.values.master_flushed_offset = src_cp.values.master_flushed_offset
-        cp.values.confirm_phy_offset = src_cp.values.confirm_phy_offset
-    cp.values.index_msg_timestamp = 0
     full_end_ts: list[int] = []
     index.on_file_full = full_end_ts.append
     messages = keys = 0
@@ -78,27 +177,14 @@ def rebuild_indexes(store: str | os.PathLike[str], out: str | os.PathLike[str] |
                 progress(batch.next_offset - commit_log.min_offset, end - commit_log.min_offset)
         writers.flush()
         index.flush()
-        cp.values.logics_msg_timestamp = writers.last_logic_store_ts
-        if full_end_ts:
-            cp.values.index_msg_timestamp = full_end_ts[-1]
-        cp.flush()
+        write_rebuild_checkpoint(root, target, writers.last_logic_store_ts, full_end_ts[-1] if full_end_ts else 0)
         n_cq = len(writers.consume_queues)
         n_idx = len(index.files)
     finally:
         writers.close()
-        cp.close()
         commit_log.close()
-        if src_cp is not None:
-            src_cp.close()
     if in_place:
-        for name in ("consumequeue", "index"):
-            old = root / name
-            if old.exists():
-                shutil.rmtree(old)
-            if (target / name).exists():
-                os.replace(target / name, old)
-        os.replace(target / "checkpoint", root / "checkpoint")
-        shutil.rmtree(target, ignore_errors=True)
+        swap_in(root, target)
     return RebuildStats(messages, keys, last_stop.next_offset if last_stop else 0, n_cq, n_idx,
                         last_stop.error if last_stop else None)
 

@@ -1,0 +1,54 @@
+"""The pieces of the Spark Kafka index rebuild: finding the segments, and the per-segment task."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from mqstore.errors import InvalidArgumentError, StoreNotFoundError
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentTask:
+    log_path: str
+    out_dir: str
+    partition: str
+    index_interval_bytes: int
+    max_index_bytes: int
+
+
+def _logs(directory: Path) -> list[Path]:
+    return sorted(f for f in directory.iterdir()
+                  if f.is_file() and f.suffix == ".log" and f.name.split(".", 1)[0].isdigit())
+
+
+def find_segments(path: Path, out: Path) -> list[tuple[str, Path, Path]]:
+    """``(partition, log file, output directory)`` of every segment under ``path``: a ``.log``
+    file, a partition directory (outputs go straight into ``out``, as ``mqstore kafka
+    rebuild-index`` writes them) or a log directory of partition directories (outputs go into
+    ``out/<partition>/``)."""
+    if not path.exists():
+        raise StoreNotFoundError("path not found", path=str(path))
+    if path.is_file():
+        if path.suffix != ".log" or not path.name.split(".", 1)[0].isdigit():
+            raise InvalidArgumentError("expected a Kafka .log segment, a partition directory or a log directory",
+                                       path=str(path))
+        return [(path.parent.name, path, out)]
+    own = _logs(path)
+    if own:
+        return [(path.name, f, out) for f in own]
+    found: list[tuple[str, Path, Path]] = []
+    for sub in sorted(p for p in path.iterdir() if p.is_dir() and not p.is_symlink()):
+        found += [(sub.name, f, out / sub.name) for f in _logs(sub)]
+    if not found:
+        raise StoreNotFoundError("no Kafka .log segment files here or in its partition directories", path=str(path))
+    return found
+
+
+def rebuild_segment(task: SegmentTask) -> dict[str, object]:
+    """One Spark task: the local single-segment rebuild (same code, same bytes)."""
+    from mqstore.storage.kafka.rebuild import rebuild_indexes
+
+    r = rebuild_indexes(task.log_path, task.out_dir, index_interval_bytes=task.index_interval_bytes,
+                        max_index_size=task.max_index_bytes)
+    return {"partition": task.partition, **vars(r)}

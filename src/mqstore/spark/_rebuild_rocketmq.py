@@ -1,0 +1,295 @@
+"""The pieces of the Spark RocketMQ rebuild: the executor functions (split, scan, write) and the
+driver-side plan that reproduces the local rebuild's decisions (where the scan stops, where the
+IndexService rolls a file, how files are named).
+
+Executors only receive small picklable descriptors (paths, offsets) and call the storage layer
+(:mod:`mqstore.storage.rocketmq.rebuild`) to write files, each atomically.
+"""
+
+from __future__ import annotations
+
+import itertools
+import mmap
+import os
+import zlib
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from mqstore.errors import StoreNotFoundError
+
+DEFAULT_SPLIT_BYTES = 128 * 1024 * 1024
+
+
+# ----------------------------------------------------------------------------- descriptors
+@dataclass(frozen=True, slots=True)
+class SegmentDesc:
+    """One CommitLog segment as the local scan visits it."""
+
+    index: int
+    path: str
+    file_from_offset: int
+    wrote_position: int
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkDesc:
+    """A record-aligned range ``[start, end)`` (positions in the segment) scanned by one task."""
+
+    index: int
+    segment: int
+    path: str
+    file_from_offset: int
+    start: int
+    end: int
+    last_in_segment: bool
+    check_crc: bool
+
+
+@dataclass(slots=True)
+class ChunkScan:
+    """The dispatch columns of one chunk: ConsumeQueue rows and index keys (already masked)."""
+
+    index: int
+    segment: int
+    end_offset: int  # global end of the chunk range
+    last_in_segment: bool
+    next_offset: int
+    stop: str
+    error: str | None
+    messages: int
+    topics: list[str]
+    cq_topic_id: np.ndarray
+    cq_queue_id: np.ndarray
+    cq_offset: np.ndarray
+    cq_size: np.ndarray
+    cq_tags: np.ndarray
+    cq_queue_offset: np.ndarray
+    last_cq_timestamp: int | None
+    key_hash: np.ndarray
+    key_phy: np.ndarray
+    key_ts: np.ndarray
+
+    def summary(self) -> ChunkSummary:
+        return ChunkSummary(self.index, self.segment, self.end_offset, self.last_in_segment, self.next_offset,
+                            self.stop, self.error, self.messages, len(self.key_hash), self.last_cq_timestamp)
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkSummary:
+    index: int
+    segment: int
+    end_offset: int
+    last_in_segment: bool
+    next_offset: int
+    stop: str
+    error: str | None
+    messages: int
+    keys: int
+    last_cq_timestamp: int | None
+
+
+class _Mapped:
+    """Read-only map of a segment file (closed on exit even when numpy views were taken)."""
+
+    def __init__(self, path: str) -> None:
+        try:
+            self._fh = open(path, "rb")
+        except FileNotFoundError:
+            raise StoreNotFoundError("CommitLog segment vanished during the rebuild", path=path) from None
+        size = os.fstat(self._fh.fileno()).st_size
+        self.mm: Any = mmap.mmap(self._fh.fileno(), size, access=mmap.ACCESS_READ) if size else b""
+
+    def __enter__(self) -> _Mapped:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if isinstance(self.mm, mmap.mmap):
+            try:
+                self.mm.close()
+            except BufferError:  # a view is still alive: the GC closes the map
+                pass
+        self._fh.close()
+
+
+# ----------------------------------------------------------------------------- executor functions
+def split_segment(seg: SegmentDesc, split_bytes: int) -> list[tuple[int, int]]:
+    """Record-aligned ranges of about ``split_bytes`` covering the segment (cheap boundary walk)."""
+    from mqstore.kernels.rocketmq_scan import record_positions
+
+    if seg.wrote_position <= split_bytes:
+        return [(0, seg.wrote_position)]
+    with _Mapped(seg.path) as m:
+        positions, _sizes, _stop, _pos = record_positions(m.mm, 0, seg.wrote_position)
+    targets = np.arange(split_bytes, seg.wrote_position, split_bytes, dtype=np.int64)
+    cuts = np.unique(positions[np.minimum(np.searchsorted(positions, targets), len(positions) - 1)]) \
+        if len(positions) else np.empty(0, np.int64)
+    cuts = [int(c) for c in cuts if 0 < c < seg.wrote_position]
+    bounds = [0, *cuts, seg.wrote_position]
+    return [(a, b) for a, b in itertools.pairwise(bounds) if b > a]
+
+
+def scan_chunk(c: ChunkDesc) -> ChunkScan:
+    """Stage 1: the numba scan of one chunk, reduced to what the writers need."""
+    from mqstore.kernels.rocketmq_scan import scan_segment
+
+    with _Mapped(c.path) as m:
+        b = scan_segment(m.mm, c.file_from_offset, c.start, c.end, check_crc=c.check_crc, skip_length_mismatch=True)
+    rows = np.flatnonzero(b.cq_mask())
+    if len(b.key_hash):
+        kmask = b.index_key_mask()
+        key_rows = b.key_row[kmask]
+        key_hash = np.ascontiguousarray(b.key_hash[kmask])
+        key_phy = b.commit_log_offset[key_rows]
+        key_ts = b.store_timestamp[key_rows]
+    else:
+        key_hash, key_phy, key_ts = np.empty(0, np.int32), np.empty(0, np.int64), np.empty(0, np.int64)
+    return ChunkScan(
+        index=c.index, segment=c.segment, end_offset=c.file_from_offset + c.end, last_in_segment=c.last_in_segment,
+        next_offset=b.next_offset, stop=b.stop, error=b.error, messages=len(b), topics=list(b.topics),
+        cq_topic_id=b.topic_id[rows], cq_queue_id=b.queue_id[rows], cq_offset=b.commit_log_offset[rows],
+        cq_size=b.size[rows], cq_tags=b.tags_code[rows], cq_queue_offset=b.queue_offset[rows],
+        last_cq_timestamp=int(b.store_timestamp[rows[-1]]) if len(rows) else None,
+        key_hash=key_hash, key_phy=key_phy, key_ts=key_ts,
+    )
+
+
+# ----------------------------------------------------------------------------- driver plan
+def included_chunks(summaries: list[ChunkSummary], segments: list[SegmentDesc]) -> list[ChunkSummary]:
+    """The chunks the local scan would dispatch, in order: it moves to the next segment only
+    after an end-of-segment blank, and to the next chunk only when a chunk was read to its end."""
+    by_seg: dict[int, list[ChunkSummary]] = {}
+    for s in sorted(summaries, key=lambda s: s.index):
+        by_seg.setdefault(s.segment, []).append(s)
+    out: list[ChunkSummary] = []
+    for seg in segments:
+        for s in by_seg.get(seg.index, []):
+            out.append(s)
+            if s.stop == "blank":
+                break  # the rest of the segment is filler: continue with the next segment
+            if s.stop == "end" and s.next_offset == s.end_offset and not s.last_in_segment:
+                continue
+            return out  # the scan stops here (end of data, invalid record)
+        else:
+            return out  # a segment without an end-of-segment blank ends the CommitLog
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class IndexFilePlan:
+    number: int
+    name: str
+    first_key: int  # global index (in CommitLog order) of its first key
+    keys: int
+    carry_phy: int  # end values of the previous file, which a rolled file starts from
+    carry_ts: int
+
+
+def key_starts(included: list[ChunkSummary]) -> dict[int, int]:
+    """Global index of the first key of each included chunk."""
+    starts: dict[int, int] = {}
+    total = 0
+    for s in included:
+        starts[s.index] = total
+        total += s.keys
+    return starts
+
+
+def boundary_picks(scan: ChunkScan, start: int, per_file: int) -> Iterator[tuple[str, int, int, int]]:
+    """``("first", file, ts, 0)`` for each file whose first key is in this chunk, and
+    ``("carry", file, phy, ts)`` for each file whose predecessor's last key is in it."""
+    n = len(scan.key_hash)
+    if n == 0:
+        return
+    for g in range(-(-start // per_file) * per_file, start + n, per_file):
+        yield "first", g // per_file, int(scan.key_ts[g - start]), 0
+    for g in range(-(-(start + 1) // per_file) * per_file - 1, start + n, per_file):
+        yield "carry", (g + 1) // per_file, int(scan.key_phy[g - start]), int(scan.key_ts[g - start])
+
+
+def plan_index_files(total_keys: int, per_file: int, picks: Iterable[tuple[str, int, int, int]]) -> list[IndexFilePlan]:
+    """Names and carry-over values of the IndexFiles, as the IndexService would roll them."""
+    from mqstore.storage.rocketmq.index import next_index_file_name
+
+    n_files = -(-total_keys // per_file) if total_keys else 0
+    first_ts: dict[int, int] = {}
+    carry: dict[int, tuple[int, int]] = {}
+    for kind, k, a, b in picks:
+        if kind == "first":
+            first_ts[k] = a
+        elif k < n_files:
+            carry[k] = (a, b)
+    plans: list[IndexFilePlan] = []
+    prev: str | None = None
+    for k in range(n_files):
+        name = next_index_file_name(prev, first_ts[k])
+        phy, ts = carry.get(k, (0, 0))
+        keys = min(per_file, total_keys - k * per_file)
+        plans.append(IndexFilePlan(k, name, k * per_file, keys, phy, ts))
+        prev = name
+    return plans
+
+
+# ----------------------------------------------------------------------------- stage 2/3 routing
+CQ, IX = 0, 1
+
+
+def cq_partition(topic: str, queue_id: int, n_cq: int) -> int:
+    """A process-independent partition for a queue (Python's ``hash`` of a str is salted)."""
+    return zlib.crc32(f"{topic}\x00{queue_id}".encode()) % max(n_cq, 1)
+
+
+def route(scan: ChunkScan, key_start: int | None, per_file: int, n_ix: int,
+          n_cq: int) -> Iterator[tuple[int, tuple[Any, ...]]]:
+    """``(partition, payload)`` pairs of one scanned chunk: its rows of each queue (routed by
+    queue to partitions ``n_ix ...``) and its keys of each IndexFile (file ``k`` to partition
+    ``k % n_ix``)."""
+    if key_start is None:
+        return
+    if len(scan.cq_offset):
+        gkey = scan.cq_topic_id.astype(np.int64) * (1 << 32) + scan.cq_queue_id.astype(np.int64)
+        order = np.argsort(gkey, kind="stable")
+        bounds = np.flatnonzero(np.diff(gkey[order])) + 1
+        for grp in np.split(order, bounds):
+            topic = scan.topics[int(scan.cq_topic_id[grp[0]])]
+            qid = int(scan.cq_queue_id[grp[0]])
+            yield n_ix + cq_partition(topic, qid, n_cq), (
+                CQ, (topic, qid), scan.index, scan.cq_offset[grp], scan.cq_size[grp], scan.cq_tags[grp],
+                scan.cq_queue_offset[grp])
+    n = len(scan.key_hash)
+    if n:
+        first, last = key_start // per_file, (key_start + n - 1) // per_file
+        for k in range(first, last + 1):
+            a = max(k * per_file, key_start) - key_start
+            b = min((k + 1) * per_file, key_start + n) - key_start
+            yield k % max(n_ix, 1), (IX, k, scan.index, scan.key_hash[a:b], scan.key_phy[a:b], scan.key_ts[a:b])
+
+
+def write_partition(items: Iterable[tuple[int, tuple[Any, ...]]], target: str, cq_file_size: int,
+                    hash_slot_num: int, index_num: int, plans: dict[int, IndexFilePlan]) -> Iterator[tuple[Any, ...]]:
+    """Stages 2 and 3: write every ConsumeQueue and IndexFile routed to this partition."""
+    from pathlib import Path
+
+    from mqstore.errors import CorruptIndexError
+    from mqstore.storage.rocketmq.rebuild import write_consume_queue, write_index_file
+
+    groups: dict[tuple[int, Any], list[tuple[Any, ...]]] = {}
+    for _, payload in items:
+        groups.setdefault((payload[0], payload[1]), []).append(payload)
+    root = Path(target)
+    for (kind, key), parts in sorted(groups.items(), key=lambda kv: (kv[0][0], str(kv[0][1]))):
+        parts.sort(key=lambda p: p[2])
+        cols = [np.concatenate([p[i] for p in parts]) for i in range(3, len(parts[0]))]
+        if kind == CQ:
+            topic, qid = key
+            n = write_consume_queue(root, topic, qid, cq_file_size, *cols)
+            yield "cq", f"{topic}/{qid}", n
+        else:
+            plan = plans[key]
+            if len(cols[0]) != plan.keys:
+                raise CorruptIndexError(f"index file {plan.name}: got {len(cols[0])} keys, planned {plan.keys}")
+            write_index_file(root / "index", plan.name, hash_slot_num, index_num, cols[0], cols[1], cols[2],
+                             plan.carry_phy, plan.carry_ts)
+            yield "index", plan.name, plan.keys

@@ -1,0 +1,291 @@
+"""Index-rebuild jobs on Spark, byte-identical to the local ``rebuild-index`` commands.
+
+RocketMQ (:func:`rebuild_rocketmq`), the same scan → dispatch → write code as
+:func:`mqstore.storage.rocketmq.rebuild.rebuild_indexes`, spread over tasks:
+
+1. *scan*: one task per CommitLog segment (a big segment is first cut at record boundaries into
+   ranges of ``split_bytes``) runs the numba scan and keeps the dispatch columns (ConsumeQueue
+   rows, index keys) as columnar numpy chunks in a persisted RDD; only a small summary per chunk
+   reaches the driver, which decides where the local scan would stop.
+2. *plan*: the driver counts keys per chunk and computes where the IndexService rolls a file
+   (every ``index_num - 1`` keys), each file's name and the values it carries over from its
+   predecessor (one small job fetches the keys at the boundaries).
+3. *write*: the chunks are routed (one shuffle of per-chunk column slices, not of rows) to one
+   partition per IndexFile and to hash partitions of (topic, queueId); each ConsumeQueue and
+   each IndexFile is written whole by one task with the vectorised writers, atomically (temp +
+   rename), so a retried task is idempotent.  Then the driver writes the checkpoint.
+
+Kafka (:func:`rebuild_kafka`): one task per ``.log`` segment running the local single-segment
+rebuild.
+
+Nothing depends on driver-local state: executors get paths and offsets and read and write the
+files themselves, so on a cluster the store and ``out`` must be on a shared filesystem.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from mqstore.errors import InvalidArgumentError, StoreNotFoundError
+from mqstore.spark._rebuild_progress import ProgressFn, phase
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import SparkSession
+
+__all__ = ["KafkaRebuildStats", "RocketMQRebuildStats", "rebuild_kafka", "rebuild_rocketmq"]
+
+
+@dataclass(slots=True)
+class RocketMQRebuildStats:
+    """What :func:`rebuild_rocketmq` did (the local ``RebuildStats`` fields, plus Spark's)."""
+
+    messages: int
+    keys: int
+    commit_log_end: int
+    consume_queues: int
+    index_files: int
+    stop_error: str | None
+    segments: int
+    scan_tasks: int
+    bytes_scanned: int
+    seconds: float
+    out: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclass(slots=True)
+class KafkaRebuildStats:
+    """What :func:`rebuild_kafka` did; ``results`` has one entry per segment (the local
+    ``RebuildResult`` fields plus ``partition``)."""
+
+    partitions: int
+    segments: int
+    batches: int
+    bytes: int
+    offset_entries: int
+    time_entries: int
+    truncated_segments: int
+    seconds: float
+    out: str
+    results: list[dict[str, Any]] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def _positive(name: str, value: int | None, minimum: int = 1) -> None:
+    if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < minimum):
+        raise InvalidArgumentError(f"{name} must be an integer ≥ {minimum}, got {value!r}")
+
+
+# ============================================================================ RocketMQ
+def _rocketmq_config(root: Path, hash_slot_num: int | None, index_num: int | None, cq_file_size: int | None,
+                     commit_log_file_size: int | None) -> Any:
+    from mqstore.storage.rocketmq.rebuild import default_rebuild_config
+
+    _positive("hash_slot_num", hash_slot_num)
+    _positive("index_num", index_num, 2)
+    _positive("cq_file_size", cq_file_size, 20)
+    _positive("commit_log_file_size", commit_log_file_size, 4096)
+    cfg = default_rebuild_config(root)
+    changes = {k: v for k, v in (("hash_slot_num", hash_slot_num), ("index_num", index_num),
+                                 ("consume_queue_file_size", cq_file_size),
+                                 ("commit_log_file_size", commit_log_file_size)) if v is not None}
+    return dataclasses.replace(cfg, **changes) if changes else cfg
+
+
+def _check_out(root: Path, out: Path) -> bool:
+    """Validate ``out``; returns True for an in-place rebuild (``out`` is the store)."""
+    cl_dir = (root / "commitlog").resolve()
+    o = out.resolve()
+    if o == cl_dir or cl_dir in o.parents:
+        raise InvalidArgumentError("the output directory must not be inside the CommitLog directory", path=str(out))
+    if out.exists() and not out.is_dir():
+        raise InvalidArgumentError("the output path exists and is not a directory", path=str(out))
+    if o == root.resolve():
+        return True
+    for sub in ("consumequeue", "index"):
+        d = out / sub
+        if d.is_dir() and any(d.iterdir()):
+            raise InvalidArgumentError(f"the output directory already holds {sub}/ files: remove them or choose "
+                                       "an empty directory", path=str(out))
+    return False
+
+
+def _segments(root: Path, segment_size: int) -> list[Any]:
+    """The CommitLog segments in the order the local scan visits them (it stops at a hole)."""
+    from mqstore.spark._rebuild_rocketmq import SegmentDesc
+    from mqstore.storage.rocketmq.commitlog import CommitLog
+
+    cl = CommitLog(root / "commitlog", segment_size, read_only=True)
+    cl.load()
+    try:
+        out: list[SegmentDesc] = []
+        expect = cl.min_offset
+        for mf in cl.queue.files:
+            if mf.file_from_offset != expect:
+                break
+            out.append(SegmentDesc(len(out), str(mf.path), mf.file_from_offset, mf.wrote_position))
+            expect = mf.file_from_offset + mf.file_size
+        return out
+    finally:
+        cl.close()
+
+
+def rebuild_rocketmq(spark: SparkSession, store: str | os.PathLike[str], out: str | os.PathLike[str], *,
+                     hash_slot_num: int | None = None, index_num: int | None = None, cq_file_size: int | None = None,
+                     commit_log_file_size: int | None = None, check_crc: bool = False,
+                     split_bytes: int | None = None, progress: ProgressFn | None = None) -> RocketMQRebuildStats:
+    """Regenerate ``consumequeue/``, ``index/`` and the checkpoint of ``store`` into ``out`` on Spark.
+
+    The files are byte-identical to ``rebuild_indexes(store, out, config=...)`` with the same
+    geometry (by default: the store defaults, CommitLog segment size detected from the files).
+    ``out`` may be the store itself (built aside, swapped in at the end); otherwise it must not
+    hold ``consumequeue/`` or ``index/`` files yet.  ``progress(phase, done, total)`` is called on
+    the driver with the tasks done.
+    """
+    from mqstore.spark import _rebuild_rocketmq as rr
+    from mqstore.storage.rocketmq.rebuild import rebuild_target, swap_in, write_rebuild_checkpoint
+
+    t0 = time.perf_counter()
+    root = Path(store)
+    if not (root / "commitlog").is_dir():
+        raise StoreNotFoundError(f"{root} has no commitlog/ directory", path=str(root))
+    if out is None or str(out) == "":
+        raise InvalidArgumentError("an output directory is required")
+    _positive("split_bytes", split_bytes, 4096)
+    split = split_bytes or rr.DEFAULT_SPLIT_BYTES
+    cfg = _rocketmq_config(root, hash_slot_num, index_num, cq_file_size, commit_log_file_size)
+    in_place = _check_out(root, Path(out))
+    segments = _segments(root, cfg.commit_log_file_size)
+    sc = spark.sparkContext
+    _, target = rebuild_target(root, None if in_place else out)
+    scanned = None
+    try:
+        # ---------------------------------------------------------------- 1. split + scan
+        chunks: list[rr.ChunkDesc] = []
+        big = [s for s in segments if s.wrote_position > split]
+        ranges: dict[int, list[tuple[int, int]]] = {s.index: [(0, s.wrote_position)] for s in segments}
+        if big:
+            with phase(sc, "split segments", progress):
+                found = sc.parallelize(big, len(big)).map(lambda s: (s.index, rr.split_segment(s, split))).collect()
+            ranges.update(dict(found))
+        for s in segments:
+            rs = ranges[s.index]
+            for j, (a, b) in enumerate(rs):
+                chunks.append(rr.ChunkDesc(len(chunks), s.index, s.path, s.file_from_offset, a, b,
+                                           j == len(rs) - 1, check_crc))
+        summaries: list[rr.ChunkSummary] = []
+        if chunks:
+            from pyspark import StorageLevel
+
+            scanned = sc.parallelize(chunks, len(chunks)).map(rr.scan_chunk)
+            scanned.persist(StorageLevel.MEMORY_AND_DISK)
+            with phase(sc, "scan CommitLog", progress):
+                summaries = scanned.map(lambda c: c.summary()).collect()
+        included = rr.included_chunks(summaries, segments)
+        # ---------------------------------------------------------------- 2. plan the IndexFiles
+        starts = rr.key_starts(included)
+        total_keys = sum(s.keys for s in included)
+        per_file = cfg.index_num - 1
+        n_files = -(-total_keys // per_file) if cfg.message_index_enable and total_keys else 0
+        plans: list[rr.IndexFilePlan] = []
+        if n_files and scanned is not None:
+            with phase(sc, "plan index files", progress):
+                picks = scanned.filter(lambda c: c.index in starts) \
+                    .flatMap(lambda c: rr.boundary_picks(c, starts[c.index], per_file)).collect()
+            plans = rr.plan_index_files(total_keys, per_file, picks)
+        # ---------------------------------------------------------------- 3. write
+        written: list[tuple[Any, ...]] = []
+        if included and scanned is not None:
+            n_cq = max(1, sc.defaultParallelism)
+            index_on = cfg.message_index_enable
+            # one task per IndexFile up to a few per core (tiny geometries roll hundreds of files)
+            n_ix = min(n_files, 2 * n_cq) if index_on else 0
+            plan_map = {p.number: p for p in plans}
+            target_s, cq_size = str(target), cfg.mapped_file_size_consume_queue
+            slots, items = cfg.hash_slot_num, cfg.index_num
+
+            def routed(c: rr.ChunkScan) -> Any:
+                return rr.route(c, starts.get(c.index), per_file, n_ix, n_cq)
+
+            def strip_keys(c: rr.ChunkScan) -> rr.ChunkScan:
+                if not index_on:
+                    c.key_hash = c.key_hash[:0]
+                return c
+
+            with phase(sc, "write ConsumeQueues and IndexFiles", progress):
+                written = scanned.filter(lambda c: c.index in starts).map(strip_keys).flatMap(routed) \
+                    .partitionBy(n_ix + n_cq, lambda p: p) \
+                    .mapPartitions(lambda it: rr.write_partition(it, target_s, cq_size, slots, items, plan_map)) \
+                    .collect()
+        last_cq = [s.last_cq_timestamp for s in included if s.last_cq_timestamp is not None]
+        index_ts = 0
+        if len(plans) >= 2:  # the IndexService reports a full file when it rolls the next one
+            index_ts = plans[-1].carry_ts
+        write_rebuild_checkpoint(root, target, last_cq[-1] if last_cq else 0, index_ts)
+        if in_place:
+            swap_in(root, target)
+    except BaseException:
+        if in_place:
+            import shutil
+
+            shutil.rmtree(target, ignore_errors=True)
+        raise
+    finally:
+        if scanned is not None:
+            scanned.unpersist()
+    last = included[-1] if included else None
+    return RocketMQRebuildStats(
+        messages=sum(s.messages for s in included), keys=total_keys,
+        commit_log_end=last.next_offset if last else 0,
+        consume_queues=sum(1 for w in written if w[0] == "cq"), index_files=sum(1 for w in written if w[0] == "index"),
+        stop_error=last.error if last else None, segments=len(segments), scan_tasks=len(chunks),
+        bytes_scanned=(last.next_offset - segments[0].file_from_offset) if last and segments else 0,
+        seconds=round(time.perf_counter() - t0, 3), out=str(out),
+    )
+
+
+# ============================================================================ Kafka
+def rebuild_kafka(spark: SparkSession, path: str | os.PathLike[str], out: str | os.PathLike[str], *,
+                  index_interval_bytes: int = 4096, max_index_bytes: int = 10485760,
+                  progress: ProgressFn | None = None) -> KafkaRebuildStats:
+    """Regenerate the ``.index``/``.timeindex`` of every segment under ``path`` (a ``.log``, a
+    partition directory or a log directory of partition directories) into ``out``, one Spark
+    task per segment, byte-identical to ``mqstore kafka rebuild-index``.  For a log directory
+    the files of partition ``P`` go to ``out/P/``."""
+    from mqstore.spark._rebuild_kafka import SegmentTask, find_segments, rebuild_segment
+
+    t0 = time.perf_counter()
+    if isinstance(index_interval_bytes, bool) or not isinstance(index_interval_bytes, int) or index_interval_bytes < 0:
+        raise InvalidArgumentError(f"index_interval_bytes must be an integer ≥ 0, got {index_interval_bytes!r}")
+    _positive("max_index_bytes", max_index_bytes, 12)
+    if out is None or str(out) == "":
+        raise InvalidArgumentError("an output directory is required")
+    out_p = Path(out)
+    if out_p.exists() and not out_p.is_dir():
+        raise InvalidArgumentError("the output path exists and is not a directory", path=str(out_p))
+    segs = find_segments(Path(path), out_p)
+    tasks = []
+    for part, log, od in segs:
+        od.mkdir(parents=True, exist_ok=True)
+        tasks.append(SegmentTask(str(log), str(od), part, index_interval_bytes, max_index_bytes))
+    sc = spark.sparkContext
+    with phase(sc, "rebuild Kafka indexes", progress):
+        results = sc.parallelize(tasks, len(tasks)).map(rebuild_segment).collect()
+    results.sort(key=lambda r: (str(r["partition"]), int(r["base_offset"])))  # type: ignore[call-overload]
+    return KafkaRebuildStats(
+        partitions=len({r["partition"] for r in results}), segments=len(results),
+        batches=sum(int(r["batches"]) for r in results), bytes=sum(int(r["log_size"]) for r in results),  # type: ignore[call-overload]
+        offset_entries=sum(int(r["offset_entries"]) for r in results),  # type: ignore[call-overload]
+        time_entries=sum(int(r["time_entries"]) for r in results),  # type: ignore[call-overload]
+        truncated_segments=sum(1 for r in results if r["truncated_bytes"]),
+        seconds=round(time.perf_counter() - t0, 3), out=str(out_p), results=results,
+    )
