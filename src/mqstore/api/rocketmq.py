@@ -682,6 +682,60 @@ class MessageStore:
         found.sort(key=lambda m: (m.store_timestamp, m.commit_log_offset), reverse=True)
         yield from found[:max_num] if max_num is not None else found
 
+    def query_offsets_many(self, topic: str, keys: Sequence[str], max_num: int = 64, begin: int = 0,
+                           end: int = LONG_MAX) -> list[list[int]]:
+        """:meth:`query_offsets_broker` for many keys at once (vectorised chain walk): one list of
+        candidate offsets per key, newest first, hash collisions included, broker cap applied."""
+        validate_topic(topic)
+        keys = list(keys)
+        if any(not isinstance(k, str) for k in keys):
+            raise InvalidKeyError("keys must be strings")
+        self._sync()
+        cap = self._engine.config.max_msgs_num_batch
+        limit = min(max_num, cap) if cap is not None else max_num
+        if limit <= 0:
+            return [[] for _ in keys]
+        res = self._engine.index.candidates_many(topic, keys, int(begin), int(end), max_num=limit, widen=False)
+        return [r.tolist() for r in res]
+
+    def query_by_keys(self, topic: str, keys: Sequence[str], begin: int | None = None, end: int | None = None,
+                      max_num: int | None = None) -> dict[str, list[Message]]:
+        """:meth:`query_by_key` for many keys of ``topic`` at once: ``{key: messages}`` (newest
+        first, exact key and time checks, no cap unless ``max_num`` per key).  The index chains of
+        all keys are walked in one vectorised pass per IndexFile; each candidate record is read
+        once even when several keys point at it."""
+        validate_topic(topic)
+        keys = list(dict.fromkeys(keys))
+        if any(not isinstance(k, str) or not k for k in keys):
+            raise InvalidKeyError("every key must be a non-empty string")
+        b = 0 if begin is None else int(begin)
+        e = LONG_MAX if end is None else int(end)
+        if max_num is not None and max_num <= 0:
+            raise InvalidArgumentError("max_num must be positive")
+        self._sync()
+        cands = self._engine.index.candidates_many(topic, keys, b, e)
+        min_off = self._engine.commit_log.min_offset
+        cache: dict[int, MessageRecord | None] = {}
+        out: dict[str, list[Message]] = {}
+        for key, offs in zip(keys, cands, strict=True):
+            found: list[Message] = []
+            for off in dict.fromkeys(offs.tolist()):
+                if off < min_off:
+                    continue
+                if off not in cache:
+                    try:
+                        cache[off] = self._engine.commit_log.read_record(off)
+                    except OffsetOutOfRangeError:
+                        cache[off] = None
+                rec = cache[off]
+                if rec is None or rec.topic != topic or not b <= rec.store_timestamp <= e:
+                    continue
+                if key in split_keys(rec.keys) or rec.uniq_key == key:
+                    found.append(Message.from_record(rec))
+            found.sort(key=lambda m: (m.store_timestamp, m.commit_log_offset), reverse=True)
+            out[key] = found[:max_num] if max_num is not None else found
+        return out
+
     # ------------------------------------------------------------------ maintenance
     def delete_expired(self, *, force: bool = False) -> int:
         return self._engine.delete_expired(force=force)

@@ -226,6 +226,53 @@ class CommitLog:
             else:
                 return
 
+    def scan_bounded(self, start: int, end: int | None = None, *, check_crc: bool = False,
+                     batch_records: int = 1 << 18, skip_length_mismatch: bool = True,
+                     release_pages: bool = True, read_ahead: bool = True) -> Iterator[DispatchBatch]:
+        """The batches of :meth:`scan` with ``max_records=batch_records``, for bulk consumers (the
+        offline rebuild).  The next batch is scanned in a worker thread while the caller consumes
+        the current one (the scan kernel releases the GIL), and the mapped CommitLog pages behind
+        a consumed batch are dropped from this process (``MADV_DONTNEED``: the page cache keeps
+        them), so the resident memory does not grow with the CommitLog size."""
+        batches = self.scan(start, end, check_crc=check_crc, max_records=max(1, batch_records),
+                            skip_length_mismatch=skip_length_mismatch)
+        released = max(start, self.min_offset)
+        if not read_ahead:
+            for batch in batches:
+                yield batch
+                if release_pages:
+                    released = self._release_pages(released, batch.next_offset)
+            return
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(1, thread_name_prefix="mqstore-scan") as pool:
+            pending = pool.submit(next, batches, None)
+            while True:
+                batch = pending.result()
+                if batch is None:
+                    return
+                pending = pool.submit(next, batches, None)
+                yield batch
+                if release_pages:
+                    released = self._release_pages(released, batch.next_offset)
+
+    def _release_pages(self, start: int, end: int) -> int:
+        """Drop the whole mapped pages of [start, end) from this process; returns the new start."""
+        import mmap
+
+        page = mmap.PAGESIZE
+        for mf in list(self.queue.files):
+            a = max(start, mf.file_from_offset) - mf.file_from_offset
+            b = min(end, mf.end_offset) - mf.file_from_offset
+            a -= a % page
+            b -= b % page
+            if b > a and mf._mm is not None:
+                try:
+                    mf._mm.madvise(mmap.MADV_DONTNEED, a, b - a)
+                except (OSError, ValueError):  # pragma: no cover - advice only
+                    pass
+        return max(start, end - end % page)
+
     # ------------------------------------------------------------------ recovery (spec §6.3)
     def _first_record_ok(self, mf: MappedFile, check_crc: bool) -> MessageRecord | None:
         res = check_record(mf.mm, 0, mf.file_size, check_crc=check_crc, read_body=check_crc)
