@@ -14,6 +14,7 @@ from kafka_log_support import (
     manifest_rows,
     write_partition,
 )
+from pyspark.sql.streaming.datasource import ReadAllAvailable
 
 from mqstore.errors import (
     DataLossError,
@@ -290,3 +291,28 @@ def test_byte_limit_takes_whole_batches(logdir: tuple[Path, dict]) -> None:
     assert rate_limit_bytes(paths, start, end, 1 << 40) == end
     mid = rate_limit_bytes(paths, start, end, 6000)
     assert all(start[tp] <= mid[tp] <= end[tp] for tp in end) and mid != end
+
+
+def test_half_written_batch_is_never_read(tmp_path: Path) -> None:
+    from mqstore.formats.kafka import SimpleRecord, encode_batch
+    from mqstore.spark.kafka_source import KafkaLogStreamReader
+
+    exp = write_partition(tmp_path / "h-0", batches=6, txn=False, topic="h")
+    seg = sorted((tmp_path / "h-0").glob("*.log"))[-1]
+    o = parse_options({"path": str(tmp_path), "startingOffsets": "earliest"}, streaming=True)
+    reader = KafkaLogStreamReader(o)
+    start = reader.initialOffset()
+    end_before = reader.latestOffset(start, ReadAllAvailable())
+    n = end_before["h"]["0"]
+    batch = encode_batch([SimpleRecord(b"late-%d" % i, timestamp=T0) for i in range(3)], base_offset=n)
+    with open(seg, "ab") as f:  # a writer in the middle of its write: only part of the batch is there
+        f.write(batch[: len(batch) // 2])
+    assert reader.latestOffset(start, ReadAllAvailable()) == end_before
+    (part,) = reader.partitions(start, end_before)
+    assert arrow_rows(read_arrow(part.range, include_headers=True)) == exp
+    with open(seg, "ab") as f:
+        f.write(batch[len(batch) // 2:])
+    end_after = reader.latestOffset(end_before, ReadAllAvailable())
+    assert end_after == {"h": {"0": n + 3}}
+    (part,) = reader.partitions(end_before, end_after)
+    assert [r["value"] for r in arrow_rows(read_arrow(part.range))] == [b"late-0", b"late-1", b"late-2"]
