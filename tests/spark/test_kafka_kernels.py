@@ -118,3 +118,21 @@ def test_corrupt_batch_is_a_typed_error(tmp_path: Path) -> None:
             list(read_arrow(rng, fast=fast))
         assert ei.value.offset == second and str(log) in str(ei.value)
     assert isinstance(ei.value, CorruptDataError)
+
+
+def test_legacy_messages_then_v2_batches(tmp_path: Path) -> None:
+    from mqstore.formats.kafka.batch import encode_legacy_message
+
+    d = tmp_path / "old-0"
+    d.mkdir()
+    data = b"".join(encode_legacy_message(i, b"m%d" % i, key=None if i % 2 else b"k", magic=i % 2, timestamp=500 + i)
+                    for i in range(6))
+    data += encode_batch([SimpleRecord(b"new%d" % i, timestamp=900 + i) for i in range(4)], base_offset=6)
+    (d / "00000000000000000000.log").write_bytes(data)
+    rng = OffsetRange("old", 0, str(d), 2, 9)
+    fast = arrow_rows(read_arrow(rng, include_headers=True))
+    ref = [(r[4], r[1], r[6]) for r in read_rows(rng, include_headers=True)]
+    assert [(r["offset"], r["value"], r["timestampType"]) for r in fast] == ref
+    assert ref == [(2, b"m2", -1), (3, b"m3", 0), (4, b"m4", -1), (5, b"m5", 0), (6, b"new0", 0), (7, b"new1", 0),
+                   (8, b"new2", 0)]
+    assert [r["timestamp"] for r in fast][1::2][:2] == [503, 505]  # magic 1 keeps its timestamp
