@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from mqstore.errors import InvalidArgumentError, InvalidKeyError, OffsetOutOfRangeError
+from mqstore.errors import CorruptDataError, InvalidArgumentError, InvalidKeyError, OffsetOutOfRangeError
 from mqstore.formats.rocketmq.msgid import create_message_id, decode_message_id
 from mqstore.formats.rocketmq.properties import (
     PROPERTY_KEYS,
@@ -598,12 +598,17 @@ class MessageStore:
             )
         units = cq.get_units(queue_offset, max_count)
         out = []
-        for off, size in zip(units["offset"].tolist(), units["size"].tolist(), strict=True):
+        for i, (off, size) in enumerate(zip(units["offset"].tolist(), units["size"].tolist(), strict=True)):
             if size == 2**31 - 1 and off == 0:
                 continue  # blank pre-fill unit
             if off < self._engine.commit_log.min_offset:
                 continue  # its CommitLog segment was deleted
-            out.append(self.get_by_offset(off, check_crc=False))
+            m = self.get_by_offset(off)
+            if (m.topic, m.queue_id, m.queue_offset) != (topic, queue_id, queue_offset + i):
+                raise CorruptDataError(
+                    f"ConsumeQueue {topic}/{queue_id} unit {queue_offset + i} points at a record of "
+                    f"{m.topic}/{m.queue_id} queue offset {m.queue_offset}", path=self.path, offset=off)
+            out.append(m)
         return out
 
     def min_offset(self, topic: str, queue_id: int) -> int:
@@ -672,7 +677,7 @@ class MessageStore:
                 continue
             seen.add(off)
             try:
-                rec = self._engine.commit_log.read_record(off)
+                rec = self._engine.commit_log.read_record(off, check_crc=True)
             except OffsetOutOfRangeError:
                 continue
             if rec.topic != topic or not b <= rec.store_timestamp <= e:

@@ -179,6 +179,9 @@ class CommitLog:
         pos = offset - mf.file_from_offset
         res = check_record(mf.mm, pos, mf.wrote_position, check_crc=check_crc)
         if res.success and res.record is not None:
+            if res.record.physical_offset != offset:  # no CRC covers the header: catch what we can
+                raise CorruptDataError(f"record says it is at offset {res.record.physical_offset}",
+                                       path=str(mf.path), offset=offset)
             return res.record
         if res.size == 0 and res.success:
             raise CorruptDataError("blank end-of-segment record, not a message", path=str(mf.path), offset=offset)

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from mqstore.formats.rocketmq.consumequeue import CQ_DTYPE, CQ_UNIT_SIZE, INT_MAX
+from mqstore.formats.rocketmq.indexfile import time_diff_seconds
 from mqstore.kernels.rocketmq_scan import STOP_INVALID
 from mqstore.storage.rocketmq.store import RocketMQStore
 
@@ -39,8 +40,13 @@ def verify_store(root: str | Path, config=None, *, max_problems: int = 1000) -> 
         starts: list[np.ndarray] = []
         sizes: list[np.ndarray] = []
         key_sets: dict[int, set[int]] = {}
+        # what the CommitLog says of each record: the ConsumeQueue units and index items must agree
+        fields_of: dict[int, tuple[str, int, int, int, int]] = {}
         for batch in cl.scan(cl.min_offset, cl.max_offset, check_crc=True, skip_length_mismatch=False):
             rep.messages += len(batch)
+            for r, off in enumerate(batch.commit_log_offset.tolist()):
+                fields_of[off] = (batch.topic_of(r), int(batch.queue_id[r]), int(batch.queue_offset[r]),
+                                  int(batch.tags_code[r]), int(batch.store_timestamp[r]))
             starts.append(batch.commit_log_offset)
             sizes.append(batch.size)
             for row, h in zip(batch.key_row.tolist(), batch.key_hash.tolist(), strict=True):
@@ -55,16 +61,21 @@ def verify_store(root: str | Path, config=None, *, max_problems: int = 1000) -> 
             for mf in cq.queue.files:
                 n = mf.wrote_position // CQ_UNIT_SIZE
                 units = np.frombuffer(mf.mm, dtype=CQ_DTYPE, count=n)
+                tags = units["tags_code"].tolist()
                 for i, (off, size) in enumerate(zip(units["offset"].tolist(), units["size"].tolist(), strict=True)):
                     rep.cq_units += 1
                     if off == 0 and size == INT_MAX:
                         continue
                     if off < cl.min_offset:
                         continue  # points into a deleted segment (retention)
+                    qoff = (mf.file_from_offset // CQ_UNIT_SIZE) + i
                     if size_of.get(off) != size:
-                        qoff = (mf.file_from_offset // CQ_UNIT_SIZE) + i
                         problem(f"consumequeue/{topic}/{qid}: unit {qoff} points at offset {off} size {size}, "
                                 f"which is not a record of the CommitLog (valid end {end})")
+                    elif fields_of[off][:3] != (topic, qid, qoff) or fields_of[off][3] != tags[i]:
+                        t, q, o, tc, _ = fields_of[off]
+                        problem(f"consumequeue/{topic}/{qid}: unit {qoff} (tags code {tags[i]}) points at offset "
+                                f"{off}, a record of {t}/{q} queue offset {o} tags code {tc}")
                 del units
         for f in store.index.files:
             h = f.header
@@ -79,6 +90,9 @@ def verify_store(root: str | Path, config=None, *, max_problems: int = 1000) -> 
                     problem(f"index/{f.name}: item {item} points at offset {phy}, which is not a record start")
                 elif key_hash not in hashes:
                     problem(f"index/{f.name}: item {item} hash {key_hash} matches no key of the message at {phy}")
+                elif item >= 2 and diff != time_diff_seconds(fields_of[phy][4], h.begin_timestamp):
+                    problem(f"index/{f.name}: item {item} time difference {diff} s does not match the store time "
+                            f"of the message at {phy}")
                 if prev < 0 or prev >= item:
                     problem(f"index/{f.name}: item {item} links to item {prev} (must be older)")
                 if diff < 0:
