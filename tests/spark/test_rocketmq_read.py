@@ -192,3 +192,48 @@ def test_check_boundary(store: Path) -> None:
     with pytest.raises(DataLossError, match="beyond"):
         check_boundary(segs, segs[-1].end + 4096, fail_on_data_loss=True, what="x")
     assert {r for r in TOPICS} == {"orders", "payments", "audit"}
+
+
+def test_stream_reader_offsets_and_admission_control(tmp_path: Path) -> None:
+    """The stream reader's driver-side methods, called directly (Spark calls the same ones)."""
+    from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxBytes, ReadMaxRows
+
+    from mqstore.spark.rocketmq_source import RocketMQStreamReader
+
+    a, b = make_store(tmp_path / "a", 40), make_store(tmp_path / "b", 10)
+    opts = parse_options({"paths": f"{a},{b}", "maxOffsetsPerTrigger": "20"}, streaming=True)
+    r = RocketMQStreamReader(opts)
+    start = r.initialOffset()
+    ends = {n: walk(list_segments(str(p)), 0).end for n, p in (("a", a), ("b", b))}
+    assert start == {"a": 0, "b": 0} and r.getDefaultReadLimit() == ReadMaxRows(20)
+    assert r.latestOffset(start, ReadAllAvailable()) == ends
+    seen: list[int] = []
+    pos = start
+    while True:
+        nxt = r.latestOffset(pos, r.getDefaultReadLimit())
+        if nxt == pos:
+            break
+        batch = read_plan(list(r.partitions(pos, nxt)))  # type: ignore[arg-type]
+        assert 0 < len(batch) <= 20
+        seen += [int(x["properties"]["seq"]) + (1000 if x["brokerName"] == "b" else 0) for x in batch]
+        pos = nxt
+    assert sorted(seen) == list(range(40)) + list(range(1000, 1010)) and len(seen) == len(set(seen))
+    # bytes: never more than the limit unless a single record is larger
+    one = RocketMQStreamReader(parse_options({"path": str(a), "maxBytesPerTrigger": "10"}, streaming=True))
+    first = one.latestOffset({"a": 0}, ReadMaxBytes(10))
+    assert len(read_plan(list(one.partitions({"a": 0}, first)))) == 1  # type: ignore[arg-type]
+    # availableNow: the end is fixed when the query starts
+    fixed = RocketMQStreamReader(parse_options({"path": str(a)}, streaming=True))
+    fixed.prepareForTriggerAvailableNow()
+    from rocketmq_spark_support import fill, small_config
+
+    from mqstore import MessageStore
+
+    with MessageStore.open(a, small_config(T0 + 10_000)) as s:
+        fill(s, 5, start=40)
+    assert fixed.latestOffset({"a": 0}, ReadAllAvailable()) == {"a": ends["a"]}
+    assert RocketMQStreamReader(opts).latestOffset({"a": 0, "b": 0}, ReadAllAvailable())["a"] > ends["a"]
+    with pytest.raises(DataLossError, match="beyond the store's end"):
+        fixed.latestOffset({"a": 10**9}, ReadAllAvailable())
+    lenient = RocketMQStreamReader(parse_options({"path": str(a), "failOnDataLoss": "false"}, streaming=True))
+    assert lenient.latestOffset({"a": 10**9}, ReadAllAvailable())["a"] > ends["a"]

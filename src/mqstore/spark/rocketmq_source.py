@@ -40,7 +40,7 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
-from mqstore.errors import SourceOptionError
+from mqstore.errors import DataLossError, SourceOptionError
 from mqstore.spark._rocketmq_options import (
     LATEST,
     RocketMQOptions,
@@ -302,6 +302,12 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if pos < first:
             return check_boundary(segs, pos, fail_on_data_loss=self.opts.fail_on_data_loss,
                                   what=f"stream offset of {broker}")
+        last = segs[-1].end if segs else 0
+        if pos > last:  # the store was replaced or truncated behind the query's back
+            if self.opts.fail_on_data_loss:
+                raise DataLossError(f"stream offset {pos} of {broker} is beyond the store's end {last} "
+                                    "(set failOnDataLoss=false to continue from the end)")
+            return self._end_of(broker)
         return pos
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, int]:
