@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import subprocess
 import sys
@@ -108,6 +109,7 @@ def main() -> None:
         rows.append((name, f"{ours:,.0f} {unit}", anchor_text or (f"{anchor:,.0f}" if anchor else "-"), ratio, physical))
 
     started = time.perf_counter()
+    load_before = os.getloadavg()[0]
     if "kernels" in only:
         out = run("rocketmq_kernels", ["benchmarks/bench_rocketmq_kernels.py", "--keys", str(keys), "--mb", str(mb),
                                        "--skip-cold"])
@@ -187,6 +189,8 @@ def main() -> None:
 
     print(f"\n\nmqstore benchmark suite ({'quick' if args.quick else 'full'}), {time.perf_counter() - started:.0f} s; "
           f"Java anchors of issue 5 measured on this machine; ratio = ours / Java")
+    print(f"machine: {os.cpu_count()} CPUs, load average {load_before:.1f} at the start, {os.getloadavg()[0]:.1f} at the "
+          "end (anything well above 1 means other processes shared the CPUs and every figure is low)")
     head = ("figure", "mqstore", "Java anchor", "ratio", "physical anchor")
     w = [max(len(r[i]) for r in [*rows, head]) for i in range(5)]
     print(" | ".join(h.ljust(w[i]) for i, h in enumerate(head)))
