@@ -87,7 +87,7 @@ def _i64(out, p, v):
         out[p + k] = (v >> (56 - 8 * k)) & 0xFF
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)  # the reput thread keeps dispatching while a batch is encoded
 def _encode(out, pos, lo, hi, sizes, phys, store_ts, bodies, body_off, body_len, body_crc, topics, topic_off,
             topic_len, props, props_off, props_len, v2, queue_id, flag, queue_offset, sys_flag, born_ts,
             born_hosts, born_v6, store_host, store_v6, reconsume, prepared):
