@@ -3,6 +3,7 @@ record-by-record path, and the compiled batch encoder against the record codec, 
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import struct
 import zlib
@@ -176,6 +177,10 @@ def test_columns_read_back_and_query(tmp_path: Path) -> None:
         m = s.get_by_msg_id(res[5].msg_id)
         assert (m.body, m.tags, m.keys, m.store_timestamp) == (b"x" * 6, "T1", ["a6", "b0"], res.store_timestamp)
         assert len(s.put_columns("Orders", [])) == 0
+        listed = res.to_list()
+        assert listed == [res[i] for i in range(len(res))] and hash(listed[3]) == hash(res[3])
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            listed[0].size = 5  # type: ignore[misc]
 
 
 def test_batches_are_all_or_nothing(tmp_path: Path) -> None:
