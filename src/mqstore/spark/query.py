@@ -31,7 +31,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
 
 LONG_MAX = 2**63 - 1
-CANDIDATE_SCHEMA = "storeIndex INT, key STRING, commitLogOffset BIGINT"
+CANDIDATE_SCHEMA = "storeIndex INT, segmentBase BIGINT, key STRING, commitLogOffset BIGINT"
 
 
 def result_schema() -> str:
@@ -168,7 +168,8 @@ def _broker_names(stores: list[Path], names: Sequence[str] | None) -> list[str]:
 # =============================================================================== executors
 def _candidates(batches: Iterator[pa.RecordBatch], *, stores: tuple[str, ...], topic: str, begin: int, end: int,
                 geometry: tuple[tuple[int, int, int], ...]) -> Iterator[pa.RecordBatch]:
-    """(storeIndex, file, key) rows → candidate (storeIndex, key, commitLogOffset), per index file."""
+    """(storeIndex, file, key) rows → candidates (storeIndex, segmentBase, key, commitLogOffset),
+    one chain walk per index file for all its keys."""
     import mmap
 
     import pyarrow as pa
@@ -178,7 +179,8 @@ def _candidates(batches: Iterator[pa.RecordBatch], *, stores: tuple[str, ...], t
     from mqstore.kernels.rocketmq_index import header_array, select_many
 
     wbegin = max(0, begin - 1000)
-    out_schema = pa.schema([("storeIndex", pa.int32()), ("key", pa.string()), ("commitLogOffset", pa.int64())])
+    out_schema = pa.schema([("storeIndex", pa.int32()), ("segmentBase", pa.int64()), ("key", pa.string()),
+                            ("commitLogOffset", pa.int64())])
     for rb in batches:
         if rb.num_rows == 0:
             continue
@@ -213,25 +215,39 @@ def _candidates(batches: Iterator[pa.RecordBatch], *, stores: tuple[str, ...], t
             if not len(offsets):
                 continue
             key_col = [k for k, c in zip(gkeys, counts.tolist(), strict=True) for _ in range(c)]
+            seg = geometry[s][0]
             yield pa.RecordBatch.from_arrays(
-                [pa.array(np.full(len(offsets), s, np.int32)), pa.array(key_col, pa.string()), pa.array(offsets, pa.int64())],
+                [pa.array(np.full(len(offsets), s, np.int32)), pa.array(offsets - offsets % seg, pa.int64()),
+                 pa.array(key_col, pa.string()), pa.array(offsets, pa.int64())],
                 schema=out_schema)
 
 
 def _fetch(batches: Iterator[pa.RecordBatch], *, stores: tuple[str, ...], broker_names: tuple[str, ...], topic: str,
            begin: int, end: int, geometry: tuple[tuple[int, int, int], ...], include_body: bool) -> Iterator[pa.RecordBatch]:
-    """Candidate (storeIndex, key, commitLogOffset) rows → the exactly matching messages."""
+    """Candidate rows → the exactly matching messages.  All candidates of a CommitLog segment are
+    in one partition, so duplicates (a key listed twice in one message, the same key in two
+    index files) are dropped here, without a shuffle."""
     import pyarrow as pa
 
     from mqstore.kernels.rocketmq_scan import decode_columns
     from mqstore.spark._rocketmq_read import close_map, columns_to_arrow, open_segment
 
+    seen: set[tuple[int, str, int]] = set()  # over the whole partition
     for rb in batches:
         if rb.num_rows == 0:
             continue
         sidx = rb.column("storeIndex").to_numpy(zero_copy_only=False).astype(np.int64)
         offs = rb.column("commitLogOffset").to_numpy(zero_copy_only=False).astype(np.int64)
         keys = rb.column("key").to_pylist()
+        if len(keys):
+            uniq = []
+            for r, (s_, k_, o_) in enumerate(zip(sidx.tolist(), keys, offs.tolist(), strict=True)):
+                if (s_, k_, o_) not in seen:
+                    seen.add((s_, k_, o_))
+                    uniq.append(r)
+            if len(uniq) < len(keys):
+                sel = np.array(uniq, np.int64)
+                sidx, offs, keys = sidx[sel], offs[sel], [keys[r] for r in uniq]
         seg_sizes = np.array([geometry[int(s)][0] for s in sidx.tolist()], np.int64) if len(sidx) else np.zeros(0, np.int64)
         bases = offs - offs % np.maximum(seg_sizes, 1)
         order = np.lexsort((offs, bases, sidx))
@@ -317,8 +333,8 @@ def query_keys(spark: SparkSession, stores: str | os.PathLike[str] | Sequence[st
     cand = pairs.mapInArrow(
         functools.partial(_candidates, stores=store_strs, topic=topic, begin=b, end=e, geometry=geometry),
         CANDIDATE_SCHEMA,
-    ).dropDuplicates(["storeIndex", "key", "commitLogOffset"])
-    found = (cand.repartition(kp, "storeIndex")
+    )
+    found = (cand.repartition(kp, "storeIndex", "segmentBase").sortWithinPartitions("storeIndex", "segmentBase")
              .mapInArrow(functools.partial(_fetch, stores=store_strs, broker_names=tuple(names), topic=topic,
                                            begin=b, end=e, geometry=geometry, include_body=include_body), schema))
     if sort:
