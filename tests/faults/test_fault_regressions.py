@@ -9,7 +9,13 @@ from pathlib import Path
 import pytest
 
 from mqstore import MessageStore, StoreConfig
-from mqstore.errors import CorruptIndexError, InvalidArgumentError, TruncatedRecordError
+from mqstore.errors import (
+    CorruptDataError,
+    CorruptIndexError,
+    CrcMismatchError,
+    InvalidArgumentError,
+    TruncatedRecordError,
+)
 from mqstore.formats.kafka.index_entry import decode_offset_entry, decode_time_entry
 from mqstore.formats.rocketmq.consumequeue import decode_unit
 from mqstore.formats.rocketmq.indexfile import IndexFileBuffer, IndexHeader, index_file_size
@@ -17,6 +23,7 @@ from mqstore.formats.rocketmq.msgid import decode_message_id
 from mqstore.kafka import LogConfig, PartitionLog, SimpleRecord, verify_path
 from mqstore.storage.kafka.log import CLEAN_SHUTDOWN_FILE
 from mqstore.storage.rocketmq.store import RocketMQStore
+from mqstore.storage.rocketmq.verify import verify_store
 
 
 def _small() -> StoreConfig:
@@ -129,3 +136,65 @@ def test_message_id_with_spaces_is_a_typed_error() -> None:
     with pytest.raises(InvalidArgumentError):
         decode_message_id("7F 00 01 00 00 27 11 00000000000000FF")
     assert decode_message_id("7F0000010000271100000000000000FF")[1] == 255
+
+
+def _flip_byte(path: Path, pos: int, mask: int = 0x10) -> None:
+    data = bytearray(path.read_bytes())
+    data[pos] ^= mask
+    path.write_bytes(bytes(data))
+
+
+def test_readers_refuse_records_whose_body_or_header_was_flipped(tmp_path: Path) -> None:
+    """Corruption campaign: ``get`` read records without the body CRC and ``query_by_key`` too, and
+    no reader checked the header fields (no CRC covers them): a flipped body, queue offset or
+    physical offset came back as a valid message."""
+    with MessageStore.open(tmp_path, _small()) as s:
+        rs = [s.put("T", b"body-%d" % i * 4, keys=[f"k{i}"]) for i in range(3)]
+    seg = tmp_path / "commitlog" / f"{0:020d}"
+    _flip_byte(seg, seg.read_bytes().index(b"body-0body-0") + 3)  # inside the body of message 0
+    _flip_byte(seg, rs[1].commit_log_offset + 27)  # low byte of QUEUEOFFSET of message 1
+    _flip_byte(seg, rs[2].commit_log_offset + 35)  # low byte of PHYSICALOFFSET of message 2
+    cfg = _small()
+    cfg.check_crc_on_recover = False  # as for a segment older than the three recovery re-checks
+    with MessageStore.open(tmp_path, cfg, read_only=True) as s:
+        with pytest.raises(CorruptDataError):
+            s.get("T", 0, 0, 1)
+        with pytest.raises(CorruptDataError):
+            s.query_by_key("T", "k0")
+        with pytest.raises(CorruptDataError):
+            s.get("T", 0, 1, 1)
+        with pytest.raises(CorruptDataError):
+            s.get_by_offset(rs[2].commit_log_offset)
+    rep = verify_store(tmp_path, _small())
+    assert len(rep.problems) >= 3
+
+
+def test_verify_cross_checks_units_and_index_items_against_records(tmp_path: Path) -> None:
+    """Corruption campaign: a flipped ConsumeQueue tags code or IndexFile time difference was not
+    reported by ``verify``."""
+    with MessageStore.open(tmp_path, _small()) as s:
+        for i in range(4):
+            s.put("T", b"x%d" % i, keys=[f"k{i}"], tags="TagA")
+    assert verify_store(tmp_path, _small()).ok
+    cq = tmp_path / "consumequeue" / "T" / "0" / f"{0:020d}"
+    _flip_byte(cq, 20 + 19)  # tags code of unit 1
+    idx = next((tmp_path / "index").iterdir())
+    items = 40 + 16 * 4
+    _flip_byte(idx, items + 3 * 20 + 15, 0x01)  # time difference of item 3
+    problems = verify_store(tmp_path, _small()).problems
+    assert any("tags code" in p for p in problems) and any("time difference" in p for p in problems), problems
+
+
+def test_kafka_reader_refuses_a_batch_with_a_bad_crc(tmp_path: Path) -> None:
+    """Corruption campaign: after a clean shutdown nothing re-validates old segments, and
+    ``iter_records`` decoded batches without their CRC, handing out flipped values."""
+    d = tmp_path / "t-0"
+    with PartitionLog.open(d, LogConfig(segment_bytes=300)) as log:
+        for i in range(10):
+            log.append_records([SimpleRecord(b"value-%d" % i * 3, b"k%d" % i, timestamp=1000 + i)])
+    first = sorted(d.glob("*.log"))[0]
+    _flip_byte(first, first.stat().st_size - 5)
+    with PartitionLog.open(d, LogConfig(segment_bytes=300)) as log:
+        assert log.had_clean_shutdown
+        with pytest.raises(CrcMismatchError):
+            list(log.iter_records())

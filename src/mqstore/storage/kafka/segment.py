@@ -36,6 +36,7 @@ from mqstore.formats.kafka.batch import (
     iter_legacy_records,
     iter_records,
     peek_batch,
+    validate_batch,
 )
 from mqstore.formats.kafka.index_entry import OffsetPosition, TimestampOffset
 from mqstore.storage.kafka.index import OffsetIndex, TimeIndex
@@ -274,6 +275,7 @@ class LogSegment:
         if ref.magic >= 2:
             h = decode_batch_header(data, 0, path=where)
             try:
+                validate_batch(data, h, path=where)  # a reader never hands out a corrupt batch
                 recs = list(iter_records(data, h, path=where))
             except CorruptDataError as exc:
                 raise type(exc)(exc.message, path=where, offset=ref.position) from None
