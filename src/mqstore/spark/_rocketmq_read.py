@@ -8,7 +8,9 @@ jobs built on its schema (export, query-keys, dispatch) and plain Python callers
   file into RecordBatches, column-wise from the numba kernels
   (:func:`~mqstore.kernels.rocketmq_scan.record_positions`,
   :func:`~mqstore.kernels.rocketmq_scan.scan_segment`,
-  :func:`~mqstore.kernels.rocketmq_scan.decode_columns`).
+  :func:`~mqstore.kernels.rocketmq_columns.arrow_columns`; batches with invalid UTF-8 text or an
+  unreadable record take :func:`~mqstore.kernels.rocketmq_scan.decode_columns` +
+  :func:`columns_to_arrow`, the vectorised path's twin).
 * :func:`rocketmq_rows_py` is the pure-Python twin (record by record through
   :func:`~mqstore.formats.rocketmq.record.check_record`); tests compare both on the same bytes.
 """
@@ -27,6 +29,7 @@ import numpy as np
 from mqstore.errors import CorruptDataError, CrcMismatchError, StoreNotFoundError
 from mqstore.formats.rocketmq.properties import split_keys
 from mqstore.formats.rocketmq.record import TRANSACTION_MASK, check_record
+from mqstore.kernels.rocketmq_columns import arrow_columns
 from mqstore.kernels.rocketmq_scan import (
     STOP_INVALID,
     DispatchBatch,
@@ -313,14 +316,23 @@ def rocketmq_arrow_batches(
     unit).  ``file_from_offset`` defaults to the segment's name (its global offset).  Batches hold
     at most ``max_rows`` rows and about ``max_bytes`` record bytes.
     """
+    import pyarrow as pa
+
     path = os.fspath(segment_path)
     base = int(os.path.basename(path)) if file_from_offset is None else int(file_from_offset)
+    schema = rocketmq_arrow_schema()
     mm, u8 = open_segment(path)
     try:
         stop = len(u8) if end is None else min(int(end), len(u8))
         positions = select_positions(u8, path, base, int(start), stop, row_filter=row_filter, check_crc=check_crc)
         sizes = _record_sizes(u8, positions)
         for chunk in _chunks(positions, sizes, max_rows, max_bytes):
+            fast = arrow_columns(u8, base, chunk, broker_name=broker_name, include_body=include_body)
+            if fast is not None:
+                yield pa.RecordBatch.from_arrays([fast[c] for c in ROCKETMQ_COLUMNS], schema=schema)
+                del fast
+                continue
+            # unusual batch (invalid UTF-8 text, an unreadable record, > 2 GiB column): old path
             try:
                 cols = decode_columns(u8, base, chunk, include_body=include_body)
             except CorruptDataError as exc:
