@@ -230,7 +230,7 @@ class CommitLog:
                 return
 
     def scan_bounded(self, start: int, end: int | None = None, *, check_crc: bool = False,
-                     batch_records: int = 1 << 18, skip_length_mismatch: bool = True,
+                     batch_records: int = 1 << 16, skip_length_mismatch: bool = True,
                      release_pages: bool = True, read_ahead: bool = True) -> Iterator[DispatchBatch]:
         """The batches of :meth:`scan` with ``max_records=batch_records``, for bulk consumers (the
         offline rebuild).  The next batch is scanned in a worker thread while the caller consumes
