@@ -126,6 +126,7 @@ def test_generated_store(spark, generated_store: Path, tmp_path: Path, items: in
     assert "scan CommitLog" in phases and "write ConsumeQueues and IndexFiles" in phases
     finals = {p: (d, t) for p, d, t in events}
     assert all(d == t and t > 0 for d, t in finals.values())
+    assert set(stats.phase_seconds) == set(finals) and all(v >= 0 for v in stats.phase_seconds.values())
 
 
 def test_scan_stops_where_the_local_scan_stops(spark, generated_store: Path, tmp_path: Path) -> None:

@@ -35,8 +35,13 @@ def _group_tasks(tracker: Any, group: str) -> tuple[int, int]:
 
 
 @contextmanager
-def phase(spark_context: Any, label: str, progress: ProgressFn | None) -> Iterator[None]:
-    """Run the Spark jobs of the ``with`` body as one phase of the progress display."""
+def phase(spark_context: Any, label: str, progress: ProgressFn | None,
+          timings: dict[str, float] | None = None) -> Iterator[None]:
+    """Run the Spark jobs of the ``with`` body as one phase of the progress display (its wall
+    time is added to ``timings[label]``)."""
+    import time
+
+    t0 = time.perf_counter()
     group = f"mqstore-{uuid.uuid4().hex[:12]}"
     spark_context.setJobGroup(group, label)
     stop = threading.Event()
@@ -62,6 +67,8 @@ def phase(spark_context: Any, label: str, progress: ProgressFn | None) -> Iterat
         ok = True
     finally:
         stop.set()
+        if timings is not None:
+            timings[label] = round(timings.get(label, 0.0) + time.perf_counter() - t0, 3)
         if thread is not None:
             thread.join(timeout=2)
         spark_context.setLocalProperty("spark.jobGroup.id", None)

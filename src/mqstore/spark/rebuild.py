@@ -55,6 +55,7 @@ class RocketMQRebuildStats:
     bytes_scanned: int
     seconds: float
     out: str
+    phase_seconds: dict[str, float] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -168,13 +169,14 @@ def rebuild_rocketmq(spark: SparkSession, store: str | os.PathLike[str], out: st
     sc = spark.sparkContext
     _, target = rebuild_target(root, None if in_place else out)
     scanned = None
+    timings: dict[str, float] = {}
     try:
         # ---------------------------------------------------------------- 1. split + scan
         chunks: list[rr.ChunkDesc] = []
         big = [s for s in segments if s.wrote_position > split]
         ranges: dict[int, list[tuple[int, int]]] = {s.index: [(0, s.wrote_position)] for s in segments}
         if big:
-            with phase(sc, "split segments", progress):
+            with phase(sc, "split segments", progress, timings):
                 found = sc.parallelize(big, len(big)).map(lambda s: (s.index, rr.split_segment(s, split))).collect()
             ranges.update(dict(found))
         for s in segments:
@@ -188,7 +190,7 @@ def rebuild_rocketmq(spark: SparkSession, store: str | os.PathLike[str], out: st
 
             scanned = sc.parallelize(chunks, len(chunks)).map(rr.scan_chunk)
             scanned.persist(StorageLevel.MEMORY_AND_DISK)
-            with phase(sc, "scan CommitLog", progress):
+            with phase(sc, "scan CommitLog", progress, timings):
                 summaries = scanned.map(lambda c: c.summary()).collect()
         included = rr.included_chunks(summaries, segments)
         # ---------------------------------------------------------------- 2. plan the IndexFiles
@@ -198,7 +200,7 @@ def rebuild_rocketmq(spark: SparkSession, store: str | os.PathLike[str], out: st
         n_files = -(-total_keys // per_file) if cfg.message_index_enable and total_keys else 0
         plans: list[rr.IndexFilePlan] = []
         if n_files and scanned is not None:
-            with phase(sc, "plan index files", progress):
+            with phase(sc, "plan index files", progress, timings):
                 picks = scanned.filter(lambda c: c.index in starts) \
                     .flatMap(lambda c: rr.boundary_picks(c, starts[c.index], per_file)).collect()
             plans = rr.plan_index_files(total_keys, per_file, picks)
@@ -221,7 +223,7 @@ def rebuild_rocketmq(spark: SparkSession, store: str | os.PathLike[str], out: st
                     c.key_hash = c.key_hash[:0]
                 return c
 
-            with phase(sc, "write ConsumeQueues and IndexFiles", progress):
+            with phase(sc, "write ConsumeQueues and IndexFiles", progress, timings):
                 written = scanned.filter(lambda c: c.index in starts).map(strip_keys).flatMap(routed) \
                     .partitionBy(n_ix + n_cq, lambda p: p) \
                     .mapPartitions(lambda it: rr.write_partition(it, target_s, cq_size, slots, items, plan_map)) \
@@ -249,7 +251,7 @@ def rebuild_rocketmq(spark: SparkSession, store: str | os.PathLike[str], out: st
         consume_queues=sum(1 for w in written if w[0] == "cq"), index_files=sum(1 for w in written if w[0] == "index"),
         stop_error=last.error if last else None, segments=len(segments), scan_tasks=len(chunks),
         bytes_scanned=(last.next_offset - segments[0].file_from_offset) if last and segments else 0,
-        seconds=round(time.perf_counter() - t0, 3), out=str(out),
+        seconds=round(time.perf_counter() - t0, 3), out=str(out), phase_seconds=timings,
     )
 
 
