@@ -225,3 +225,23 @@ def test_batch_queries_validate_input(shared_fixtures: Path) -> None:
             s.query_by_keys("bad topic/..", ["a"])
         assert s.query_by_keys("TopicTest", []) == {}
         assert s.query_offsets_many("TopicTest", ["a"], 0) == [[]]
+
+
+def test_batch_queries_across_many_index_files(tmp_path: Path) -> None:
+    cfg = StoreConfig(hash_slot_num=3, index_num=9, background_services=False)
+    keys = [f"k{i}" for i in range(7)]
+    with MessageStore.open(tmp_path / "s", cfg) as s:
+        for i in range(60):
+            s.put("T", b"x%d" % i, keys=[keys[i % 7], keys[(i * 3) % 7]], tags="A")
+            if i % 13 == 0:
+                s.put("U", b"other", keys=[keys[i % 7]])
+        s.dispatch()
+        assert len(s.engine.index.files) > 5
+        for cap in (1, 2, 5, 64):
+            many = s.query_offsets_many("T", [*keys, "nope"], cap)
+            assert many == [s.query_offsets_broker("T", k, cap) for k in [*keys, "nope"]]
+            assert any(len(m) == cap for m in many) if cap <= 5 else max(map(len, many)) < cap
+        batch = s.query_by_keys("T", [*keys, "nope"])
+        for k in [*keys, "nope"]:
+            assert [m.commit_log_offset for m in batch[k]] == [m.commit_log_offset for m in s.query_by_key("T", k)]
+        assert sum(len(v) for v in batch.values()) > 60

@@ -716,8 +716,10 @@ class MessageStore:
         limit = min(max_num, cap) if cap is not None else max_num
         if limit <= 0:
             return [[] for _ in keys]
-        res = self._engine.index.candidates_many(topic, keys, int(begin), int(end), max_num=limit, widen=False)
-        return [r.tolist() for r in res]
+        offs, splits = self._engine.index.candidates_columnar(topic, keys, int(begin), int(end), max_num=limit,
+                                                               widen=False)  # fmt: skip
+        flat, sp = offs.tolist(), splits.tolist()
+        return [flat[sp[i] : sp[i + 1]] for i in range(len(keys))]
 
     def query_by_keys(self, topic: str, keys: Sequence[str], begin: int | None = None, end: int | None = None,
                       max_num: int | None = None) -> dict[str, list[Message]]:

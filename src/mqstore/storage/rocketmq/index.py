@@ -268,20 +268,22 @@ class IndexService:
             if h.begin_timestamp < wbegin:
                 break
 
-    def candidates_many(self, topic: str, keys: list[str], begin: int, end: int, *,
-                        max_num: int | None = None, widen: bool = True) -> list[np.ndarray]:
-        """Candidate offsets (hash matches, newest first) of many keys of ``topic`` at once: one
+    def candidates_columnar(self, topic: str, keys: list[str], begin: int, end: int, *,
+                            max_num: int | None = None, widen: bool = True) -> tuple[np.ndarray, np.ndarray]:
+        """Candidate offsets (hash matches, newest first) of many keys of ``topic`` at once, as
+        ``(offsets, splits)``: those of ``keys[i]`` are ``offsets[splits[i]:splits[i + 1]]``.  One
         vectorised chain walk per file for all keys (``select_many``).  With ``widen`` the time
         window is widened by 1 s as :meth:`candidates` does (callers re-check exactly); without it
-        and with ``max_num`` (total per key, capped per file as the broker does) the result is
-        what :meth:`query_offset` returns for each key."""
+        and with ``max_num`` (total per key, capped per file as the broker does) each key gets what
+        :meth:`query_offset` returns for it."""
         from mqstore.kernels.javahash import index_hash_strings
         from mqstore.kernels.rocketmq_index import header_array, select_many
 
-        hashes = index_hash_strings([f"{topic}#{k}" for k in keys])
         n = len(keys)
-        parts: list[list[np.ndarray]] = [[] for _ in range(n)]
+        hashes = index_hash_strings([f"{topic}#{k}" for k in keys])
         got = np.zeros(n, np.int64)
+        offs_parts: list[np.ndarray] = []
+        key_parts: list[np.ndarray] = []
         wbegin = max(0, begin - 1000) if widen else begin
         limit = LONG_MAX if max_num is None else max_num
         for f in reversed(self.files):
@@ -304,15 +306,30 @@ class IndexService:
                                        limit, wbegin, end)  # fmt: skip
             counts = np.diff(splits)
             if limit != LONG_MAX:  # the broker's list is shared across files: each file tops it up
-                counts = np.minimum(counts, limit - got[todo])
-            for j in np.flatnonzero(counts).tolist():
-                k = int(todo[j])
-                parts[k].append(offs[splits[j] : splits[j] + counts[j]])
+                take = np.minimum(counts, limit - got[todo])
+                if (take < counts).any():
+                    within = np.arange(len(offs)) - np.repeat(splits[:-1], counts)
+                    offs = offs[within < np.repeat(take, counts)]
+                counts = take
+            offs_parts.append(offs)
+            key_parts.append(np.repeat(todo, counts))
             got[todo] += counts
             if h.begin_timestamp < wbegin:
                 break
-        empty = np.empty(0, np.int64)
-        return [np.concatenate(p) if len(p) > 1 else (p[0] if p else empty) for p in parts]
+        out_splits = np.zeros(n + 1, np.int64)
+        np.cumsum(got, out=out_splits[1:])
+        if not offs_parts:
+            return np.empty(0, np.int64), out_splits
+        if len(offs_parts) == 1:
+            return offs_parts[0], out_splits
+        order = np.argsort(np.concatenate(key_parts), kind="stable")  # per key, newest file first
+        return np.concatenate(offs_parts)[order], out_splits
+
+    def candidates_many(self, topic: str, keys: list[str], begin: int, end: int, *,
+                        max_num: int | None = None, widen: bool = True) -> list[np.ndarray]:
+        """:meth:`candidates_columnar` as one array per key."""
+        offs, splits = self.candidates_columnar(topic, keys, begin, end, max_num=max_num, widen=widen)
+        return [offs[splits[i] : splits[i + 1]] for i in range(len(keys))]
 
     # ------------------------------------------------------------------ retention / flush
     def delete_expired(self, min_commit_log_offset: int) -> int:
