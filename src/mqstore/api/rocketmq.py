@@ -248,6 +248,10 @@ def _check_text(what: str, value: str) -> str:
         raise InvalidKeyError(f"{what} must be a string, not {type(value).__name__}")
     if "\x01" in value or "\x02" in value:
         raise InvalidKeyError(f"{what} {value!r} contains a reserved separator character (\\x01 or \\x02)")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidKeyError(f"{what} {value!r} is not valid Unicode text: {exc.reason}") from None
     return value
 
 

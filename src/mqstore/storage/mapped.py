@@ -11,13 +11,41 @@ crash of the machine.  Nothing here flushes on its own: the owners decide when (
 
 from __future__ import annotations
 
+import errno
 import mmap
 import os
 from pathlib import Path
 
 import numpy as np
 
-from mqstore.errors import GeometryMismatchError, PathOutsideStoreError, ReadOnlyStoreError, StoreError
+from mqstore.errors import (
+    FlushError,
+    GeometryMismatchError,
+    PathOutsideStoreError,
+    ReadOnlyStoreError,
+    StoreError,
+)
+
+_NO_SPACE = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+
+
+def size_file(fd: int, size: int, path: Path | str) -> None:
+    """Give a new file its size with every block allocated now: writing a page of a sparse
+    memory-mapped file on a full disk kills the process with SIGBUS, so a full disk must show up
+    here, as a :class:`FlushError`, before anything is mapped."""
+    try:
+        os.ftruncate(fd, size)
+        if size > 0 and hasattr(os, "posix_fallocate"):
+            try:
+                os.posix_fallocate(fd, 0, size)
+            except OSError as exc:
+                if exc.errno in _NO_SPACE:
+                    raise
+                # a file system without fallocate: keep the sparse file
+    except OSError as exc:
+        if exc.errno in _NO_SPACE:
+            raise FlushError(f"no space left to allocate {size} bytes ({exc.strerror})", path=str(path)) from exc
+        raise
 
 OS_PAGE_SIZE = 4096
 
@@ -51,7 +79,10 @@ class MappedFile:
                 raise ReadOnlyStoreError("cannot create a segment in a read-only store", path=str(self.path))
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
             try:
-                os.ftruncate(fd, file_size)
+                size_file(fd, file_size, self.path)
+            except BaseException:
+                self.path.unlink(missing_ok=True)
+                raise
             finally:
                 os.close(fd)
         actual = self.path.stat().st_size

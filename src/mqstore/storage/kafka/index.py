@@ -36,6 +36,7 @@ from mqstore.errors import (
 )
 from mqstore.formats.kafka.index_entry import OffsetPosition, TimestampOffset
 from mqstore.kernels.kafka import index_lookup_many, index_search_many, index_search_py, index_search_sorted
+from mqstore.storage.mapped import size_file
 
 INT32_MAX = (1 << 31) - 1
 WARM_SECTION_BYTES = 8192
@@ -136,7 +137,12 @@ class AbstractIndex:
         flags = os.O_RDWR | (os.O_CREAT if writable else 0) if writable else os.O_RDONLY
         self._fd = os.open(self.path, flags, 0o644)
         if not exists:
-            os.ftruncate(self._fd, round_down(self.max_index_size, self.ENTRY_SIZE))
+            try:
+                size_file(self._fd, round_down(self.max_index_size, self.ENTRY_SIZE), self.path)
+            except BaseException:
+                os.close(self._fd)
+                self.path.unlink(missing_ok=True)
+                raise
         self._length = os.fstat(self._fd).st_size
         self._map()
         self._max_entries = self._length // self.ENTRY_SIZE

@@ -28,6 +28,7 @@ import json
 import os
 import re
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,7 @@ import numpy as np
 
 from mqstore.errors import (
     CorruptDataError,
+    FlushError,
     InvalidArgumentError,
     MqStoreError,
     OffsetOutOfRangeError,
@@ -58,6 +60,7 @@ from mqstore.storage.kafka.segment import (
     TimestampAndOffset,
     now_ms,
 )
+from mqstore.storage.mapped import ensure_inside
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 RECOVERY_POINT_FILE = "recovery-point-offset-checkpoint"
@@ -103,6 +106,18 @@ class TimestampLookup:
     offset: int
     timestamp: int
     leader_epoch: int | None
+
+
+@contextmanager
+def _typed_io_errors(path: Path) -> Iterator[None]:
+    """A failed write or fsync (disk full, EIO) is a :class:`FlushError`: what was being appended
+    or flushed is not acknowledged; the log stays usable once the fault clears."""
+    try:
+        yield
+    except MqStoreError:
+        raise
+    except OSError as exc:
+        raise FlushError(f"write or fsync failed: {exc.strerror or exc}", path=str(path)) from exc
 
 
 def _fsync_dir(path: Path) -> None:
@@ -196,6 +211,9 @@ class PartitionLog:
                     os.replace(f, d / name[: -len(".swap")])
         logs: dict[int, Path] = {}
         needs_recovery: set[int] = set()
+        for f in sorted(d.iterdir()):
+            if f.is_symlink():  # a segment or index linked elsewhere would make appends write there
+                ensure_inside(d, f)
         for f in sorted(d.iterdir()):
             if not f.is_file() or "." not in f.name or not f.name.split(".", 1)[0].isdigit():
                 continue
@@ -361,12 +379,13 @@ class PartitionLog:
         first = int(scan["base_offset"][0])
         last = int(scan["last_offset"][n - 1])
         t = now_ms() if now is None else now
-        seg = self._maybe_roll(len(buf), first, last, max_ts, t)
-        position = seg.size
-        seg.append(last, max_ts, shallow, mv)
-        self.log_end_offset = last + 1
-        info = LogAppendInfo(first, last, max_ts, shallow, n, len(buf), seg.base_offset, position)
-        self._maybe_flush(t)
+        with _typed_io_errors(self.dir):
+            seg = self._maybe_roll(len(buf), first, last, max_ts, t)
+            position = seg.size
+            seg.append(last, max_ts, shallow, mv)
+            self.log_end_offset = last + 1
+            info = LogAppendInfo(first, last, max_ts, shallow, n, len(buf), seg.base_offset, position)
+            self._maybe_flush(t)
         return info
 
     def append_records(self, records: Sequence[SimpleRecord | bytes], *, compression: int = Compression.NONE,
@@ -437,10 +456,11 @@ class PartitionLog:
         """Make every appended batch durable (fsync) and advance the recovery point to the log end."""
         self._check_writable()
         i = max(bisect.bisect_right(self._bases, self.recovery_point) - 1, 0)
-        for seg in self._segments[i:]:
-            seg.flush()
-        self.recovery_point = self.log_end_offset
-        self._write_recovery_point()
+        with _typed_io_errors(self.dir):
+            for seg in self._segments[i:]:
+                seg.flush()
+            self.recovery_point = self.log_end_offset
+            self._write_recovery_point()
         self._last_flush_ms = now_ms()
 
     # ------------------------------------------------------------------ reads

@@ -27,6 +27,7 @@ from mqstore.formats.rocketmq.indexfile import IndexFileBuffer, index_file_size
 from mqstore.formats.rocketmq.javahash import index_key_hash
 from mqstore.formats.rocketmq.msgid import index_file_name, index_file_name_to_ms
 from mqstore.kernels.rocketmq_scan import DispatchBatch
+from mqstore.storage.mapped import size_file
 
 LONG_MAX = 2**63 - 1
 
@@ -43,7 +44,10 @@ class IndexFile:
             tmp = self.path.with_name(f".{self.path.name}.tmp")
             fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
             try:
-                os.ftruncate(fd, size)
+                size_file(fd, size, self.path)
+            except BaseException:
+                tmp.unlink(missing_ok=True)
+                raise
             finally:
                 os.close(fd)
             os.rename(tmp, self.path)

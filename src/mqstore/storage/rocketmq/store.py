@@ -24,6 +24,8 @@ import numpy as np
 
 from mqstore.errors import (
     CorruptDataError,
+    FlushError,
+    MqStoreError,
     ReadOnlyStoreError,
     StoreClosedError,
     StoreLockedError,
@@ -464,7 +466,13 @@ class RocketMQStore:
     # ================================================================== flush
     def flush_commit_log(self, least_pages: int = 0) -> int:
         with self._flush_lock:
-            flushed = self.commit_log.flush(least_pages)
+            try:
+                flushed = self.commit_log.flush(least_pages)
+            except OSError as exc:  # msync failed (EIO): nothing past the last good flush is acknowledged
+                if isinstance(exc, MqStoreError):
+                    raise
+                raise FlushError(f"flushing the CommitLog failed: {exc.strerror or exc}",
+                                 path=str(self.root / "commitlog")) from exc
             with self._put_lock:
                 keep = []
                 for end, ts in self._ts_of_offset:
