@@ -29,6 +29,7 @@ import random
 import shutil
 import sys
 import tempfile
+import traceback
 from collections import defaultdict
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
@@ -158,7 +159,7 @@ def check_rocketmq(root: Path, ref: RmqRef, rng: random.Random) -> Outcome:
                 if exp is None or exp[3] != m.body:
                     o.wrong += 1
     except Exception as exc:
-        o.untyped = f"query: {type(exc).__name__}: {exc}"
+        o.untyped = f"query: {type(exc).__name__}: {exc} at {_where(exc)}"
     finally:
         try:
             s.close()
@@ -171,6 +172,11 @@ def check_rocketmq(root: Path, ref: RmqRef, rng: random.Random) -> Outcome:
     except Exception as exc:
         o.untyped = o.untyped or f"verify after open: {type(exc).__name__}: {exc}"
     return o
+
+
+def _where(exc: BaseException) -> str:
+    tb = traceback.extract_tb(exc.__traceback__)
+    return "; ".join(f"{Path(f.filename).name}:{f.lineno}" for f in tb[-3:])
 
 
 def _flip(path: Path, pos: int, bit: int) -> None:
@@ -356,7 +362,7 @@ def check_kafka(d: Path, ref: dict[int, tuple[bytes, bytes, int]], rng: random.R
             if lk is not None and off < log.log_end_offset and lk.offset < off:
                 o.wrong += 1
     except Exception as exc:
-        o.untyped = f"query: {type(exc).__name__}: {exc}"
+        o.untyped = f"query: {type(exc).__name__}: {exc} at {_where(exc)}"
     finally:
         try:
             log.close()

@@ -20,6 +20,7 @@ import numpy as np
 
 from mqstore.errors import (
     CorruptDataError,
+    CorruptIndexError,
     IndexFullError,
     InvalidArgumentError,
     OffsetOverflowError,
@@ -251,12 +252,18 @@ class LogSegment:
     def read_bytes(self, position: int, length: int) -> bytes:
         if length <= 0:
             return b""
+        if position < 0 or position > self._size:  # e.g. a corrupt index entry pointed here
+            raise CorruptIndexError(f"read at position {position} outside the segment of {self._size} bytes",
+                                    path=str(self.log_path), offset=position)
         return os.pread(self._fd, length, position)
 
     def batches(self, start_position: int = 0) -> Iterator[BatchRef]:
         """Batch headers from ``start_position`` (spec §2.4 walk over the file)."""
         pos = start_position
         end = self._size
+        if pos < 0:  # from a corrupt index entry
+            raise CorruptIndexError(f"index points at position {pos} of the segment", path=str(self.log_path),
+                                    offset=pos)
         while True:
             if pos >= end - HEADER_SIZE_UP_TO_MAGIC:
                 return
