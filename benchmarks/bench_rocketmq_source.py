@@ -7,7 +7,8 @@ Data (generated under ``benchmarks/data/rocketmq_source/``, gitignored): one sto
 with a ratio against a baseline measured in the same process on the same bytes:
 
 * the reader without Spark: numba boundary walk + column decoder → Arrow
-  (``rocketmq_arrow_batches``) vs the pure-Python row reference (``rocketmq_rows_py``), and the
+  (``rocketmq_arrow_batches``) vs the pure-Python row reference (``rocketmq_rows_py``) and vs the
+  previous column path (``decode_columns`` + ``columns_to_arrow``, new/old ratio), and the
   filtered path (numba scan + row mask, one topic of three) vs the unfiltered one;
 * through Spark (``local[2]``, ``noop`` sink): one task per segment vs ``minPartitions=8``.
 """
@@ -25,7 +26,20 @@ ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT.parent / "src"))
 
 from mqstore import MessageStore, StoreConfig  # noqa: E402
-from mqstore.spark._rocketmq_read import RowFilter, rocketmq_arrow_batches, rocketmq_rows_py  # noqa: E402
+from mqstore.kernels.rocketmq_scan import decode_columns  # noqa: E402
+from mqstore.spark._rocketmq_read import (  # noqa: E402
+    BATCH_BYTES,
+    BATCH_ROWS,
+    RowFilter,
+    _chunks,
+    _record_sizes,
+    close_map,
+    columns_to_arrow,
+    open_segment,
+    rocketmq_arrow_batches,
+    rocketmq_rows_py,
+    select_positions,
+)
 from mqstore.spark._rocketmq_store import list_segments  # noqa: E402
 
 SEGMENT = 16 * 1024 * 1024
@@ -46,6 +60,21 @@ def make(root: Path, messages: int) -> Path:
         s.dispatch()
     marker.touch()
     return d
+
+
+def old_columns_path(path: str, base: int) -> int:
+    """The column path before ``arrow_columns``: ``decode_columns`` (per-row Python objects for
+    properties, keys, hosts, topic, body) + ``columns_to_arrow``; rows read."""
+    mm, u8 = open_segment(path)
+    rows = 0
+    try:
+        pos = select_positions(u8, path, base, 0, len(u8))
+        for chunk in _chunks(pos, _record_sizes(u8, pos), BATCH_ROWS, BATCH_BYTES):
+            rows += columns_to_arrow(decode_columns(u8, base, chunk), "b").num_rows
+    finally:
+        del u8
+        close_map(mm)
+    return rows
 
 
 def timed(fn: Any) -> tuple[float, Any]:
@@ -80,6 +109,10 @@ def main() -> None:
     t_py, rows = timed(lambda: rocketmq_rows_py(data, first.base, 0, len(data), broker_name="b"))
     t_fast1, n1 = best(lambda: sum(b.num_rows for b in rocketmq_arrow_batches(first.path, broker_name="b")))
     assert n1 == len(rows)
+    t_old, n_old = best(lambda: sum(old_columns_path(s.path, s.base) for s in segs))
+    assert n_old == n
+    res["old_columns_rows_per_s"] = n / t_old
+    res["arrow_vs_old_columns"] = t_old / t_fast
     t_filt, nf = best(lambda: fast(RowFilter(topics=frozenset({"orders"}))))
     res["arrow_rows_per_s"] = n / t_fast
     res["arrow_mb_per_s"] = mb / t_fast
@@ -89,6 +122,8 @@ def main() -> None:
     res["filtered_vs_unfiltered_time"] = t_filt / t_fast
     print(f"Arrow fast path: {n / t_fast:,.0f} rows/s ({mb / t_fast:,.0f} MB/s); pure Python: "
           f"{len(rows) / t_py:,.0f} rows/s; ratio {res['arrow_vs_python']:.1f}x")
+    print(f"old column path (decode_columns + columns_to_arrow): {n / t_old:,.0f} rows/s; "
+          f"new/old ratio {res['arrow_vs_old_columns']:.2f}x")
     print(f"one topic of three (scan + mask): {n / t_filt:,.0f} records scanned/s, "
           f"{t_filt / t_fast:.2f}x the unfiltered time ({nf} rows)")
     if not args.no_spark:

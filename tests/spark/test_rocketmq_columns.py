@@ -115,7 +115,7 @@ def generated() -> list[MessageRecord]:
         recs.append(MessageRecord(
             topic=topics[i % len(topics)], body=bytes(rng.randrange(256) for _ in range(rng.randrange(0, 40))),
             queue_id=i % 7, flag=rng.randrange(-5, 5), queue_offset=i, sys_flag=(i % 3) * 4,
-            born_timestamp=1_700_000_000_000 + i, born_host=HOSTS[i % len(HOSTS)],
+            born_timestamp=1_700_000_000_000 + i, born_host=HOSTS[(i // 3) % len(HOSTS)],  # runs of one host
             store_timestamp=1_700_000_000_500 + i, store_host=HOSTS[(i * 3 + 1) % len(HOSTS)],
             reconsume_times=i % 4, properties_text=text,
         ))  # fmt: skip

@@ -155,10 +155,21 @@ def _hosts_kernel(buf: np.ndarray, hp: np.ndarray, hw: np.ndarray, hexd: np.ndar
     """``Host.__str__`` text of each host (``a.b.c.d:port``, or ``[8 full groups]:port`` for
     IPv6) into ``out``; ``offsets`` gets the n+1 offsets; returns the byte count."""
     o = 0
+    prev_p = -1
+    prev_w = 0
     for r in range(hp.shape[0]):
         offsets[r] = o
         p = hp[r]
         w = hw[r]
+        if prev_p >= 0 and w == prev_w and _same(buf, p, prev_p, w):  # same host as the row before
+            a = offsets[r - 1]
+            ln = o - a
+            for k in range(ln):
+                out[o + k] = out[a + k]
+            o += ln
+            continue
+        prev_p = p
+        prev_w = w
         if w == 8:
             for k in range(4):
                 if k:
@@ -203,9 +214,9 @@ def _gather_kernel(buf: np.ndarray, starts: np.ndarray, lens: np.ndarray, offset
         offsets[r] = o
         s = starts[r]
         ln = lens[r]
-        if ln > 0:
-            out[o : o + ln] = buf[s : s + ln]
-            o += ln
+        for k in range(ln):  # an explicit loop: slicing costs more than the copy for short pieces
+            out[o + k] = buf[s + k]
+        o += max(ln, 0)
     offsets[starts.shape[0]] = o
 
 
