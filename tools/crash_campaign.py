@@ -296,6 +296,26 @@ def _run_one(layout: str, path: Path, policy: str, start: int, rng: random.Rando
     return acks, phase, errors
 
 
+def _account(acked: dict[int, Ack], fresh: set[int], seen: dict[int, int], lowest: int,
+             res: CampaignResult) -> None:
+    """Compare the acknowledgements with what the store holds (``seen``: message → offset);
+    messages below ``lowest`` were removed by retention.  Drops lost and retained ones from
+    ``acked``."""
+    for i, a in list(acked.items()):
+        if a.offset < lowest:
+            res.retained_out += 1
+            del acked[i]
+            continue
+        if seen.get(i) != a.offset:
+            res.lost += 1
+            res.failures.append(f"acknowledged message {i} at offset {a.offset} is missing")
+            del acked[i]
+            continue
+        res.rechecks += 1
+        res.messages_verified += i in fresh
+    res.unacked_survivors += len(set(seen) - set(acked))
+
+
 def _check_rocketmq(path: Path, policy: str, acked: dict[int, Ack], fresh: set[int], res: CampaignResult,
                     rng: random.Random, phase: str = "put") -> None:
     from mqstore import MessageStore, StoreConfig
@@ -320,19 +340,7 @@ def _check_rocketmq(path: Path, policy: str, acked: dict[int, Ack], fresh: set[i
                     res.torn_records += 1
                     res.failures.append(f"record at {off} is not a whole message")
                 seen[i] = off
-        for i, a in list(acked.items()):
-            if a.offset < min_off:
-                res.retained_out += 1
-                del acked[i]
-                continue
-            if seen.get(i) != a.offset:
-                res.lost += 1
-                res.failures.append(f"acknowledged message {i} at {a.offset} is missing")
-                del acked[i]
-                continue
-            res.rechecks += 1
-            res.messages_verified += i in fresh
-        res.unacked_survivors += len(set(seen) - set(acked))
+        _account(acked, fresh, seen, min_off, res)
         # queries: by queue offset, key and time, on a sample of the acknowledged messages
         for i in rng.sample(sorted(acked), min(12, len(acked))):
             a = acked[i]
@@ -374,19 +382,7 @@ def _check_kafka(path: Path, policy: str, acked: dict[int, Ack], fresh: set[int]
                 res.torn_records += 1
                 res.failures.append(f"record at offset {rec.offset} is not a whole message")
             seen[i] = rec.offset
-        for i, a in list(acked.items()):
-            if a.offset < start:
-                res.retained_out += 1
-                del acked[i]
-                continue
-            if seen.get(i) != a.offset:
-                res.lost += 1
-                res.failures.append(f"acknowledged message {i} at offset {a.offset} is missing")
-                del acked[i]
-                continue
-            res.rechecks += 1
-            res.messages_verified += i in fresh
-        res.unacked_survivors += len(set(seen) - set(acked))
+        _account(acked, fresh, seen, start, res)
         for i in rng.sample(sorted(acked), min(12, len(acked))):
             a = acked[i]
             t = log.offset_for_timestamp(a.timestamp)

@@ -218,14 +218,23 @@ def test_index_plan_matches_index_service(tmp_path: Path) -> None:
     svc.flush()
     per = 7
     # the keys arrive in chunks of arbitrary sizes
-    cuts = [0, 5, 6, 30, 31, 70, n]
+    cuts = [0, 5, 6, 7, 14, 30, 31, 70, n]
     picks = []
-    for a, b in itertools.pairwise(cuts):
-        scan = rr.ChunkScan(0, 0, 0, True, 0, "end", None, b - a, [], *(np.empty(0),) * 6, None,
+    scans = []
+    for i, (a, b) in enumerate(itertools.pairwise(cuts)):
+        scan = rr.ChunkScan(i, 0, 0, True, 0, "end", None, b - a, [], *(np.empty(0),) * 6, None,
                             hashes[a:b], phy[a:b], ts[a:b])
+        scans.append(scan)
         picks += list(rr.boundary_picks(scan, a, per))
     plans = rr.plan_index_files(n, per, picks)
     assert [p.name for p in plans] == [f.name for f in svc.files]
+    # the summaries answer boundaries at chunk edges; only the other chunks are asked
+    starts = {i: a for i, a in enumerate(cuts[:-1])}
+    quick, ask = rr.summary_picks([c.summary() for c in scans], starts, per)
+    assert ask and len(ask) < len(scans)
+    for i in ask:
+        quick += list(rr.boundary_picks(scans[i], starts[i], per))
+    assert rr.plan_index_files(n, per, quick) == plans
     for p in plans:
         write_index_file(tmp_path / "plan", p.name, 5, 8, hashes[p.first_key:p.first_key + p.keys],
                          phy[p.first_key:p.first_key + p.keys], ts[p.first_key:p.first_key + p.keys],

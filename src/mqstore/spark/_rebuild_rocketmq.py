@@ -73,8 +73,11 @@ class ChunkScan:
     key_ts: np.ndarray
 
     def summary(self) -> ChunkSummary:
+        n = len(self.key_hash)
         return ChunkSummary(self.index, self.segment, self.end_offset, self.last_in_segment, self.next_offset,
-                            self.stop, self.error, self.messages, len(self.key_hash), self.last_cq_timestamp)
+                            self.stop, self.error, self.messages, n, self.last_cq_timestamp,
+                            int(self.key_ts[0]) if n else 0, int(self.key_phy[-1]) if n else 0,
+                            int(self.key_ts[-1]) if n else 0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +92,9 @@ class ChunkSummary:
     messages: int
     keys: int
     last_cq_timestamp: int | None
+    first_key_ts: int = 0  # store time of the chunk's first index key
+    last_key_phy: int = 0  # offset and store time of its last index key
+    last_key_ts: int = 0
 
 
 class _Mapped:
@@ -207,6 +213,31 @@ def boundary_picks(scan: ChunkScan, start: int, per_file: int) -> Iterator[tuple
         yield "first", g // per_file, int(scan.key_ts[g - start]), 0
     for g in range(-(-(start + 1) // per_file) * per_file - 1, start + n, per_file):
         yield "carry", (g + 1) // per_file, int(scan.key_phy[g - start]), int(scan.key_ts[g - start])
+
+
+def summary_picks(included: list[ChunkSummary], starts: dict[int, int],
+                  per_file: int) -> tuple[list[tuple[str, int, int, int]], set[int]]:
+    """The boundary picks the chunk summaries already answer (a file starting at a chunk's first
+    key, a file ending at a chunk's last key), and the chunks that must be asked for the rest."""
+    picks: list[tuple[str, int, int, int]] = []
+    ask: set[int] = set()
+    for s in included:
+        if not s.keys:
+            continue
+        start, n = starts[s.index], s.keys
+        for g in range(-(-start // per_file) * per_file, start + n, per_file):
+            if g == start:
+                picks.append(("first", g // per_file, s.first_key_ts, 0))
+            else:
+                ask.add(s.index)
+                break
+        for g in range(-(-(start + 1) // per_file) * per_file - 1, start + n, per_file):
+            if g == start + n - 1:
+                picks.append(("carry", (g + 1) // per_file, s.last_key_phy, s.last_key_ts))
+            else:
+                ask.add(s.index)
+                break
+    return picks, ask
 
 
 def plan_index_files(total_keys: int, per_file: int, picks: Iterable[tuple[str, int, int, int]]) -> list[IndexFilePlan]:

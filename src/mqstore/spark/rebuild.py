@@ -200,9 +200,11 @@ def rebuild_rocketmq(spark: SparkSession, store: str | os.PathLike[str], out: st
         n_files = -(-total_keys // per_file) if cfg.message_index_enable and total_keys else 0
         plans: list[rr.IndexFilePlan] = []
         if n_files and scanned is not None:
-            with phase(sc, "plan index files", progress, timings):
-                picks = scanned.filter(lambda c: c.index in starts) \
-                    .flatMap(lambda c: rr.boundary_picks(c, starts[c.index], per_file)).collect()
+            picks, ask = rr.summary_picks(included, starts, per_file)
+            if ask:  # files roll inside chunks: fetch the keys at those boundaries
+                with phase(sc, "plan index files", progress, timings):
+                    picks += scanned.filter(lambda c: c.index in ask) \
+                        .flatMap(lambda c: rr.boundary_picks(c, starts[c.index], per_file)).collect()
             plans = rr.plan_index_files(total_keys, per_file, picks)
         # ---------------------------------------------------------------- 3. write
         written: list[tuple[Any, ...]] = []
