@@ -123,6 +123,17 @@ def worker(master: str, mb: int, which: list[str]) -> dict[str, Any]:
     return res
 
 
+def _rates(base: dict[str, float], job: str, x: dict[str, Any], count: int) -> tuple[float, float, str]:
+    """Items/s and MB/s of one Spark run, and its speed-up over the first master's run of ``job``."""
+    seconds = x["spark_s"]
+    speed = ""
+    if job in base:
+        speed = f"; {base[job] / seconds:.2f}x speed-up over the first master"
+    else:
+        base[job] = seconds
+    return count / seconds, x["bytes"] / MB / seconds, speed
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--mb", type=int, default=1024, help="size of the CommitLog and of the Kafka segment (MiB)")
@@ -158,13 +169,7 @@ def main() -> None:
         m = r["master"]
         if "rocketmq" in r:
             x = r["rocketmq"]
-            rate = x["messages"] / x["spark_s"]
-            mbs = x["bytes"] / MB / x["spark_s"]
-            speed = ""
-            if "rocketmq" in base:
-                speed = f"; {base['rocketmq'] / x['spark_s']:.2f}x speed-up over the first master"
-            else:
-                base["rocketmq"] = x["spark_s"]
+            rate, mbs, speed = _rates(base, "rocketmq", x, x["messages"])
             rows.append((f"RocketMQ rebuild {args.mb} MiB, Spark {m} ({x['scan_tasks']} scan tasks)",
                          f"{mbs:,.0f} MB/s, {rate:,.0f} msgs/s ({x['spark_s']:.1f} s)",
                          f"local {x['bytes'] / MB / x['local_s']:,.0f} MB/s ({x['local_s']:.1f} s); "
@@ -174,13 +179,7 @@ def main() -> None:
             rows.append((f"  phases {m}", ", ".join(f"{k} {v:.1f} s" for k, v in x["phases"].items()), "", ""))
         if "kafka" in r:
             x = r["kafka"]
-            rate = x["records"] / x["spark_s"]
-            mbs = x["bytes"] / MB / x["spark_s"]
-            speed = ""
-            if "kafka" in base:
-                speed = f"; {base['kafka'] / x['spark_s']:.2f}x speed-up over the first master"
-            else:
-                base["kafka"] = x["spark_s"]
+            rate, mbs, speed = _rates(base, "kafka", x, x["records"])
             rows.append((f"Kafka rebuild {args.mb} MiB segment, Spark {m}",
                          f"{mbs:,.0f} MB/s, {rate:,.0f} records/s ({x['spark_s']:.1f} s)",
                          f"local {x['bytes'] / MB / x['local_s']:,.0f} MB/s ({x['local_s']:.1f} s)",
