@@ -26,7 +26,7 @@ import numpy as np
 from numba import njit
 
 from mqstore.kernels.javahash import as_u8
-from mqstore.kernels.rocketmq_scan import _F, _decode_kernel
+from mqstore.kernels.rocketmq_scan import _F, _decode_kernel, _eq_bytes, _eq_const
 
 if TYPE_CHECKING:  # pragma: no cover
     import pyarrow as pa
@@ -38,24 +38,6 @@ _INT32_MAX = 0x7FFFFFFF
 _KEYS = np.frombuffer(b"KEYS", np.uint8).copy()
 _TAGS = np.frombuffer(b"TAGS", np.uint8).copy()
 _UNIQ = np.frombuffer(b"UNIQ_KEY", np.uint8).copy()
-
-
-@njit(cache=True, nogil=True)
-def _name_is(buf: np.ndarray, s: int, ln: int, const: np.ndarray) -> bool:
-    if ln != const.shape[0]:
-        return False
-    for i in range(ln):
-        if buf[s + i] != const[i]:
-            return False
-    return True
-
-
-@njit(cache=True, nogil=True)
-def _same(buf: np.ndarray, a: int, b: int, ln: int) -> bool:
-    for i in range(ln):
-        if buf[a + i] != buf[b + i]:
-            return False
-    return True
 
 
 @njit(cache=True, nogil=True)
@@ -88,7 +70,7 @@ def _props_kernel(
                 l0 = sep - start
                 dup = -1
                 for q in range(first, npairs):
-                    if nl[q] == l0 and _same(buf, ns[q], s0, l0):
+                    if nl[q] == l0 and _eq_bytes(buf, ns[q], s0, l0):
                         dup = q
                         break
                 if dup >= 0:
@@ -105,13 +87,13 @@ def _props_kernel(
         special[r, 3] = -1
         special[r, 5] = -1
         for q in range(first, npairs):
-            if _name_is(buf, ns[q], nl[q], kname):
+            if _eq_const(buf, ns[q], nl[q], kname):
                 special[r, 0] = vs[q]
                 special[r, 1] = vl[q]
-            elif _name_is(buf, ns[q], nl[q], ktags):
+            elif _eq_const(buf, ns[q], nl[q], ktags):
                 special[r, 2] = vs[q]
                 special[r, 3] = vl[q]
-            elif _name_is(buf, ns[q], nl[q], kuniq):
+            elif _eq_const(buf, ns[q], nl[q], kuniq):
                 special[r, 4] = vs[q]
                 special[r, 5] = vl[q]
         if special[r, 1] > 0:
@@ -161,7 +143,7 @@ def _hosts_kernel(buf: np.ndarray, hp: np.ndarray, hw: np.ndarray, hexd: np.ndar
         offsets[r] = o
         p = hp[r]
         w = hw[r]
-        if prev_p >= 0 and w == prev_w and _same(buf, p, prev_p, w):  # same host as the row before
+        if prev_p >= 0 and w == prev_w and _eq_bytes(buf, p, prev_p, w):  # same host as the row before
             a = offsets[r - 1]
             ln = o - a
             for k in range(ln):
