@@ -128,9 +128,7 @@ def test_recover_with_empty_active_segment(tmp_path: Path) -> None:
     log.roll()
     log.flush()
     assert not log.active_segment.offset_index_path.exists()
-    for s in log.segments:  # simulate a crash: drop the handles without closing
-
-        s.close_handlers()
+    log.close_handlers()  # simulate a crash: drop the handles (and the writer lock) without closing
     log = PartitionLog.open(d)
     assert log.active_segment.offset_index_path.exists()
     assert log.active_segment.time_index.entries == 0

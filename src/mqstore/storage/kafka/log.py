@@ -24,9 +24,11 @@ keeps both **inside the partition directory** (same formats), so partitions are 
 from __future__ import annotations
 
 import bisect
+import fcntl
 import json
 import os
 import re
+import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -44,6 +46,7 @@ from mqstore.errors import (
     ReadOnlyStoreError,
     StoreClosedError,
     StoreError,
+    StoreLockedError,
     StoreNotFoundError,
 )
 from mqstore.formats.kafka.batch import Record, SimpleRecord, encode_batch, set_base_offset
@@ -128,6 +131,47 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+# Partition directories this process holds open for writing (an flock already excludes two opens
+# in one process; the registry only gives that case its own message).
+_LOCKED_PARTITIONS: set[str] = set()
+_LOCKED_GUARD = threading.Lock()
+
+
+class _PartitionLock:
+    """The writer lock of a partition directory: ``flock(LOCK_EX | LOCK_NB)`` on a read-only
+    descriptor of the directory itself, so no file is created inside the partition (the directory
+    stays byte-compatible with a broker's and the loader sees nothing new).  The kernel releases
+    it when the descriptor is closed, including when the process dies.  Read-only opens take no
+    lock: they never change a file."""
+
+    def __init__(self, directory: Path) -> None:
+        self.key = str(directory.resolve())
+        with _LOCKED_GUARD:
+            if self.key in _LOCKED_PARTITIONS:
+                raise StoreLockedError(f"partition {directory} is already open for writing in this process",
+                                       path=str(directory))
+            fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError as exc:
+                os.close(fd)
+                raise StoreLockedError(f"partition {directory} is locked by another writer",
+                                       path=str(directory)) from exc
+            self.fd: int | None = fd
+            _LOCKED_PARTITIONS.add(self.key)
+
+    def release(self) -> None:
+        if self.fd is None:
+            return
+        try:
+            fcntl.flock(self.fd, fcntl.LOCK_UN)
+        finally:
+            os.close(self.fd)
+            self.fd = None
+            with _LOCKED_GUARD:
+                _LOCKED_PARTITIONS.discard(self.key)
+
+
 def _topic_partition(path: Path) -> tuple[str, int]:
     m = _DIR_RE.match(path.name)
     if m:
@@ -170,6 +214,7 @@ class PartitionLog:
         self.recovered_segments: list[int] = []
         self.deleted_files: list[str] = []
         self._last_flush_ms = now_ms()
+        self._lock: _PartitionLock | None = None
 
     # ------------------------------------------------------------------ open / load (§4.7)
     @classmethod
@@ -177,9 +222,11 @@ class PartitionLog:
              create: bool = True) -> PartitionLog:
         """Open (or create) a partition directory.
 
-        Writable (default): settles temporary files, deletes stray index files, recovers after an
-        unclean shutdown, creates the first segment if there is none.  ``read_only=True`` changes
-        nothing on disk (no recovery, indexes trusted up to their zero padding).
+        Writable (default): takes the partition's writer lock (a second writer, in this process or
+        another, gets :class:`StoreLockedError`), settles temporary files, deletes stray index
+        files, recovers after an unclean shutdown, creates the first segment if there is none.
+        ``read_only=True`` takes no lock and changes nothing on disk (no recovery, indexes trusted
+        up to their zero padding).
         """
         d = Path(path)
         if not d.exists():
@@ -189,8 +236,19 @@ class PartitionLog:
         if not d.is_dir():
             raise InvalidArgumentError("not a partition directory", path=str(d))
         log = cls(d, config or LogConfig(), read_only)
-        log._load()
+        if not read_only:
+            log._lock = _PartitionLock(d)
+        try:
+            log._load()
+        except BaseException:
+            log._release_lock()
+            raise
         return log
+
+    def _release_lock(self) -> None:
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
 
     def _load(self) -> None:
         d = self.dir
@@ -691,6 +749,17 @@ class PartitionLog:
                     s.close()
         finally:
             self._closed = True
+            self._release_lock()
+
+    def close_handlers(self) -> None:
+        """Drop the file handles and the writer lock without flushing, trimming or writing the
+        clean-shutdown marker: what a crash leaves behind (fault injection, tests)."""
+        try:
+            for s in self._segments:
+                s.close_handlers()
+        finally:
+            self._closed = True
+            self._release_lock()
 
     def __enter__(self) -> PartitionLog:
         return self
