@@ -19,12 +19,13 @@ import numpy as np
 from numba import njit
 
 from mqstore.errors import InvalidArgumentError
+from mqstore.kernels.threads import resolve_threads, run_parallel, split_even
 
 _M32 = np.uint64(0xFFFFFFFF)
 _REPL = 0xFFFD
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def utf8_next(buf: np.ndarray, i: int, e: int) -> tuple[int, int]:
     """Decode one code point at ``buf[i]`` (``i < e``): ``(code point, next index)``.
 
@@ -68,7 +69,7 @@ def utf8_next(buf: np.ndarray, i: int, e: int) -> tuple[int, int]:
     return cp, j
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def hash_continue(buf: np.ndarray, s: int, e: int, h: np.uint64) -> np.uint64:
     """Continue the Java hash state ``h`` over the UTF-8 bytes ``buf[s:e]``."""
     i = s
@@ -101,7 +102,7 @@ def hash_continue(buf: np.ndarray, s: int, e: int, h: np.uint64) -> np.uint64:
     return h
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def state_to_int32(h: np.uint64) -> int:
     """The signed 32-bit value of a hash state."""
     v = np.int64(h & np.uint64(0xFFFFFFFF))
@@ -110,7 +111,7 @@ def state_to_int32(h: np.uint64) -> int:
     return v
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def index_hash_of_state(h: np.uint64) -> int:
     """``IndexFile.indexKeyHashMethod``: ``abs(hashCode)``, 0 for ``Integer.MIN_VALUE``."""
     v = state_to_int32(h)
@@ -121,7 +122,7 @@ def index_hash_of_state(h: np.uint64) -> int:
     return v
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _hash_spans_kernel(buf: np.ndarray, starts: np.ndarray, lengths: np.ndarray, out: np.ndarray) -> None:
     n = buf.shape[0]
     for r in range(starts.shape[0]):
@@ -132,7 +133,7 @@ def _hash_spans_kernel(buf: np.ndarray, starts: np.ndarray, lengths: np.ndarray,
         out[r] = state_to_int32(hash_continue(buf, s, e, np.uint64(0)))
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _index_hash_spans_kernel(
     buf: np.ndarray,
     topic_starts: np.ndarray,
@@ -170,15 +171,28 @@ def _check_spans(n: int, starts: np.ndarray, lengths: np.ndarray, what: str) -> 
         raise InvalidArgumentError(f"{what}: a span lies outside the buffer of {n} bytes")
 
 
-def hash_spans(buf_u8: object, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """Java ``String.hashCode`` of the UTF-8 strings ``buf[starts[i] : starts[i] + lengths[i]]``."""
+#: below this many spans a call runs in the calling thread only (a pool round costs ~50 µs)
+PARALLEL_MIN_SPANS = 1 << 16
+
+
+def hash_spans(buf_u8: object, starts: np.ndarray, lengths: np.ndarray, *, threads: int | None = None) -> np.ndarray:
+    """Java ``String.hashCode`` of the UTF-8 strings ``buf[starts[i] : starts[i] + lengths[i]]``.
+
+    ``threads``: how many threads share the spans (``None``: :func:`~mqstore.kernels.threads.default_threads`,
+    1: the calling thread only); the result does not depend on it."""
     buf = as_u8(buf_u8)
     s = np.ascontiguousarray(starts, dtype=np.int64)
     ln = np.ascontiguousarray(lengths, dtype=np.int64)
     _check_spans(len(buf), s, ln, "hash_spans")
     out = np.empty(len(s), np.int32)
-    _hash_spans_kernel(buf, s, ln, out)
+    parts = _parts(len(s), threads)
+    run_parallel(_hash_spans_kernel, [(buf, s[a:b], ln[a:b], out[a:b]) for a, b in parts])
     return out
+
+
+def _parts(n: int, threads: int | None) -> list[tuple[int, int]]:
+    t = resolve_threads(threads)
+    return split_even(n, t if n >= PARALLEL_MIN_SPANS else 1)
 
 
 def index_hash_spans(
@@ -187,8 +201,11 @@ def index_hash_spans(
     topic_lens: np.ndarray,
     key_starts: np.ndarray,
     key_lens: np.ndarray,
+    *,
+    threads: int | None = None,
 ) -> np.ndarray:
-    """IndexFile key hash of ``topic + "#" + key`` for spans of one buffer."""
+    """IndexFile key hash of ``topic + "#" + key`` for spans of one buffer (``threads`` as for
+    :func:`hash_spans`)."""
     buf = as_u8(buf_u8)
     ts = np.ascontiguousarray(topic_starts, dtype=np.int64)
     tl = np.ascontiguousarray(topic_lens, dtype=np.int64)
@@ -199,7 +216,8 @@ def index_hash_spans(
     if ts.shape != ks.shape:
         raise InvalidArgumentError("index_hash_spans: topic and key spans differ in number")
     out = np.empty(len(ks), np.int32)
-    _index_hash_spans_kernel(buf, ts, tl, ks, kl, out)
+    parts = _parts(len(ks), threads)
+    run_parallel(_index_hash_spans_kernel, [(buf, ts[a:b], tl[a:b], ks[a:b], kl[a:b], out[a:b]) for a, b in parts])
     return out
 
 

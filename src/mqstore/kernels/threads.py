@@ -1,0 +1,96 @@
+"""Run GIL-free (``nogil``) kernels on several threads of one process.
+
+Every kernel of the package releases the GIL, so a plain thread pool runs them on all cores.
+Numba's own ``parallel=True`` threading layers are avoided on purpose: they are not fork safe and
+the crash campaigns fork.  The pool here is dropped in a forked child (``os.register_at_fork``)
+and recreated on first use.
+
+The thread count of a call is ``threads=None`` (the default: :func:`default_threads`), ``1`` (the
+sequential code, in the calling thread) or any ``N >= 1``.  ``MQSTORE_THREADS`` in the environment
+overrides the default.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+from mqstore.errors import InvalidArgumentError
+
+MAX_DEFAULT_THREADS = 4
+
+_pool: ThreadPoolExecutor | None = None
+_pool_size = 0
+_lock = threading.Lock()
+
+
+def default_threads() -> int:
+    """``MQSTORE_THREADS`` when set, else ``os.cpu_count()`` capped at :data:`MAX_DEFAULT_THREADS`."""
+    env = os.environ.get("MQSTORE_THREADS", "").strip()
+    if env:
+        try:
+            n = int(env)
+        except ValueError:
+            raise InvalidArgumentError(f"MQSTORE_THREADS must be a positive integer, not {env!r}") from None
+        if n < 1:
+            raise InvalidArgumentError(f"MQSTORE_THREADS must be a positive integer, not {env!r}")
+        return n
+    return max(1, min(os.cpu_count() or 1, MAX_DEFAULT_THREADS))
+
+
+def resolve_threads(threads: int | None) -> int:
+    """The thread count of a call: ``None`` → :func:`default_threads`; checked to be ``>= 1``."""
+    if threads is None:
+        return default_threads()
+    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+        raise InvalidArgumentError(f"threads must be a positive integer, not {threads!r}")
+    return threads
+
+
+def _get_pool(workers: int) -> ThreadPoolExecutor:
+    global _pool, _pool_size
+    with _lock:
+        if _pool is None or _pool_size < workers:
+            old = _pool
+            _pool = ThreadPoolExecutor(workers, thread_name_prefix="mqstore-kernel")
+            _pool_size = workers
+            if old is not None:
+                old.shutdown(wait=False)
+        return _pool
+
+
+def _forget_pool() -> None:  # in a forked child: the parent's worker threads do not exist here
+    global _pool, _pool_size, _lock
+    _pool = None
+    _pool_size = 0
+    _lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_pool)
+
+
+def run_parallel(fn: Callable[..., Any], calls: Sequence[tuple[Any, ...]]) -> list[Any]:
+    """``[fn(*args) for args in calls]``, the first call in this thread and the others in the
+    pool at the same time; exceptions propagate (after every call has finished)."""
+    if len(calls) <= 1:
+        return [fn(*args) for args in calls]
+    pool = _get_pool(len(calls) - 1)
+    futures: list[Future[Any]] = [pool.submit(fn, *args) for args in calls[1:]]
+    try:
+        first = fn(*calls[0])
+    finally:
+        rest = [f.exception() for f in futures]  # wait for all before anything is raised
+    for exc in rest:
+        if exc is not None:
+            raise exc
+    return [first, *(f.result() for f in futures)]
+
+
+def split_even(n: int, parts: int) -> list[tuple[int, int]]:
+    """``parts`` contiguous ``(start, stop)`` ranges covering ``range(n)`` (sizes differ by <= 1)."""
+    parts = max(1, min(parts, n)) if n else 1
+    bounds = [n * i // parts for i in range(parts + 1)]
+    return [(bounds[i], bounds[i + 1]) for i in range(parts)]

@@ -1,0 +1,187 @@
+"""Multi-threaded kernels against their sequential versions (and the pure-Python twins): same
+results, same bytes, whatever the thread count."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from mqstore.errors import InvalidArgumentError
+from mqstore.formats.rocketmq.indexfile import IndexFileBuffer, index_file_size
+from mqstore.formats.rocketmq.javahash import java_bytes_hashcode
+from mqstore.kernels import javahash, rocketmq_index_bulk, threads
+from mqstore.kernels.javahash import hash_spans, index_hash_spans
+from mqstore.kernels.rocketmq_index import bulk_put, bulk_put_py, header_array
+from mqstore.kernels.rocketmq_index_bulk import bulk_put_parallel
+
+
+@pytest.fixture
+def tiny_parallel(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Run the parallel paths even on the few keys hypothesis generates (constant for every
+    example, so the function scope is harmless)."""
+    monkeypatch.setattr(rocketmq_index_bulk, "PARALLEL_MIN_KEYS", 1)
+    monkeypatch.setattr(javahash, "PARALLEL_MIN_SPANS", 1)
+
+
+# ----------------------------------------------------------------------------- thread helper
+def test_thread_count_resolution(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("MQSTORE_THREADS", raising=False)
+    assert 1 <= threads.default_threads() <= threads.MAX_DEFAULT_THREADS
+    assert threads.resolve_threads(None) == threads.default_threads()
+    assert threads.resolve_threads(3) == 3
+    monkeypatch.setenv("MQSTORE_THREADS", "7")
+    assert threads.default_threads() == 7
+    for bad in ("0", "-1", "two"):
+        monkeypatch.setenv("MQSTORE_THREADS", bad)
+        with pytest.raises(InvalidArgumentError):
+            threads.default_threads()
+    for bad_n in (0, -2, True, 1.5):
+        with pytest.raises(InvalidArgumentError):
+            threads.resolve_threads(bad_n)  # type: ignore[arg-type]
+
+
+@given(st.integers(0, 1000), st.integers(1, 9))
+def test_split_even_covers_the_range(n: int, parts: int) -> None:
+    ranges = threads.split_even(n, parts)
+    assert ranges[0][0] == 0 and ranges[-1][1] == n
+    assert all(a <= b for a, b in ranges)
+    assert all(ranges[i][1] == ranges[i + 1][0] for i in range(len(ranges) - 1))
+    sizes = [b - a for a, b in ranges]
+    assert max(sizes) - min(sizes) <= 1
+
+
+def test_run_parallel_results_in_order_and_errors_propagate() -> None:
+    assert threads.run_parallel(lambda a, b: a * b, [(1, 2), (3, 4), (5, 6)]) == [2, 12, 30]
+    assert threads.run_parallel(lambda a: a, []) == []
+
+    def boom(i: int) -> int:
+        if i == 2:
+            raise ValueError("two")
+        return i
+
+    with pytest.raises(ValueError, match="two"):
+        threads.run_parallel(boom, [(1,), (2,), (3,)])
+
+
+# ----------------------------------------------------------------------------- hashing
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.binary(max_size=40), max_size=60), st.integers(1, 5))
+def test_hash_spans_threads_equal_sequential(tiny_parallel: None, pieces: list[bytes], nthreads: int) -> None:
+    raw = b"".join(pieces)
+    lengths = np.array([len(p) for p in pieces], np.int64)
+    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64) if pieces else np.zeros(0, np.int64)
+    got = hash_spans(raw, starts, lengths, threads=nthreads)
+    assert got.tolist() == hash_spans(raw, starts, lengths, threads=1).tolist()
+    assert got.tolist() == [java_bytes_hashcode(p) for p in pieces]
+    # index hash: topic span = first half of each piece, key span = the rest
+    tl = lengths // 2
+    ks = starts + tl
+    got_i = index_hash_spans(raw, starts, tl, ks, lengths - tl, threads=nthreads)
+    assert got_i.tolist() == index_hash_spans(raw, starts, tl, ks, lengths - tl, threads=1).tolist()
+
+
+def test_hash_spans_large_input_uses_threads_and_matches() -> None:
+    rng = np.random.default_rng(5)
+    n = 3 * javahash.PARALLEL_MIN_SPANS + 17
+    raw = rng.integers(32, 127, n * 12, dtype=np.uint8)
+    raw[::97] = 0xC3  # some multi-byte / invalid UTF-8 on the way
+    starts = np.arange(n, dtype=np.int64) * 12
+    lengths = rng.integers(0, 13, n).astype(np.int64)
+    seq = hash_spans(raw, starts, lengths, threads=1)
+    assert np.array_equal(hash_spans(raw, starts, lengths, threads=2), seq)
+    assert np.array_equal(hash_spans(raw, starts, lengths, threads=4), seq)
+    sample = range(0, n, 1001)
+    assert [int(seq[i]) for i in sample] == [
+        java_bytes_hashcode(raw[starts[i] : starts[i] + lengths[i]].tobytes()) for i in sample
+    ]
+
+
+def test_hash_spans_rejects_bad_thread_count() -> None:
+    with pytest.raises(InvalidArgumentError):
+        hash_spans(b"ab", np.array([0]), np.array([2]), threads=0)
+
+
+# ----------------------------------------------------------------------------- bulk IndexFile build
+_ts = st.one_of(
+    st.integers(1_700_000_000_000, 1_700_000_100_000),
+    st.sampled_from([0, -5, 1, 2**40, 1_699_000_000_000, 1_700_000_000_000 + 2**31 * 1000 + 7000]),
+)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.data())
+def test_bulk_put_parallel_byte_identical(tiny_parallel: None, data: st.DataObject) -> None:
+    slots = data.draw(st.integers(1, 13), label="slots")
+    items = data.draw(st.integers(2, 40), label="items")
+    n = data.draw(st.integers(0, 90), label="n")
+    kh = np.array(data.draw(st.lists(st.integers(-(2**31), 2**31 - 1) | st.integers(0, 40), min_size=n, max_size=n)),
+                  np.int32)  # fmt: skip
+    phy = np.array(sorted(data.draw(st.lists(st.integers(0, 2**40), min_size=n, max_size=n))), np.int64)
+    ts = np.array(data.draw(st.lists(_ts, min_size=n, max_size=n)), np.int64)
+    carry = (data.draw(st.sampled_from([0, 77])), data.draw(st.sampled_from([0, 1_699_999_999_000, 1_700_000_050_000])))
+    size = index_file_size(slots, items)
+    noise = data.draw(st.none() | st.binary(min_size=size, max_size=size))
+    nthreads = data.draw(st.integers(2, 5), label="threads")
+    prefill = data.draw(st.integers(0, n), label="prefill")  # keys put sequentially first (a resumed file)
+    bufs, headers = [], []
+    for _ in range(3):
+        b = np.zeros(size, np.uint8)
+        if noise is not None:
+            b[40:] = np.frombuffer(noise, np.uint8)[40:]  # stale slots/items: validated the same way
+        f = IndexFileBuffer(memoryview(b), slots, items, load=False)
+        f.carry_over(*carry)
+        bufs.append(b)
+        headers.append(header_array(f.header))
+    starts = []
+    for k in range(3):
+        starts.append(bulk_put(bufs[k], slots, items, headers[k], kh[:prefill], phy[:prefill], ts[:prefill]))
+    assert len(set(starts)) == 1
+    s0 = starts[0]
+    got = bulk_put_parallel(bufs[0], slots, items, headers[0], kh, phy, ts, s0, threads=nthreads)
+    seq = bulk_put(bufs[1], slots, items, headers[1], kh, phy, ts, s0)
+    ref = bulk_put_py(bufs[2], slots, items, headers[2], kh, phy, ts, s0)
+    assert got == seq == ref
+    assert np.array_equal(headers[0], headers[1]) and np.array_equal(headers[1], headers[2])
+    assert np.array_equal(bufs[0], bufs[1]) and np.array_equal(bufs[1], bufs[2])
+
+
+def test_bulk_put_parallel_large_file_rolls_like_sequential() -> None:
+    """Above the threshold, with the real code path: a file that fills up mid-way, then a second."""
+    rng = np.random.default_rng(11)
+    slots, items = 5003, 150_001
+    n = 200_000
+    kh = rng.integers(0, 2**31 - 1, n, dtype=np.int64).astype(np.int32)
+    kh[::7] = kh[3]  # long chains on one slot
+    phy = np.arange(n, dtype=np.int64) * 321
+    ts = 1_700_000_000_000 + np.arange(n, dtype=np.int64) * 3
+    size = index_file_size(slots, items)
+    results = []
+    for nthreads in (1, 2, 3):
+        done = 0
+        files = []
+        while done < n:
+            b = np.zeros(size, np.uint8)
+            f = IndexFileBuffer(memoryview(b), slots, items, load=False)
+            if files:
+                f.carry_over(int(files[-1][1][3]), int(files[-1][1][1]))
+            h = header_array(f.header)
+            put = bulk_put_parallel(b, slots, items, h, kh, phy, ts, done, threads=nthreads)
+            assert put > 0
+            done += put
+            files.append((b, h))
+        results.append(files)
+    for other in results[1:]:
+        assert len(other) == len(results[0]) == 2
+        for (b1, h1), (b2, h2) in zip(results[0], other, strict=True):
+            assert np.array_equal(h1, h2) and np.array_equal(b1, b2)
+
+
+def test_bulk_put_parallel_validates_like_sequential() -> None:
+    buf = np.zeros(index_file_size(4, 4), np.uint8)
+    header = np.array([0, 0, 0, 0, 0, 1], np.int64)
+    with pytest.raises(InvalidArgumentError):
+        bulk_put_parallel(buf, 4, 4, header, np.zeros(1, np.int32), np.zeros(1), np.zeros(1), 5)
+    with pytest.raises(InvalidArgumentError):
+        bulk_put_parallel(buf, 4, 4, header, np.zeros(1, np.int32), np.zeros(1), np.zeros(1), threads=0)
