@@ -203,7 +203,7 @@ def key_starts(included: list[ChunkSummary]) -> dict[int, int]:
     return starts
 
 
-def boundary_picks(scan: ChunkScan, start: int, per_file: int) -> Iterator[tuple[str, int, int, int]]:
+def boundary_picks(scan: ChunkScan | KeyColumns, start: int, per_file: int) -> Iterator[tuple[str, int, int, int]]:
     """``("first", file, ts, 0)`` for each file whose first key is in this chunk, and
     ``("carry", file, phy, ts)`` for each file whose predecessor's last key is in it."""
     n = len(scan.key_hash)
@@ -263,7 +263,70 @@ def plan_index_files(total_keys: int, per_file: int, picks: Iterable[tuple[str, 
     return plans
 
 
-# ----------------------------------------------------------------------------- stage 2/3 routing
+# ----------------------------------------------------------------------------- staged columns
+# A scan task saves its columns as ``.npy`` files in a stage directory beside the output (on a
+# cluster: the same shared filesystem); the writer tasks map the slices they need.  Nothing large
+# goes through Spark's block manager or shuffle, and a retried task rewrites the same files.
+STAGE_DIR = ".spark-rebuild-stage"
+_CQ_COLS = ("cq_topic_id", "cq_queue_id", "cq_offset", "cq_size", "cq_tags", "cq_queue_offset")
+_KEY_COLS = ("key_hash", "key_phy", "key_ts")
+
+
+@dataclass(frozen=True, slots=True)
+class StagedChunk:
+    """What a scan task returns to the driver: the summary, and the queues the chunk holds."""
+
+    summary: ChunkSummary
+    topics: list[str]
+    queues: list[tuple[str, int]]
+
+
+@dataclass(slots=True)
+class KeyColumns:
+    key_hash: np.ndarray
+    key_phy: np.ndarray
+    key_ts: np.ndarray
+
+
+def _chunk_dir(stage: str, index: int) -> str:
+    return os.path.join(stage, f"chunk-{index:06d}")
+
+
+def scan_chunk_staged(c: ChunkDesc, stage: str) -> StagedChunk:
+    """Stage 1 of the rebuild: scan one chunk and save its columns under ``stage``."""
+    import json
+    import shutil
+    import uuid
+
+    scan = scan_chunk(c)
+    final = _chunk_dir(stage, c.index)
+    tmp = f"{final}.tmp-{uuid.uuid4().hex}"
+    os.makedirs(tmp)
+    for name in (*_CQ_COLS, *_KEY_COLS):
+        np.save(os.path.join(tmp, f"{name}.npy"), np.ascontiguousarray(getattr(scan, name)))
+    with open(os.path.join(tmp, "topics.json"), "w", encoding="utf-8") as fh:
+        json.dump(scan.topics, fh)
+    if os.path.isdir(final):  # a retried task: its earlier output is replaced whole
+        shutil.rmtree(final, ignore_errors=True)
+    os.rename(tmp, final)
+    pairs = np.unique(scan.cq_topic_id.astype(np.int64) * (1 << 32) + scan.cq_queue_id.astype(np.int64))
+    queues = [(scan.topics[int(g >> 32)], int(g & 0xFFFFFFFF)) for g in pairs]
+    return StagedChunk(scan.summary(), scan.topics, queues)
+
+
+def _load(stage: str, index: int, names: tuple[str, ...]) -> dict[str, np.ndarray]:
+    d = _chunk_dir(stage, index)
+    try:
+        return {n: np.load(os.path.join(d, f"{n}.npy"), mmap_mode="r") for n in names}
+    except FileNotFoundError:
+        raise StoreNotFoundError("staged scan columns vanished during the rebuild", path=d) from None
+
+
+def load_key_columns(stage: str, index: int) -> KeyColumns:
+    cols = _load(stage, index, _KEY_COLS)
+    return KeyColumns(cols["key_hash"], cols["key_phy"], cols["key_ts"])
+
+
 CQ, IX = 0, 1
 
 
@@ -272,55 +335,86 @@ def cq_partition(topic: str, queue_id: int, n_cq: int) -> int:
     return zlib.crc32(f"{topic}\x00{queue_id}".encode()) % max(n_cq, 1)
 
 
-def route(scan: ChunkScan, key_start: int | None, per_file: int, n_ix: int,
-          n_cq: int) -> Iterator[tuple[int, tuple[Any, ...]]]:
-    """``(partition, payload)`` pairs of one scanned chunk: its rows of each queue (routed by
-    queue to partitions ``n_ix ...``) and its keys of each IndexFile (file ``k`` to partition
-    ``k % n_ix``)."""
-    if key_start is None:
-        return
-    if len(scan.cq_offset):
-        gkey = scan.cq_topic_id.astype(np.int64) * (1 << 32) + scan.cq_queue_id.astype(np.int64)
-        order = np.argsort(gkey, kind="stable")
-        bounds = np.flatnonzero(np.diff(gkey[order])) + 1
-        for grp in np.split(order, bounds):
-            topic = scan.topics[int(scan.cq_topic_id[grp[0]])]
-            qid = int(scan.cq_queue_id[grp[0]])
-            yield n_ix + cq_partition(topic, qid, n_cq), (
-                CQ, (topic, qid), scan.index, scan.cq_offset[grp], scan.cq_size[grp], scan.cq_tags[grp],
-                scan.cq_queue_offset[grp])
-    n = len(scan.key_hash)
-    if n:
-        first, last = key_start // per_file, (key_start + n - 1) // per_file
-        for k in range(first, last + 1):
-            a = max(k * per_file, key_start) - key_start
-            b = min((k + 1) * per_file, key_start + n) - key_start
-            yield k % max(n_ix, 1), (IX, k, scan.index, scan.key_hash[a:b], scan.key_phy[a:b], scan.key_ts[a:b])
+@dataclass(frozen=True, slots=True)
+class WriteTask:
+    """Stage 3 work of one task: whole ConsumeQueues or whole IndexFiles.
+
+    ``chunks`` lists ``(chunk index, global index of its first key)`` in CommitLog order."""
+
+    kind: int
+    queues: tuple[tuple[str, int], ...]
+    files: tuple[int, ...]
+    chunks: tuple[tuple[int, int, int], ...]  # (chunk, key start, keys)
 
 
-def write_partition(items: Iterable[tuple[int, tuple[Any, ...]]], target: str, cq_file_size: int,
-                    hash_slot_num: int, index_num: int, plans: dict[int, IndexFilePlan]) -> Iterator[tuple[Any, ...]]:
-    """Stages 2 and 3: write every ConsumeQueue and IndexFile routed to this partition."""
+def plan_writes(staged: list[StagedChunk], included: list[ChunkSummary], starts: dict[int, int],
+                plans: list[IndexFilePlan], n_cq: int, n_ix: int) -> list[WriteTask]:
+    """The write tasks: the queues spread over ``n_cq`` tasks by a stable hash, the IndexFiles
+    over ``n_ix`` tasks (file ``k`` to task ``k % n_ix``); each lists only the chunks it reads."""
+    by_index = {s.summary.index: s for s in staged}
+    order = [s.index for s in included]
+    tasks: list[WriteTask] = []
+    buckets: list[set[tuple[str, int]]] = [set() for _ in range(max(n_cq, 1))]
+    for i in order:
+        for q in by_index[i].queues:
+            buckets[cq_partition(q[0], q[1], n_cq)].add(q)
+    for qs in buckets:
+        if qs:
+            chunks = tuple((i, starts[i], 0) for i in order if qs.intersection(by_index[i].queues))
+            tasks.append(WriteTask(CQ, tuple(sorted(qs)), (), chunks))
+    for j in range(n_ix):
+        files = tuple(p.number for p in plans if p.number % n_ix == j)
+        if not files:
+            continue
+        mine = [p for p in plans if p.number in files]
+        chunks = tuple((s.index, starts[s.index], s.keys) for s in included if s.keys and any(
+            starts[s.index] < p.first_key + p.keys and starts[s.index] + s.keys > p.first_key for p in mine))
+        tasks.append(WriteTask(IX, (), files, chunks))
+    return tasks
+
+
+def write_task(task: WriteTask, stage: str, target: str, cq_file_size: int, hash_slot_num: int, index_num: int,
+               plans: dict[int, IndexFilePlan]) -> Iterator[tuple[Any, ...]]:
+    """Stage 3: write the ConsumeQueues or IndexFiles of one task from the staged columns."""
+    import json
     from pathlib import Path
 
     from mqstore.errors import CorruptIndexError
     from mqstore.storage.rocketmq.rebuild import write_consume_queue, write_index_file
 
-    groups: dict[tuple[int, Any], list[tuple[Any, ...]]] = {}
-    for _, payload in items:
-        groups.setdefault((payload[0], payload[1]), []).append(payload)
     root = Path(target)
-    for (kind, key), parts in sorted(groups.items(), key=lambda kv: (kv[0][0], str(kv[0][1]))):
-        parts.sort(key=lambda p: p[2])
-        cols = [np.concatenate([p[i] for p in parts]) for i in range(3, len(parts[0]))]
-        if kind == CQ:
-            topic, qid = key
-            n = write_consume_queue(root, topic, qid, cq_file_size, *cols)
+    if task.kind == CQ:
+        wanted = set(task.queues)
+        parts: dict[tuple[str, int], list[list[np.ndarray]]] = {}
+        for i, _, _ in task.chunks:
+            with open(os.path.join(_chunk_dir(stage, i), "topics.json"), encoding="utf-8") as fh:
+                topics = json.load(fh)
+            cols = _load(stage, i, _CQ_COLS)
+            gkey = cols["cq_topic_id"].astype(np.int64) * (1 << 32) + cols["cq_queue_id"].astype(np.int64)
+            order = np.argsort(gkey, kind="stable")
+            bounds = np.flatnonzero(np.diff(gkey[order])) + 1
+            for grp in np.split(order, bounds):
+                if not len(grp):
+                    continue
+                q = (topics[int(cols["cq_topic_id"][grp[0]])], int(cols["cq_queue_id"][grp[0]]))
+                if q in wanted:
+                    parts.setdefault(q, []).append([cols[n][grp] for n in _CQ_COLS[2:]])
+        for (topic, qid), pieces in sorted(parts.items()):
+            merged = [np.concatenate([p[k] for p in pieces]) for k in range(4)]
+            n = write_consume_queue(root, topic, qid, cq_file_size, *merged)
             yield "cq", f"{topic}/{qid}", n
-        else:
-            plan = plans[key]
-            if len(cols[0]) != plan.keys:
-                raise CorruptIndexError(f"index file {plan.name}: got {len(cols[0])} keys, planned {plan.keys}")
-            write_index_file(root / "index", plan.name, hash_slot_num, index_num, cols[0], cols[1], cols[2],
-                             plan.carry_phy, plan.carry_ts)
-            yield "index", plan.name, plan.keys
+        return
+    for number in task.files:
+        plan = plans[number]
+        lo, hi = plan.first_key, plan.first_key + plan.keys
+        got: list[list[np.ndarray]] = []
+        for i, s, n in task.chunks:
+            a, b = max(lo, s) - s, min(hi, s + n) - s
+            if b > a:
+                cols = _load(stage, i, _KEY_COLS)
+                got.append([cols[k][a:b] for k in _KEY_COLS])
+        merged = [np.concatenate([g[k] for g in got]) if got else np.empty(0) for k in range(3)]
+        if len(merged[0]) != plan.keys:
+            raise CorruptIndexError(f"index file {plan.name}: got {len(merged[0])} keys, planned {plan.keys}")
+        write_index_file(root / "index", plan.name, hash_slot_num, index_num, *merged, plan.carry_phy, plan.carry_ts)
+        yield "index", plan.name, plan.keys

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -168,7 +169,7 @@ def rebuild_rocketmq(spark: SparkSession, store: str | os.PathLike[str], out: st
     segments = _segments(root, cfg.commit_log_file_size)
     sc = spark.sparkContext
     _, target = rebuild_target(root, None if in_place else out)
-    scanned = None
+    stage = Path(target) / rr.STAGE_DIR  # scan columns, on the filesystem the output is on
     timings: dict[str, float] = {}
     try:
         # ---------------------------------------------------------------- 1. split + scan
@@ -184,52 +185,37 @@ def rebuild_rocketmq(spark: SparkSession, store: str | os.PathLike[str], out: st
             for j, (a, b) in enumerate(rs):
                 chunks.append(rr.ChunkDesc(len(chunks), s.index, s.path, s.file_from_offset, a, b,
                                            j == len(rs) - 1, check_crc))
-        summaries: list[rr.ChunkSummary] = []
+        staged: list[rr.StagedChunk] = []
         if chunks:
-            from pyspark import StorageLevel
-
-            scanned = sc.parallelize(chunks, len(chunks)).map(rr.scan_chunk)
-            scanned.persist(StorageLevel.MEMORY_AND_DISK)
+            stage_s = str(stage)
             with phase(sc, "scan CommitLog", progress, timings):
-                summaries = scanned.map(lambda c: c.summary()).collect()
-        included = rr.included_chunks(summaries, segments)
+                staged = sc.parallelize(chunks, len(chunks)).map(lambda c: rr.scan_chunk_staged(c, stage_s)).collect()
+        included = rr.included_chunks([s.summary for s in staged], segments)
         # ---------------------------------------------------------------- 2. plan the IndexFiles
         starts = rr.key_starts(included)
         total_keys = sum(s.keys for s in included)
         per_file = cfg.index_num - 1
         n_files = -(-total_keys // per_file) if cfg.message_index_enable and total_keys else 0
         plans: list[rr.IndexFilePlan] = []
-        if n_files and scanned is not None:
+        if n_files:
             picks, ask = rr.summary_picks(included, starts, per_file)
-            if ask:  # files roll inside chunks: fetch the keys at those boundaries
-                with phase(sc, "plan index files", progress, timings):
-                    picks += scanned.filter(lambda c: c.index in ask) \
-                        .flatMap(lambda c: rr.boundary_picks(c, starts[c.index], per_file)).collect()
+            for i in sorted(ask):  # files roll inside these chunks: read the keys at the boundaries
+                picks += list(rr.boundary_picks(rr.load_key_columns(str(stage), i), starts[i], per_file))
             plans = rr.plan_index_files(total_keys, per_file, picks)
         # ---------------------------------------------------------------- 3. write
         written: list[tuple[Any, ...]] = []
-        if included and scanned is not None:
+        if included:
             n_cq = max(1, sc.defaultParallelism)
-            index_on = cfg.message_index_enable
             # one task per IndexFile up to a few per core (tiny geometries roll hundreds of files)
-            n_ix = min(n_files, 2 * n_cq) if index_on else 0
+            n_ix = min(n_files, 2 * n_cq)
+            tasks = rr.plan_writes(staged, included, starts, plans, n_cq, n_ix)
             plan_map = {p.number: p for p in plans}
-            target_s, cq_size = str(target), cfg.mapped_file_size_consume_queue
+            stage_s, target_s, cq_size = str(stage), str(target), cfg.mapped_file_size_consume_queue
             slots, items = cfg.hash_slot_num, cfg.index_num
-
-            def routed(c: rr.ChunkScan) -> Any:
-                return rr.route(c, starts.get(c.index), per_file, n_ix, n_cq)
-
-            def strip_keys(c: rr.ChunkScan) -> rr.ChunkScan:
-                if not index_on:
-                    c.key_hash = c.key_hash[:0]
-                return c
-
             with phase(sc, "write ConsumeQueues and IndexFiles", progress, timings):
-                written = scanned.filter(lambda c: c.index in starts).map(strip_keys).flatMap(routed) \
-                    .partitionBy(n_ix + n_cq, lambda p: p) \
-                    .mapPartitions(lambda it: rr.write_partition(it, target_s, cq_size, slots, items, plan_map)) \
-                    .collect()
+                written = sc.parallelize(tasks, max(len(tasks), 1)).flatMap(
+                    lambda task: rr.write_task(task, stage_s, target_s, cq_size, slots, items, plan_map)).collect()
+        shutil.rmtree(stage, ignore_errors=True)
         last_cq = [s.last_cq_timestamp for s in included if s.last_cq_timestamp is not None]
         index_ts = 0
         if len(plans) >= 2:  # the IndexService reports a full file when it rolls the next one
@@ -239,13 +225,10 @@ def rebuild_rocketmq(spark: SparkSession, store: str | os.PathLike[str], out: st
             swap_in(root, target)
     except BaseException:
         if in_place:
-            import shutil
-
             shutil.rmtree(target, ignore_errors=True)
         raise
     finally:
-        if scanned is not None:
-            scanned.unpersist()
+        shutil.rmtree(stage, ignore_errors=True)
     last = included[-1] if included else None
     return RocketMQRebuildStats(
         messages=sum(s.messages for s in included), keys=total_keys,
