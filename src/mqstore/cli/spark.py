@@ -7,6 +7,7 @@ set) and repeatable ``--conf key=value``.
 from __future__ import annotations
 
 import functools
+import os
 import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -22,9 +23,15 @@ def spark_options(func: F) -> F:
     """Add ``--master`` and ``--conf`` to a command."""
     func = click.option("--conf", "conf", multiple=True, metavar="KEY=VALUE",
                         help="Spark configuration (repeatable).")(func)
-    func = click.option("--master", default=DEFAULT_MASTER, show_default=True,
-                        help="Spark master URL; empty keeps the one spark-submit set.")(func)
+    func = click.option("--master", default=default_master, show_default=DEFAULT_MASTER,
+                        help="Spark master URL; empty keeps the one spark-submit set "
+                             "(the default under spark-submit).")(func)
     return func
+
+
+def default_master() -> str:
+    """``local[*]``, or nothing (keep spark-submit's master) when run by ``spark-submit``."""
+    return "" if os.environ.get("PYSPARK_GATEWAY_PORT") else DEFAULT_MASTER
 
 
 def open_session(master: str, conf: tuple[str, ...], app_name: str) -> Any:

@@ -1,0 +1,29 @@
+"""Entry script for ``spark-submit``: the ``mqstore spark`` commands on any cluster manager.
+
+    spark-submit --master yarn [--conf ...] "$(python -m mqstore.spark.submit --print-path)" \\
+        rebuild-index rocketmq /shared/store --out /shared/rebuilt
+
+runs ``mqstore spark rebuild-index rocketmq ...`` in the driver that ``spark-submit`` started,
+with the master and configuration it was given (the commands' ``--master`` default yields to
+``spark-submit`` there).  Every executor must be able to import ``mqstore``: install it on the
+nodes, or ship it with ``--py-files`` (a zip with ``mqstore/`` at its root; numpy, numba, pyarrow
+and crc32c must be installed on the nodes).
+"""
+
+from __future__ import annotations
+
+import sys
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run one ``mqstore spark`` command with ``argv`` (default: the script's arguments)."""
+    from mqstore.cli.spark import group
+
+    group.main(args=list(sys.argv[1:] if argv is None else argv), prog_name="mqstore spark")
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["--print-path"]:
+        print(__file__)
+    else:
+        main()
