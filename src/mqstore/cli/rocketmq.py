@@ -22,8 +22,8 @@ def _geometry_options(f):
 
 
 def _config(store: Path, commitlog_file_size=None, slots=None, items=None, cq_file_size=None):
-    from mqstore.api.rocketmq import StoreConfig
     from mqstore.errors import StoreNotFoundError
+    from mqstore.storage.rocketmq.config import StoreConfig
     from mqstore.storage.rocketmq.rebuild import detect_segment_size
 
     if not store.is_dir():
@@ -275,14 +275,14 @@ def verify(store: Path, as_json: bool) -> None:
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Write consumequeue/, index/ and checkpoint here (default: in place).")
 @_geometry_options
+@click.option("--threads", type=click.IntRange(min=1), default=None,
+              help="Threads for the scan and the index build (default: CPUs, at most 4; 1 = sequential).")
 @json_option
 @handle_errors
 def rebuild_index(store: Path, out: Path | None, commitlog_file_size: int | None, slots: int | None,
-                  items: int | None, cq_file_size: int | None, as_json: bool) -> None:
+                  items: int | None, cq_file_size: int | None, threads: int | None, as_json: bool) -> None:
     """Regenerate consumequeue/ and index/ from the CommitLog alone."""
     import time
-
-    from rich.progress import BarColumn, Progress, TransferSpeedColumn
 
     from mqstore.storage.rocketmq.rebuild import rebuild_indexes
 
@@ -297,14 +297,18 @@ def rebuild_index(store: Path, out: Path | None, commitlog_file_size: int | None
         lock._acquire_lock()  # no writer may run while files are swapped
     t0 = time.perf_counter()
     try:
-        show = sys.stderr.isatty() and not as_json
-        with Progress("{task.description}", BarColumn(), TransferSpeedColumn(), disable=not show, transient=True) as prog:
-            task = prog.add_task("rebuilding", total=None)
+        if sys.stderr.isatty() and not as_json:  # rich only when a bar is shown (import cost)
+            from rich.progress import BarColumn, Progress, TransferSpeedColumn
 
-            def progress(done: int, total: int) -> None:
-                prog.update(task, completed=done, total=total)
+            with Progress("{task.description}", BarColumn(), TransferSpeedColumn(), transient=True) as prog:
+                task = prog.add_task("rebuilding", total=None)
 
-            stats = rebuild_indexes(store, out, config=cfg, progress=progress)
+                def progress(done: int, total: int) -> None:
+                    prog.update(task, completed=done, total=total)
+
+                stats = rebuild_indexes(store, out, config=cfg, progress=progress, threads=threads)
+        else:
+            stats = rebuild_indexes(store, out, config=cfg, threads=threads)
     finally:
         if lock is not None:
             lock._release_lock()

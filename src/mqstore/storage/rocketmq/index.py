@@ -99,6 +99,9 @@ class QueryOffsetResult:
 
 
 class IndexService:
+    #: threads of a large bulk put (the offline rebuild sets more; the live store stays sequential)
+    bulk_threads: int = 1
+
     def __init__(self, directory: Path, hash_slot_num: int, index_num: int, *, read_only: bool = False) -> None:
         self.directory = Path(directory)
         self.hash_slot_num = hash_slot_num
@@ -205,7 +208,7 @@ class IndexService:
         i = 0
         while i < n:
             f = self._current(int(store_ts[i]))
-            i += _bulk_put(f, key_hash, phy_offset, store_ts, i)
+            i += _bulk_put(f, key_hash, phy_offset, store_ts, i, self.bulk_threads)
 
     def build(self, batch: DispatchBatch) -> int:
         """Index the keys of a dispatch batch (ROLLBACK messages skipped, already indexed keys
@@ -380,15 +383,18 @@ def next_index_file_name(prev_name: str | None, first_timestamp: int) -> str:
     return name
 
 
-def _bulk_put(f: IndexFile, key_hash: np.ndarray, phy: np.ndarray, ts: np.ndarray, start: int) -> int:
-    """Put keys from ``start`` until the file is full (numba bulk builder); returns how many."""
+def _bulk_put(f: IndexFile, key_hash: np.ndarray, phy: np.ndarray, ts: np.ndarray, start: int,
+              threads: int | None = 1) -> int:
+    """Put keys from ``start`` until the file is full (numba bulk builder, on ``threads`` threads
+    for large puts: same bytes); returns how many."""
     from mqstore.formats.rocketmq.indexfile import IndexHeader
-    from mqstore.kernels.rocketmq_index import bulk_put, header_array
+    from mqstore.kernels.rocketmq_index import header_array
+    from mqstore.kernels.rocketmq_index_bulk import bulk_put_parallel
 
     buf = f.buffer
     header = header_array(buf.header)
     _populate(f, buf.hash_slot_num, int(buf.header.index_count), len(key_hash) - start)
-    n = bulk_put(f.mm, buf.hash_slot_num, buf.index_num, header, key_hash, phy, ts, start)
+    n = bulk_put_parallel(f.mm, buf.hash_slot_num, buf.index_num, header, key_hash, phy, ts, start, threads=threads)
     buf.header = IndexHeader(*(int(v) for v in header))
     if n == 0 and len(key_hash) > start and not buf.is_write_full():
         raise CorruptIndexError("index file refused a key although it is not full", path=str(f.path))

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from mqstore.errors import CorruptIndexError, InvalidArgumentError, StoreNotFoundError
+from mqstore.kernels.threads import resolve_threads
 from mqstore.storage.mapped import ensure_inside
 from mqstore.storage.rocketmq.checkpoint import StoreCheckpoint
 from mqstore.storage.rocketmq.commitlog import CommitLog
@@ -148,9 +149,14 @@ def write_index_file(index_dir: Path, name: str, hash_slot_num: int, index_num: 
 
 def rebuild_indexes(store: str | os.PathLike[str], out: str | os.PathLike[str] | None = None, *,
                     config: StoreConfig | None = None, progress: Callable[[int, int], None] | None = None,
-                    check_crc: bool = False) -> RebuildStats:
+                    check_crc: bool = False, threads: int | None = None) -> RebuildStats:
     """Regenerate the ConsumeQueues and IndexFiles of ``store`` into ``out`` (default: in place,
-    built next to the old ones and swapped in when complete).  The CommitLog is only read."""
+    built next to the old ones and swapped in when complete).  The CommitLog is only read.
+
+    ``threads``: threads of the scan and of the IndexFile bulk build (``None``: the CPUs, at most
+    4; ``1``: the sequential kernels, the scan still reads ahead in one worker thread).  The files
+    are the same bytes whatever the count."""
+    nthreads = resolve_threads(threads)
     root = Path(store)
     cl_dir = root / "commitlog"
     if not cl_dir.is_dir():
@@ -160,6 +166,7 @@ def rebuild_indexes(store: str | os.PathLike[str], out: str | os.PathLike[str] |
     commit_log = CommitLog(cl_dir, cfg.commit_log_file_size, read_only=True)
     commit_log.load()
     index = IndexService(target / "index", cfg.hash_slot_num, cfg.index_num)
+    index.bulk_threads = nthreads
     writers = IndexWriters(target, cfg.mapped_file_size_consume_queue, index if cfg.message_index_enable else None)
     full_end_ts: list[int] = []
     index.on_file_full = full_end_ts.append
