@@ -76,6 +76,11 @@ class UnsupportedFormatError(CorruptDataError):
     """The data is recognisably of a format version or codec mqstore does not support."""
 
 
+class DecompressionLimitError(CorruptDataError):
+    """A compressed batch inflates past the configured limit (a decompression bomb, or a batch far
+    larger than any producer writes); decoding stops at the limit."""
+
+
 # ----------------------------------------------------------------------------- store state
 class StoreError(MqStoreError):
     """A store-level operation cannot be carried out."""

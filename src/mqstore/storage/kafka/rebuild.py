@@ -201,7 +201,10 @@ class MappedLog:
 
     def close(self) -> None:
         if isinstance(self.mm, mmap.mmap):
-            self.mm.close()
+            try:
+                self.mm.close()
+            except BufferError:  # a view (held by an exception's traceback) still uses the map:
+                pass  # it is unmapped when the last view goes; never mask the error being raised
         self._f.close()
 
     def __enter__(self) -> MappedLog:
