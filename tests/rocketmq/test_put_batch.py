@@ -256,7 +256,7 @@ def _old_uniq(prefix: bytes, now_ms: int, counter: int) -> str:
 @pytest.mark.parametrize("now", [1_700_000_000_123, 1_701_388_800_000 - 1, 1_701_388_800_000, 1_704_067_199_999])
 def test_uniq_keys_keep_the_client_format(now: int) -> None:
     g = _UniqKeyGenerator()
-    g._counter = 65530
+    g.set_counter(65530)
     singles = [g.next(now) for _ in range(4)]
     assert singles == [_old_uniq(g._prefix, now, c) for c in (65531, 65532, 65533, 65534)]
     many = g.next_many(now, 5)  # wraps the 16-bit counter
@@ -275,3 +275,47 @@ def test_warm_ahead_populates_without_writing(tmp_path: Path) -> None:
         assert s.get("T", 0, 1)[0].body == b"y" * 100
         seg = cl.queue.files[0]
         assert not seg.array[cl.max_offset:].any() and cl.max_offset > end
+
+
+def test_common_shape_put_equals_general_path(tmp_path: Path) -> None:
+    """The unchecked single-put branch (string keys and tags, generated unique key) writes the
+    bytes of the general path, across segment rolls, with the store time runs of the checkpoint."""
+    rng = np.random.default_rng(3)
+    bodies = [rng.bytes(int(n)) for n in rng.integers(0, 700, 80)]
+    with MessageStore.open(tmp_path / "fast", StoreConfig(**SMALL)) as s:
+        fast = [s.put(("A", "Bb")[i % 2], b, i % 3, keys=f"k{i} x{i % 5}", tags=f"t{i % 4}", )
+                for i, b in enumerate(bodies)]
+        assert len({r.uniq_key for r in fast}) == len(fast)
+        s.engine.flush_commit_log(0)
+        assert s.engine.last_flushed_store_ts == 1_700_000_000_123 and not s.engine._ts_runs
+    with MessageStore.open(tmp_path / "general", StoreConfig(**SMALL)) as s:
+        ref = [s._put_records([dict(topic=("A", "Bb")[i % 2], body=b, queue_id=i % 3, keys=f"k{i} x{i % 5}",
+                                    tags=f"t{i % 4}", uniq_key=r.uniq_key)])[0]
+               for i, (b, r) in enumerate(zip(bodies, fast, strict=True))]
+    _results_equal(fast, ref)
+    assert _commitlog(tmp_path / "fast") == _commitlog(tmp_path / "general")
+
+
+def test_common_shape_put_rejects_bad_text_and_syncs(tmp_path: Path) -> None:
+    with MessageStore.open(tmp_path, StoreConfig(**dict(SMALL, flush_disk_type="sync"))) as s:
+        end = s.engine.commit_log.max_offset
+        for keys, tags in (("a\x01b", "T"), ("a", "T\x02"), ("a\ud800", "T"), ("a", "\udfff")):
+            with pytest.raises(InvalidKeyError):
+                s.put("T", b"x", keys=keys, tags=tags)
+        with pytest.raises(InvalidArgumentError):
+            s.put("T", b"x", -1, keys="a", tags="b")
+        assert s.engine.commit_log.max_offset == end
+        r = s.put("T", b"x", keys="a", tags="b")
+        assert s.engine.commit_log.flushed_offset == r.commit_log_offset + r.size  # sync: flushed on return
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            r.size = 1  # type: ignore[misc]
+        assert r == PutResult(r.commit_log_offset, 0, r.store_timestamp, r.size, r.msg_id, r.uniq_key)
+
+
+@given(st.binary(max_size=3000))
+@settings(max_examples=200, deadline=None)
+def test_put_crc32_equals_zlib(data: bytes) -> None:
+    from mqstore.kernels.rocketmq_put import crc32
+
+    assert crc32(data) == zlib.crc32(data)
+    assert crc32(data[1:], crc32(data[:1])) == zlib.crc32(data)

@@ -27,6 +27,11 @@ from mqstore.formats.rocketmq.record import (
     encode_record,
 )
 
+try:  # ISA-L's CRC-32 (carry-less multiplication): the same values as zlib.crc32, 3-4x faster on 1 KiB
+    from isal.isal_zlib import crc32 as crc32
+except ImportError:  # pragma: no cover - isal is a dependency; zlib is the reference twin
+    from zlib import crc32 as crc32
+
 # record_length() without body, topic, properties, topic-length field and hosts
 FIXED_NO_HOSTS = 4 + 4 + 4 + 4 + 4 + 8 + 8 + 4 + 8 + 8 + 4 + 8 + 4 + 2
 

@@ -15,7 +15,6 @@ import os
 import struct
 import threading
 import time
-import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,19 +31,21 @@ from mqstore.errors import (
     StoreNotFoundError,
 )
 from mqstore.formats.rocketmq.record import (
+    BLANK_RECORD_SIZE,
     MAGIC_V1,
     RECORD_SLACK,
     TRANSACTION_MASK,
     TRANSACTION_PREPARED_TYPE,
     TRANSACTION_ROLLBACK_TYPE,
+    Host,
     MessageRecord,
     encode_blank,
     encode_record,
     record_length,
 )
-from mqstore.kernels.rocketmq_put import RecordColumns, encode_records_into
+from mqstore.kernels.rocketmq_put import RecordColumns, crc32, encode_records_into
 from mqstore.kernels.rocketmq_scan import DispatchBatch
-from mqstore.storage.mapped import ensure_inside
+from mqstore.storage.mapped import MappedFile, ensure_inside
 from mqstore.storage.rocketmq.checkpoint import StoreCheckpoint
 from mqstore.storage.rocketmq.commitlog import CommitLog, RecoveryResult
 from mqstore.storage.rocketmq.config import FLUSH_SYNC, StoreConfig
@@ -60,7 +61,8 @@ REPUT_WAKE_BYTES = 1 << 20
 REPUT_INTERVAL_S = 0.01
 # The fixed part of a magic-v1 record with IPv4 hosts, up to and including BODYLENGTH.
 _HEAD_V1_V4 = struct.Struct(">iiiiiqqiq8sq8siqi")
-_SHORT = struct.Struct(">h")
+_crc32 = crc32
+_time_ns = time.time_ns
 _LOCKED_STORES: set[str] = set()
 _LOCKED_GUARD = threading.Lock()
 
@@ -108,7 +110,12 @@ class RocketMQStore:
         self.last_flushed_store_ts = 0
         self.last_logic_store_ts = 0
         self._last_put_ts = 0
-        self._ts_of_offset: list[tuple[int, int]] = []  # (end offset, store ts) pending flush
+        self._ts_runs: list[tuple[int, int]] = []  # (start offset, store ts) of data not yet flushed
+        self._sync_flush = self.config.flush_disk_type == FLUSH_SYNC
+        self._max_body = self.config.max_message_size
+        self._max_fast_size = min(self.config.max_message_size + RECORD_SLACK,
+                                  self.config.commit_log_file_size - BLANK_RECORD_SIZE)
+        self._store_host_b = Host.parse(self.config.store_host).to_bytes()
         if not read_only:
             self._acquire_lock()
         try:
@@ -117,6 +124,7 @@ class RocketMQStore:
                 # Before recovery touches a file: a crash during recovery is an unclean shutdown.
                 (self.root / "abort").write_text(str(os.getpid()))
             self.commit_log = CommitLog(self._sub("commitlog"), self.config.commit_log_file_size, read_only=read_only)
+            self._cl_queue = self.commit_log.queue
             self.checkpoint = StoreCheckpoint(self.root / "checkpoint", read_only=read_only)
             self.index = IndexService(self._sub("index"), self.config.hash_slot_num, self.config.index_num, read_only=read_only)
             self.index.on_file_full = self._on_index_file_full
@@ -267,8 +275,8 @@ class RocketMQStore:
 
             offsets = self.commit_log.append_records(sizes, encode_at)  # type: ignore[arg-type]
             self.queue_offsets.update(pending)
-            end = offsets[-1] + sizes[-1] if offsets else self.commit_log.max_offset
-            self._note_put(end, now)
+            if offsets:
+                self._note_put(offsets[0], now)
         if cfg.flush_disk_type == FLUSH_SYNC:
             self.flush_commit_log(0)
         self._maybe_wake()
@@ -279,56 +287,71 @@ class RocketMQStore:
                 self.commit_log.max_offset - self.reput_from_offset >= REPUT_WAKE_BYTES):
             self._wake.set()
 
-    def _note_put(self, end: int, now: int) -> None:
-        """Remember the store time of the data up to ``end`` for the checkpoint (under the put lock)."""
-        self._last_put_ts = now
-        tl = self._ts_of_offset
-        if tl and tl[-1][1] == now:
-            tl[-1] = (end, now)
-        else:
-            tl.append((end, now))
+    def _note_put(self, start: int, now: int) -> None:
+        """Remember the store time of the data from ``start`` on for the checkpoint (under the
+        put lock): one ``(start offset, store time)`` run per change of store time."""
+        if now != self._last_put_ts:
+            self._ts_runs.append((start, now))
+            self._last_put_ts = now
+
+    def _roll_for(self, size: int) -> MappedFile:
+        """The segment the next record of ``size`` bytes goes to (under the put lock): the last
+        one, or, by the end-of-segment rule, a new one after a blank filler."""
+        mf = self.commit_log.queue.last()
+        if mf is None or mf.wrote_position >= mf.file_size:
+            mf = self.commit_log.queue.get_last_or_create(0)
+        pos = mf.wrote_position
+        if pos + size + BLANK_RECORD_SIZE > mf.file_size:
+            mf.write_at(pos, encode_blank(mf.file_size - pos))
+            mf.wrote_position = mf.file_size
+            mf = self.commit_log.queue.get_last_or_create(0)
+        return mf
 
     def append_one(self, topic: str, topic_field: bytes, body: bytes, props: bytes, queue_id: int, flag: int,
-                   born_timestamp: int | None, born_host: bytes, store_host: bytes) -> AppendResult:
+                   born_timestamp: int, born_host: bytes | None = None) -> tuple[int, int, int, int]:
         """The single-message fast path of :meth:`append` for the common record shape: magic v1
-        (``topic_field`` is the length byte and the topic), IPv4 hosts (8 bytes each), SYSFLAG 0,
-        no property CRC.  Same bytes, checks, offsets and durability as :meth:`append`."""
-        self._check_writable()
-        cfg = self.config
-        size = 90 + len(body) + len(topic_field) + len(props)  # 88 bytes of head, 2 of props length
-        if len(body) > cfg.max_message_size or len(props) > 32767 or size > cfg.max_message_size + RECORD_SLACK \
-                or size + 8 > cfg.commit_log_file_size:
+        (``topic_field`` is the length byte and the topic), IPv4 hosts (8 bytes each; the born
+        host defaults to the store host), SYSFLAG 0, no property CRC.  Same bytes, checks,
+        offsets and durability as :meth:`append`.  Returns ``(commit log offset, size, queue
+        offset, store timestamp)``."""
+        if self._closed or self.read_only or self.background_error is not None:
+            self._check_writable()
+        lb = len(body)
+        lp = len(props)
+        size = 90 + lb + len(topic_field) + lp  # 88 bytes of head, 2 of properties length
+        if size > self._max_fast_size or lb > self._max_body or lp > 32767:
             self._check_sizes([MessageRecord(topic=topic, body=body, properties_text=props.decode("utf-8"))], [size])
-        crc = zlib.crc32(body) & 0x7FFFFFFF
-        cl = self.commit_log
+        crc = _crc32(body) & 0x7FFFFFFF
+        key = (topic, queue_id)
+        sh = self._store_host_b
         with self._put_lock:
-            now = cfg.now()
-            key = (topic, queue_id)
+            clock = self.config.clock
+            now = _time_ns() // 1_000_000 if clock is None else int(clock())
             qo = self.queue_offsets.get(key, 0)
-            mf = cl.queue.last()
-            if mf is None or mf.wrote_position >= mf.file_size:
-                mf = cl.queue.get_last_or_create(0)
-            pos = mf.wrote_position
-            if pos + size + 8 > mf.file_size:  # end-of-segment rule: blank the rest, roll
-                mf.write_at(pos, encode_blank(mf.file_size - pos))
-                mf.wrote_position = mf.file_size
-                mf = cl.queue.get_last_or_create(0)
+            files = self._cl_queue.files
+            mf = files[-1] if files else None
+            if mf is None or (pos := mf.wrote_position) + size + BLANK_RECORD_SIZE > mf.file_size:
+                mf = self._roll_for(size)
                 pos = mf.wrote_position
             phys = mf.file_from_offset + pos
-            mf.mm[pos : pos + size] = b"".join((
-                _HEAD_V1_V4.pack(size, MAGIC_V1, crc, queue_id, flag, qo, phys, 0,
-                                 now if born_timestamp is None else born_timestamp, born_host, now, store_host,
-                                 0, 0, len(body)),
-                body, topic_field, _SHORT.pack(len(props)), props))
+            mm = mf.mm
+            _HEAD_V1_V4.pack_into(mm, pos, size, MAGIC_V1, crc, queue_id, flag, qo, phys, 0, born_timestamp,
+                                  born_host or sh, now, sh, 0, 0, lb)
+            p = pos + 88
+            mm[p : p + lb] = body
+            p += lb
+            mm[p : pos + size] = topic_field + lp.to_bytes(2, "big") + props
             mf.wrote_position = pos + size
             self.queue_offsets[key] = qo + 1
-            self._note_put(phys + size, now)
-        if cfg.flush_disk_type == FLUSH_SYNC:
+            if now != self._last_put_ts:
+                self._ts_runs.append((phys, now))
+                self._last_put_ts = now
+        if self._sync_flush:
             self.flush_commit_log(0)
             self._wake.set()
         elif phys + size - self.reput_from_offset >= REPUT_WAKE_BYTES:
             self._wake.set()
-        return AppendResult(phys, size, qo, now)
+        return phys, size, qo, now
 
     def append_columns(self, cols: RecordColumns, topics: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
         """Append many records given as columns (``topics``: the topic of each record, for the
@@ -360,7 +383,7 @@ class RocketMQStore:
             offsets = self.commit_log.append_encoded(sizes, write)
             self.queue_offsets.update(updates)
             if n:
-                self._note_put(int(offsets[-1] + sizes[-1]), now)
+                self._note_put(int(offsets[0]), now)
         if cfg.flush_disk_type == FLUSH_SYNC:
             self.flush_commit_log(0)
         self._maybe_wake()
@@ -474,13 +497,16 @@ class RocketMQStore:
                 raise FlushError(f"flushing the CommitLog failed: {exc.strerror or exc}",
                                  path=str(self.root / "commitlog")) from exc
             with self._put_lock:
-                keep = []
-                for end, ts in self._ts_of_offset:
-                    if end <= flushed:
-                        self.last_flushed_store_ts = max(self.last_flushed_store_ts, ts)
-                    else:
-                        keep.append((end, ts))
-                self._ts_of_offset = keep
+                runs = self._ts_runs
+                written = self.commit_log.max_offset
+                done = 0
+                for i, (_start, ts) in enumerate(runs):  # a run ends where the next one starts
+                    if (runs[i + 1][0] if i + 1 < len(runs) else written) > flushed:
+                        break
+                    self.last_flushed_store_ts = max(self.last_flushed_store_ts, ts)
+                    done = i + 1
+                if done:
+                    del runs[:done]
             return flushed
 
     def flush_consume_queues(self, least_pages: int = 0) -> None:
