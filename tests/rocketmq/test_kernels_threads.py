@@ -3,6 +3,7 @@ results, same bytes, whatever the thread count."""
 
 from __future__ import annotations
 
+import struct
 from pathlib import Path
 
 import numpy as np
@@ -16,11 +17,15 @@ from mqstore.cli.main import cli
 from mqstore.errors import InvalidArgumentError
 from mqstore.formats.rocketmq.indexfile import IndexFileBuffer, index_file_size
 from mqstore.formats.rocketmq.javahash import java_bytes_hashcode
-from mqstore.kernels import javahash, rocketmq_index_bulk, threads
+from mqstore.formats.rocketmq.record import MAGIC_V1
+from mqstore.kernels import javahash, rocketmq_index_bulk, rocketmq_scan, threads
 from mqstore.kernels.javahash import hash_spans, index_hash_spans
 from mqstore.kernels.rocketmq_index import bulk_put, bulk_put_py, header_array
 from mqstore.kernels.rocketmq_index_bulk import bulk_put_parallel
+from mqstore.kernels.rocketmq_scan import scan_segment, scan_segment_py
 from mqstore.storage.rocketmq.rebuild import compare_trees, rebuild_indexes
+
+from .test_kernels import assert_same_batch, raw_record
 
 
 @pytest.fixture
@@ -225,3 +230,81 @@ def test_rebuild_with_threads_is_byte_identical(tmp_path: Path) -> None:
     assert compare_trees(outs[0], tmp_path / "cli") == []
     r = CliRunner().invoke(cli, ["rocketmq", "rebuild-index", str(store), "--threads", "0"])
     assert r.exit_code == 2 and "Traceback" not in r.output
+
+
+# ----------------------------------------------------------------------------- scan split in ranges
+def _chain(records: list[bytes], base: int) -> bytearray:
+    """Records laid out one after the other, each with its PHYSICALOFFSET = ``base`` + position."""
+    out = bytearray()
+    for r in records:
+        rec = bytearray(r)
+        struct.pack_into(">q", rec, 28, base + len(out))
+        out += rec
+    return out
+
+
+@st.composite
+def _split_segment(draw: st.DrawFn) -> tuple[bytes, int, int, int]:
+    base = draw(st.sampled_from([0, 1 << 30]))
+    recs = []
+    for _ in range(draw(st.integers(0, 14))):
+        body = draw(st.binary(max_size=130))
+        recs.append(raw_record(draw(st.sampled_from([b"TopicTest", b"orders", b"t\xff"])),
+                               b"KEYS\x01k1 k2\x02UNIQ_KEY\x01" + draw(st.binary(min_size=1, max_size=4)).hex().encode(),
+                               body, v2=draw(st.booleans()), queue_id=draw(st.integers(0, 3)),
+                               crc=12345 if draw(st.integers(0, 12)) == 0 else None,
+                               total_delta=draw(st.sampled_from([0] * 12 + [1]))))  # fmt: skip
+    out = _chain(recs, base)
+    # decoys: a record-like header inside a body (right magic, TOTALSIZE and PHYSICALOFFSET)
+    for _ in range(draw(st.integers(0, 3))):
+        if len(out) > 200:
+            q = draw(st.integers(0, len(out) - 100))
+            total = draw(st.integers(88, max(88, len(out) - q)))
+            struct.pack_into(">ii", out, q, total, MAGIC_V1)
+            struct.pack_into(">q", out, q + 28, base + q)
+    kind = draw(st.integers(0, 4))
+    if kind == 1:
+        out += struct.pack(">ii", 100, -875286124) + bytes(92)  # blank record
+    elif kind == 2:
+        out += draw(st.binary(max_size=30))
+    elif kind == 3 and out:
+        out[draw(st.integers(0, len(out) - 1))] = draw(st.integers(0, 255))
+    n = len(out)
+    start = draw(st.sampled_from([0, 0, min(1, n)]))
+    end = draw(st.one_of(st.just(n), st.integers(start, n)))
+    return bytes(out), base, start, end
+
+
+@settings(max_examples=400, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])  # fmt: skip
+@given(_split_segment(), st.booleans(), st.booleans(), st.integers(2, 5))
+def test_scan_split_equals_sequential(monkeypatch: pytest.MonkeyPatch, seg: tuple[bytes, int, int, int],
+                                      check_crc: bool, skip: bool, nthreads: int) -> None:  # fmt: skip
+    monkeypatch.setattr(rocketmq_scan, "PARALLEL_MIN_BYTES", 0)
+    data, base, start, end = seg
+    kw = {"check_crc": check_crc, "skip_length_mismatch": skip}
+    split = scan_segment(data, base, start, end, threads=nthreads, **kw)
+    assert_same_batch(split, scan_segment(data, base, start, end, threads=1, **kw))
+    assert_same_batch(split, scan_segment_py(data, base, start, end, **kw))
+
+
+def test_scan_split_on_a_large_segment_finds_the_cuts() -> None:
+    rng = np.random.default_rng(9)
+    recs = [raw_record(b"TopicTest" if i % 3 else b"orders", f"KEYS\x01o-{i} u-{i % 97}\x02TAGS\x01T{i % 5}".encode(),
+                       rng.integers(0, 256, int(rng.integers(50, 900)), dtype=np.uint8).tobytes(), queue_id=i % 4)
+            for i in range(14_000)]  # fmt: skip
+    data = bytes(_chain(recs, 1 << 30)) + struct.pack(">ii", 100, -875286124) + bytes(92)
+    assert len(data) > rocketmq_scan.PARALLEL_MIN_BYTES
+    cuts = rocketmq_scan._cuts(np.frombuffer(data, np.uint8), 1 << 30, 0, len(data), 3)
+    assert len(cuts) == 4  # two real boundaries found
+    seq = scan_segment(data, 1 << 30, 0, len(data), check_crc=True, threads=1)
+    assert len(seq) == 14_000 and seq.stop == "blank"
+    for nthreads in (2, 3, 4):
+        assert_same_batch(scan_segment(data, 1 << 30, 0, len(data), check_crc=True, threads=nthreads), seq)
+    # a bad body CRC in the second half: the split scan stops exactly where the sequential one does
+    bad = bytearray(data)
+    p = int(seq.commit_log_offset[10_000]) - (1 << 30)
+    bad[p + 88] ^= 0xFF
+    seq_bad = scan_segment(bytes(bad), 1 << 30, 0, len(bad), check_crc=True, threads=1)
+    assert seq_bad.stop == "invalid" and len(seq_bad) == 10_000
+    assert_same_batch(scan_segment(bytes(bad), 1 << 30, 0, len(bad), check_crc=True, threads=2), seq_bad)

@@ -13,6 +13,7 @@ return identical batches (tests run both on the same data).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import pairwise
 from typing import Any
 
 import numpy as np
@@ -42,6 +43,7 @@ from mqstore.formats.rocketmq.record import (
     check_record,
 )
 from mqstore.kernels.javahash import as_u8, hash_continue, index_hash_of_state, state_to_int32
+from mqstore.kernels.threads import resolve_threads, run_parallel
 
 STOP_END = "end"  # reached the end of the requested range (or a partial record that may still be written)
 STOP_BLANK = "blank"  # an end-of-segment filler: continue in the next segment
@@ -818,19 +820,89 @@ def scan_segment(
     skip_length_mismatch: bool = True,
     max_records: int | None = None,
     delay_table: dict[int, int] = DEFAULT_DELAY_TABLE,
+    threads: int | None = 1,
 ) -> DispatchBatch:
     """Fast path of :func:`scan_segment_py` (same arguments, same result).
 
     ``buf`` may be any contiguous bytes-like object (a memory map too) or a ``uint8`` array; no
     copy is made.  ``[start, end)`` must lie inside the buffer (else ``InvalidArgumentError``).
     The kernel releases the GIL (a rebuild overlaps scanning and writing in two threads).
+
+    ``threads`` (default 1; ``None``: :func:`~mqstore.kernels.threads.default_threads`): a scan
+    without ``max_records`` of at least :data:`PARALLEL_MIN_BYTES` is cut into that many byte
+    ranges scanned at the same time.  Each cut is put on a record boundary found by its signature
+    (a v1/v2 magic, a plausible TOTALSIZE and a PHYSICALOFFSET field equal to the record's own
+    offset) and *verified*: a range's results are used only if the scan of the range before it
+    ended exactly on the cut; otherwise the scan goes on sequentially from where that range
+    stopped.  The result is the sequential one whatever the data.
     """
     u8 = as_u8(buf)
     _check_range(u8, start, end)
     limit = -1 if max_records is None else max(int(max_records), 0)
     delay = _delay_array(delay_table)
+    nthreads = 1 if threads == 1 else resolve_threads(threads)
     chunks: list[_Chunk] = []
-    pos, rows = start, 0
+    pos = start
+    if nthreads > 1 and limit < 0 and end - start >= PARALLEL_MIN_BYTES:
+        cuts = _cuts(u8, file_from_offset, start, end, nthreads)
+        if len(cuts) > 2:
+            parts = run_parallel(_scan_run, [
+                (u8, file_from_offset, a, b, check_crc, skip_length_mismatch, -1, delay, delay_table)
+                for a, b in pairwise(cuts)
+            ])  # fmt: skip
+            for k, (part_chunks, part_pos, part_state) in enumerate(parts):
+                chunks += part_chunks
+                pos = part_pos
+                if k == len(parts) - 1:
+                    return _batch_of(chunks, u8, file_from_offset, end, check_crc)
+                if part_state != _ST_RANGE or part_pos != cuts[k + 1]:
+                    break  # the record chain did not land on the cut: go on sequentially from here
+    more, _, _ = _scan_run(u8, file_from_offset, pos, end, check_crc, skip_length_mismatch, limit, delay, delay_table)
+    return _batch_of(chunks + more, u8, file_from_offset, end, check_crc)
+
+
+#: a scan of fewer bytes is never split between threads
+PARALLEL_MIN_BYTES = 4 << 20
+#: how far past a tentative cut the boundary search looks (a record is at most this long here)
+_CUT_SEARCH_BYTES = 8 << 20
+
+
+@njit(cache=True, nogil=True)
+def _find_boundary(buf: np.ndarray, base: int, p: int, end: int, limit: int) -> int:
+    """The first position ``q >= p`` that looks like a message record (v1/v2 magic, TOTALSIZE
+    that fits, PHYSICALOFFSET == ``base + q``), or -1 within ``limit`` bytes."""
+    stop = min(end - _FIXED_MIN, p + limit)
+    q = p
+    while q <= stop:
+        magic = rd_i32(buf, q + 4)
+        if magic == MAGIC_V1 or magic == MAGIC_V2:
+            total = rd_i32(buf, q)
+            if _FIXED_MIN <= total <= end - q and rd_i64(buf, q + 28) == base + q:
+                return q
+        q += 1
+    return -1
+
+
+def _cuts(u8: np.ndarray, base: int, start: int, end: int, parts: int) -> list[int]:
+    cuts = [start]
+    for k in range(1, parts):
+        guess = start + (end - start) * k // parts
+        if guess <= cuts[-1]:
+            continue
+        q = int(_find_boundary(u8, np.int64(base), np.int64(guess), np.int64(end), np.int64(_CUT_SEARCH_BYTES)))
+        if q > cuts[-1]:
+            cuts.append(q)
+    cuts.append(end)
+    return cuts
+
+
+def _scan_run(
+    u8: np.ndarray, file_from_offset: int, pos: int, end: int, check_crc: bool, skip_length_mismatch: bool,
+    limit: int, delay: tuple[np.ndarray, int, bool], delay_table: dict[int, int],
+) -> tuple[list[_Chunk], int, int]:  # fmt: skip
+    """Chunks of a sequential scan of ``[pos, end)`` until it stops: ``(chunks, pos, state)``."""
+    chunks: list[_Chunk] = []
+    rows = 0
     while True:
         left = -1 if limit < 0 else limit - rows
         c = _scan_chunk(u8, file_from_offset, pos, end, check_crc, skip_length_mismatch, left, delay, delay_table)
@@ -838,9 +910,12 @@ def scan_segment(
         rows += len(c.topic_id)
         pos = c.pos
         if c.state != _ST_FULL:
-            break
+            return chunks, pos, c.state
         if not len(c.topic_id) and not c.skipped:  # pragma: no cover - the capacities guarantee progress
             raise CorruptDataError("scan made no progress", offset=file_from_offset + pos)
+
+
+def _batch_of(chunks: list[_Chunk], u8: np.ndarray, file_from_offset: int, end: int, check_crc: bool) -> DispatchBatch:
     c = _merge_chunks(chunks)
     stop, error = _stop_of(c.state, u8, c.pos, end, check_crc)
     off, size, qid, qoff, sysf, ts, tags = c.cols
