@@ -25,6 +25,7 @@ sys.path.insert(0, str(HERE))
 
 from bench_rocketmq_kernels import make_commitlog, make_segments  # noqa: E402
 from mqstore import MessageStore, StoreConfig  # noqa: E402
+from mqstore.kernels.threads import default_threads  # noqa: E402
 from mqstore.storage.rocketmq.rebuild import rebuild_indexes  # noqa: E402
 
 DATA = HERE / "data"
@@ -84,36 +85,57 @@ def bench_put(n: int) -> list[tuple[str, str, str, str]]:
     return rows
 
 
-def bench_rebuild(mb: int) -> list[tuple[str, str, str, str]]:
+def bench_rebuild(mb: int, threads: int) -> list[tuple[str, str, str, str]]:
     root, _n = make_store(mb)
     seg = root / "commitlog" / "00000000000000000000"
     raw = min(raw_read_seconds(seg) for _ in range(2))
     rows = []
     out = DATA / f"rocketmq-{mb}m-rebuilt"
     cfg = StoreConfig(commit_log_file_size=mb * 1024 * 1024)
-    for label in ("cold (first run, JIT cache warm)", "warm"):
+    timings: dict[int, tuple[float, float]] = {}  # threads -> best (wall, cpu) of the warm runs
+    # cold = the first rebuild of this process; then warm runs alternate N threads and 1 thread
+    for label, th in (("cold (first run, JIT cache warm)", threads), ("warm", threads), ("warm, 1 thread", 1),
+                      ("warm", threads), ("warm, 1 thread", 1)):  # fmt: skip
         shutil.rmtree(out, ignore_errors=True)
-        t = time.perf_counter()
-        stats = rebuild_indexes(root, out, config=cfg)
-        dt = time.perf_counter() - t
-        rate = stats.messages / dt
-        rows.append((f"rebuild {mb} MiB CommitLog, {label}", f"{rate:,.0f} msgs/s = {mb / dt:,.0f} MB/s ({dt:.2f} s)",
-                     f"Java {JAVA_REBUILD_MSGS_S:,} msgs/s", f"{rate / JAVA_REBUILD_MSGS_S:.2f}x Java; "
-                     f"{raw / dt:.2f}x of cat-speed ({mb / raw:,.0f} MB/s)"))
+        t, c = time.perf_counter(), time.process_time()
+        stats = rebuild_indexes(root, out, config=cfg, threads=th)
+        dt, cpu = time.perf_counter() - t, time.process_time() - c
+        if label.startswith("warm"):
+            best = timings.get(th)
+            timings[th] = (min(dt, best[0]), min(cpu, best[1])) if best else (dt, cpu)
+        else:
+            rows.append(_rebuild_row(mb, label, stats.messages, dt, cpu, raw))
+    for th in (threads, 1):
+        rows.append(_rebuild_row(mb, "warm" if th == threads else "warm, 1 thread", stats.messages, *timings[th], raw))
+    rows.append((f"  rebuild thread speed-up ({threads} threads vs 1, warm)", f"{timings[1][0] / timings[threads][0]:.2f}x",
+                 "", f"CPU {timings[1][1]:.2f} s -> {timings[threads][1]:.2f} s (all threads)"))  # fmt: skip
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     rows.append(("peak RSS of this process", f"{rss:,.0f} MiB", "", f"{stats.keys:,} keys indexed"))
     n = stats.messages
-    best = None
+    cli = [str(Path(sys.executable).with_name("mqstore")), "rocketmq", "rebuild-index", str(root), "--out", str(out)]
+    best_of: dict[int, tuple[float, int]] = {}
     for _ in range(2):
-        shutil.rmtree(out, ignore_errors=True)
-        dt, rss_cli = run_measured([str(Path(sys.executable).with_name("mqstore")), "rocketmq", "rebuild-index", str(root),
-                                    "--out", str(out)])  # fmt: skip
-        best = (dt, rss_cli) if best is None or dt < best[0] else best
-    dt, rss_cli = best
-    rows.append((f"rebuild {mb} MiB, one-shot CLI process (best of 2)", f"{n / dt:,.0f} msgs/s ({dt:.2f} s)",
-                 f"Java {JAVA_REBUILD_MSGS_S:,} msgs/s", f"{n / dt / JAVA_REBUILD_MSGS_S:.2f}x Java; "
-                 f"peak RSS {rss_cli / 1024:,.0f} MiB"))
+        for th in (threads, 1):  # alternating, best of 2 each
+            shutil.rmtree(out, ignore_errors=True)
+            got = run_measured([*cli, "--threads", str(th)])
+            if th not in best_of or got[0] < best_of[th][0]:
+                best_of[th] = got
+    for th in (threads, 1):
+        dt, rss_cli = best_of[th]
+        name = f"rebuild {mb} MiB, one-shot CLI process (best of 2)" if th == threads else \
+            f"rebuild {mb} MiB, one-shot CLI process, --threads 1"
+        rows.append((name, f"{n / dt:,.0f} msgs/s ({dt:.2f} s)", f"Java {JAVA_REBUILD_MSGS_S:,} msgs/s",
+                     f"{n / dt / JAVA_REBUILD_MSGS_S:.2f}x Java; peak RSS {rss_cli / 1024:,.0f} MiB"))
+    d1, dn = best_of[1][0], best_of[threads][0]
+    rows.append((f"  one-shot CLI thread speed-up ({threads} threads vs 1)", f"{d1 / dn:.2f}x", "", ""))
     return rows
+
+
+def _rebuild_row(mb: int, label: str, n: int, dt: float, cpu: float, raw: float) -> tuple[str, str, str, str]:
+    rate = n / dt
+    return (f"rebuild {mb} MiB CommitLog, {label}", f"{rate:,.0f} msgs/s = {mb / dt:,.0f} MB/s ({dt:.2f} s)",
+            f"Java {JAVA_REBUILD_MSGS_S:,} msgs/s", f"{rate / JAVA_REBUILD_MSGS_S:.2f}x Java; "
+            f"{raw / dt:.2f}x of cat-speed ({mb / raw:,.0f} MB/s); CPU {cpu:.2f} s")
 
 
 REBUILD_CHILD = """
@@ -222,6 +244,8 @@ def main() -> None:
     ap.add_argument("--rss-mb", type=int, nargs="*", default=[1024, 4096],
                     help="CommitLog sizes (MiB, 1 GiB segments) for the rebuild peak-RSS figure")
     ap.add_argument("--only", choices=["put", "rebuild", "query", "rss"], nargs="*", help="run only these parts")
+    ap.add_argument("--threads", type=int, default=default_threads(),
+                    help="threads of the rebuild (default: CPUs, at most 4); also timed with 1 thread")
     args = ap.parse_args()
     DATA.mkdir(exist_ok=True)
     parts = set(args.only or ["put", "rebuild", "query", "rss"])
@@ -229,7 +253,7 @@ def main() -> None:
     if "put" in parts:
         rows += bench_put(args.puts)
     if "rebuild" in parts:
-        rows += bench_rebuild(args.mb)
+        rows += bench_rebuild(args.mb, args.threads)
     if "query" in parts:
         rows += bench_query(args.mb)
     if "rss" in parts:
