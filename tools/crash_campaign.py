@@ -424,6 +424,22 @@ def warm_up(workdir: Path) -> None:
     verify_path(k)
 
 
+class _StopFlag:
+    """Set by SIGTERM/SIGINT in the parent: campaigns end after their current round."""
+
+    def __init__(self) -> None:
+        self._set = False
+
+    def set(self, *_: object) -> None:
+        self._set = True
+
+    def is_set(self) -> bool:
+        return self._set
+
+
+_STOP = _StopFlag()
+
+
 def run_campaign(layout: str, policy: str, kills: int, *, seed: int, workdir: Path,
                  targeted_share: float = 0.5, progress: Callable[[CampaignResult], None] | None = None,
                  max_failures: int = 20) -> CampaignResult:
@@ -437,6 +453,8 @@ def run_campaign(layout: str, policy: str, kills: int, *, seed: int, workdir: Pa
     acked: dict[int, Ack] = {}
     try:
         for round_no in range(kills):
+            if _STOP.is_set():  # SIGTERM/SIGINT: end after the last whole round, report what ran
+                break
             targeted = rng.choice(targets) if rng.random() < targeted_share else None
             start = round_no * 1_000_000
             acks, phase, errors = _run_one(layout, path, policy, start, rng, shm, targeted)
@@ -473,9 +491,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--layouts", default="rocketmq,kafka")
     ap.add_argument("--workdir", type=Path, default=None, help="keep the stores here (default: a temp dir)")
     ap.add_argument("--json", action="store_true", help="print one JSON object per campaign")
+    ap.add_argument("--policies", default=None,
+                    help="only these flush policies (comma-separated, e.g. async or sync,every-message)")
     args = ap.parse_args(argv)
     combos = [(lay, pol) for lay in args.layouts.split(",")
-              for pol in (ROCKETMQ_POLICIES if lay == "rocketmq" else KAFKA_POLICIES)]
+              for pol in (ROCKETMQ_POLICIES if lay == "rocketmq" else KAFKA_POLICIES)
+              if args.policies is None or pol in args.policies.split(",")]
+    if not combos:
+        ap.error("no campaign left after --layouts/--policies")
+    # SIGTERM or Ctrl-C: finish the current round, print the counts of what ran (the children
+    # reset the handlers: the parent kills them with SIGKILL anyway).
+    signal.signal(signal.SIGTERM, _STOP.set)
+    signal.signal(signal.SIGINT, _STOP.set)
     per = max(1, args.kills // len(combos))
     with tempfile.TemporaryDirectory(prefix="mqstore-crash-") as tmp:
         work = args.workdir or Path(tmp)
@@ -485,6 +512,8 @@ def main(argv: list[str] | None = None) -> int:
         ok = True
         t0 = time.monotonic()
         for k, (lay, pol) in enumerate(combos):
+            if _STOP.is_set():
+                break
             def show(r: CampaignResult) -> None:
                 if r.kills % 100 == 0 and not args.json:
                     print(f"  {r.layout}/{r.policy}: {r.kills} kills, {r.messages_acked} acked, "
@@ -512,7 +541,8 @@ def main(argv: list[str] | None = None) -> int:
         if not args.json:
             print(f"TOTAL kills={total.kills} acked={total.messages_acked} verified={total.messages_verified} "
                   f"lost={total.lost} torn={total.torn_records} verify_problems={total.verify_problems} "
-                  f"query_misses={total.query_misses} in {elapsed:.0f} s ({'OK' if ok else 'FAILED'})")
+                  f"query_misses={total.query_misses} in {elapsed:.0f} s ({'OK' if ok else 'FAILED'})"
+                  + (" (stopped early by a signal)" if _STOP.is_set() else ""))
     return 0 if ok else 1
 
 

@@ -130,3 +130,25 @@ def test_one_writer_reader_threads_kafka(tmp_path: Path) -> None:
         t.join()
     log.close()
     assert errors == []
+
+
+def test_load_campaign_bounded() -> None:
+    """``tools/load_campaign.py`` bounded by a message count: one writer, reader threads and a
+    read-only reader process per layout; no partial record, no offset violation, every key found,
+    every reader reaches the end (no deadlock)."""
+    import tempfile
+
+    from faults_support import load_tool
+
+    load = load_tool("load_campaign")
+    n = env_int("MQSTORE_LOAD_CAMPAIGN_MESSAGES", 1200)
+    with tempfile.TemporaryDirectory(prefix="mqstore-load-") as tmp:
+        for run, name in ((load.run_rocketmq, "store"), (load.run_kafka, "t-0")):
+            r = run(Path(tmp) / name, messages=n, threads=2, procs=1)
+            print("\n" + load.summary(r))
+            assert r.ok(), r.errors
+            assert r.messages_written >= n and r.partial_records == 0 and r.offset_violations == 0
+            assert r.reads == 3 * r.messages_written  # two threads and one process read everything
+            assert r.writer_rss_anon_peak_kib > 0 and r.store_bytes > 0 and r.data_bytes > 0
+            if r.layout == "rocketmq":
+                assert r.lag_samples > 0 and r.key_queries > 0 and r.key_misses == 0
