@@ -11,12 +11,12 @@ its lock.  See :class:`StoreConfig` for the durability promise of each flush pol
 
 from __future__ import annotations
 
+import functools
 import itertools
 import os
 import socket
 import struct
 import time
-import zlib
 from collections import deque
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
@@ -37,7 +37,7 @@ from mqstore.formats.rocketmq.properties import (
     split_keys,
 )
 from mqstore.formats.rocketmq.record import MAGIC_V1, Host, MessageRecord, choose_magic
-from mqstore.kernels.rocketmq_put import RecordColumns
+from mqstore.kernels.rocketmq_put import RecordColumns, build_common_props, crc32
 from mqstore.storage.rocketmq.config import FLUSH_ASYNC, FLUSH_SYNC, StoreConfig, validate_topic
 from mqstore.storage.rocketmq.consumequeue import BOUNDARY_LOWER, BOUNDARY_UPPER
 from mqstore.storage.rocketmq.store import RecoveryReport, RocketMQStore
@@ -91,16 +91,27 @@ class PutBatchResult:
     ``queue_offset`` and ``size`` are int64 arrays, ``store_timestamp`` is shared by the batch.
     Indexing or iterating gives :class:`PutResult` objects (made on demand)."""
 
-    __slots__ = ("_msgid_prefix", "commit_log_offset", "queue_offset", "size", "store_timestamp", "uniq_keys")
+    __slots__ = ("_msgid_prefix", "_uniq_keys", "_uniq_run", "commit_log_offset", "queue_offset", "size",
+                 "store_timestamp")
 
     def __init__(self, commit_log_offset: np.ndarray, queue_offset: np.ndarray, size: np.ndarray,
-                 store_timestamp: int, uniq_keys: list[str | None], msgid_prefix: str) -> None:
+                 store_timestamp: int, uniq_keys: list[str | None] | None, msgid_prefix: str,
+                 uniq_run: tuple[str, int] | None = None) -> None:
         self.commit_log_offset = commit_log_offset
         self.queue_offset = queue_offset
         self.size = size
         self.store_timestamp = store_timestamp
-        self.uniq_keys = uniq_keys
+        self._uniq_keys = uniq_keys
+        self._uniq_run = uniq_run  # (head, first counter): generated keys, made when first asked for
         self._msgid_prefix = msgid_prefix
+
+    @property
+    def uniq_keys(self) -> list[str | None]:
+        """The unique key of each message."""
+        if self._uniq_keys is None:
+            head, first = self._uniq_run or ("", 0)
+            self._uniq_keys = _uniq_run(head, first, len(self))  # type: ignore[assignment]
+        return self._uniq_keys  # type: ignore[return-value]
 
     def __len__(self) -> int:
         return int(self.commit_log_offset.shape[0])
@@ -249,15 +260,26 @@ class _UniqKeyGenerator:
         """``n`` consecutive keys (the same as ``n`` calls of :meth:`next` at ``now_ms``)."""
         if n <= 0:
             return []
+        head, first = self.reserve(now_ms, n)
+        return _uniq_run(head, first, n)
+
+    def reserve(self, now_ms: int, n: int) -> tuple[str, int]:
+        """Take ``n`` consecutive counter values at once: ``(key head, first counter value)``; key
+        ``i`` of the run is the head + 4 hex digits of ``(first + i) & 0xFFFF``."""
         head = self.head_for(now_ms)[1]
         last = deque(islice(self.count, n), maxlen=1)[0]  # one C call: n consecutive values
-        out: list[str] = []
-        s = (last - n + 1) & 0xFFFF
-        while len(out) < n:  # the 16-bit counter wraps
-            take = min(n - len(out), 65536 - s)
-            out += map(head.__add__, _HEX4[s : s + take])
-            s = 0
-        return out
+        return head, (last - n + 1) & 0xFFFF
+
+
+def _uniq_run(head: str, first: int, n: int) -> list[str]:
+    """The keys of a run taken with :meth:`_UniqKeyGenerator.reserve`."""
+    out: list[str] = []
+    s = first & 0xFFFF
+    while len(out) < n:  # the 16-bit counter wraps
+        take = min(n - len(out), 65536 - s)
+        out += map(head.__add__, _HEX4[s : s + take])
+        s = 0
+    return out
 
 
 # Properties of the common message shape (KEYS, TAGS, UNIQ_KEY, no other property), written in
@@ -274,6 +296,43 @@ _FAST_FIELDS = frozenset(("topic", "body", "queue_id", "keys", "tags", "properti
 _INT32 = 2**31
 
 
+def _text_column(values: list[Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """A column of property values (``str`` or ``None`` each) as UTF-8 ``(buffer, offsets,
+    lengths)``, length −1 for ``None``; ``None`` when a value is not a string or contains a
+    separator or cannot be encoded (the checked path then reports it or handles it)."""
+    n = len(values)
+    nones = values.count(None)
+    if nones == n:
+        return np.zeros(1, np.uint8), np.zeros(n, np.int64), np.full(n, -1, np.int64)
+    if values.count(values[0]) == n:  # one value for all (a tag): one copy of it
+        v = values[0]
+        if type(v) is not str or "\x01" in v or "\x02" in v:
+            return None
+        try:
+            b = v.encode("utf-8")
+        except UnicodeEncodeError:
+            return None
+        return np.frombuffer(b or b"\0", np.uint8), np.zeros(n, np.int64), np.full(n, len(b), np.int64)
+    texts = values if nones == 0 else ["" if v is None else v for v in values]
+    if set(map(type, texts)) != {str}:
+        return None
+    joined = "".join(texts)
+    if "\x01" in joined or "\x02" in joined:
+        return None
+    try:
+        buf = joined.encode("utf-8")
+    except UnicodeEncodeError:
+        return None
+    if len(buf) == len(joined):  # ASCII: byte lengths are the text lengths
+        lens = np.fromiter(map(len, texts), np.int64, n)
+    else:
+        lens = np.fromiter((len(t.encode("utf-8")) for t in texts), np.int64, n)
+    off = np.cumsum(lens) - lens
+    if nones:
+        lens[np.fromiter((v is None for v in values), np.bool_, n)] = -1
+    return np.frombuffer(buf or b"\0", np.uint8), off, lens
+
+
 def _check_text(what: str, value: str) -> str:
     if not isinstance(value, str):
         raise InvalidKeyError(f"{what} must be a string, not {type(value).__name__}")
@@ -284,6 +343,50 @@ def _check_text(what: str, value: str) -> str:
     except UnicodeEncodeError as exc:
         raise InvalidKeyError(f"{what} {value!r} is not valid Unicode text: {exc.reason}") from None
     return value
+
+
+@functools.lru_cache(maxsize=1024)
+def _valid_query_topic(topic: str) -> str:
+    return validate_topic(topic)
+
+
+def _check_query_topic(topic: object) -> None:
+    """``validate_topic`` for the query paths, remembered for valid topics (a bad one raises
+    every time: ``lru_cache`` keeps no exceptions)."""
+    if type(topic) is str:
+        _valid_query_topic(topic)
+    else:
+        validate_topic(topic)
+
+
+class KeyOffsets:
+    """Candidate offsets of many keys as columns (CSR): those of key ``i`` are
+    ``offsets[splits[i]:splits[i + 1]]``, newest first."""
+
+    __slots__ = ("offsets", "splits")
+
+    def __init__(self, offsets: np.ndarray, splits: np.ndarray) -> None:
+        self.offsets = offsets
+        self.splits = splits
+
+    def __len__(self) -> int:
+        return len(self.splits) - 1
+
+    @property
+    def counts(self) -> np.ndarray:
+        return np.diff(self.splits)
+
+    @property
+    def key_index(self) -> np.ndarray:
+        """The key (index into the queried keys) of each offset."""
+        return np.repeat(np.arange(len(self), dtype=np.int64), self.counts)
+
+    def __getitem__(self, i: int) -> list[int]:
+        return self.offsets[self.splits[i] : self.splits[i + 1]].tolist()
+
+    def to_lists(self) -> list[list[int]]:
+        flat, sp = self.offsets.tolist(), self.splits.tolist()
+        return [flat[a:b] for a, b in zip(sp[:-1], sp[1:], strict=True)]  # noqa: RUF007
 
 
 class MessageStore:
@@ -555,24 +658,34 @@ class MessageStore:
         if n and (int(qids.min()) < 0 or int(qids.max()) >= _INT32 or int(flg.min()) < -_INT32
                   or int(flg.max()) >= _INT32):
             return None
-        uniq_checked = [u for u in uniq_key if u is not None]
-        for u in uniq_checked:
-            _check_text("uniq_key", u)
         eng = self._engine
         now = eng.config.now()
-        missing = n - len(uniq_checked)
-        if missing == n:
-            uniqs = self._uniq.next_many(now, n)
+        uniqs: list[str | None] | None = None
+        uniq_run = None
+        kcol = tcol = None
+        if uniq_key.count(None) == n:  # generated unique keys: built with the properties, in the kernel
+            kcol, tcol = _text_column(keys), _text_column(tags)
+        if kcol is not None and tcol is not None:
+            uniq_run = self._uniq.reserve(now, n)
+            props, props_off, props_len = build_common_props(*kcol, *tcol, uniq_run[0].encode("ascii"), uniq_run[1])
         else:
-            generated = iter(self._uniq.next_many(now, missing))
-            uniqs = [next(generated) if u is None else u for u in uniq_key]
-        props_text = self._props_column(keys, tags, uniqs, now)
-        joined = "".join(props_text)
-        props_buf = joined.encode("utf-8")
-        if len(props_buf) == len(joined):  # ASCII: byte lengths are the text lengths
-            props_len = np.fromiter(map(len, props_text), np.int64, n)
-        else:
-            props_len = np.fromiter((len(p.encode("utf-8")) for p in props_text), np.int64, n)
+            uniq_checked = [u for u in uniq_key if u is not None]
+            for u in uniq_checked:
+                _check_text("uniq_key", u)
+            missing = n - len(uniq_checked)
+            if missing == n:
+                uniqs = self._uniq.next_many(now, n)  # type: ignore[assignment]
+            else:
+                generated = iter(self._uniq.next_many(now, missing))
+                uniqs = [next(generated) if u is None else u for u in uniq_key]
+            props_text = self._props_column(keys, tags, uniqs, now)  # type: ignore[arg-type]
+            joined = "".join(props_text)
+            props_buf = joined.encode("utf-8")
+            if len(props_buf) == len(joined):  # ASCII: byte lengths are the text lengths
+                props_len = np.fromiter(map(len, props_text), np.int64, n)
+            else:
+                props_len = np.fromiter((len(p.encode("utf-8")) for p in props_text), np.int64, n)
+            props, props_off = np.frombuffer(props_buf, np.uint8), np.cumsum(props_len) - props_len
         if born_timestamp.count(None) == n:
             born = np.full(n, now, np.int64)
         else:
@@ -593,15 +706,14 @@ class MessageStore:
         zeros = np.zeros(n, np.int64)
         cols = RecordColumns(
             bodies=np.frombuffer(b"".join(body), np.uint8), body_off=np.cumsum(body_len) - body_len, body_len=body_len,
-            body_crc=np.fromiter(map(zlib.crc32, body), np.int64, n) & 0x7FFFFFFF,
+            body_crc=np.fromiter(map(crc32, body), np.int64, n) & 0x7FFFFFFF,
             topics=np.frombuffer(topics_buf, np.uint8), topic_off=topic_off, topic_len=topic_len,
-            props=np.frombuffer(props_buf, np.uint8), props_off=np.cumsum(props_len) - props_len,
-            props_len=props_len, v2=np.zeros(n, np.bool_), queue_id=qids, flag=flg, queue_offset=zeros,
+            props=props, props_off=props_off, props_len=props_len, v2=np.zeros(n, np.bool_), queue_id=qids, flag=flg, queue_offset=zeros,
             sys_flag=zeros, born_ts=born, born_hosts=np.tile(host, (n, 1)), born_v6=np.zeros(n, np.bool_),
             store_host=host, store_v6=False, reconsume=zeros, prepared=zeros,
         )
         offsets, sizes, qo, ts = eng.append_columns(cols, topic)
-        return PutBatchResult(offsets, qo, sizes, ts, uniqs, self._msgid_prefix)
+        return PutBatchResult(offsets, qo, sizes, ts, uniqs, self._msgid_prefix, uniq_run)
 
     def put_batch(self, messages: Iterable[Mapping[str, Any]]) -> list[PutResult]:
         """Append many messages under one lock (each a mapping of :meth:`put`'s arguments)."""
@@ -723,10 +835,16 @@ class MessageStore:
                              end: int = LONG_MAX) -> list[int]:
         """Exactly ``IndexService.queryOffset``: candidate offsets newest first, second-granularity
         time filter, capped at ``max_msgs_num_batch`` (64), hash collisions included."""
-        validate_topic(topic)
-        self._sync()
-        res = self._engine.index.query_offset(topic, key, max_num, begin, end, cap=self._engine.config.max_msgs_num_batch)
-        return res.phy_offsets
+        _check_query_topic(topic)
+        if type(key) is not str:
+            raise InvalidKeyError("key must be a string")
+        engine = self._engine
+        engine.check_open()
+        engine.dispatch_pending()
+        cap = engine.config.max_msgs_num_batch
+        if cap is not None and cap < max_num:
+            max_num = cap
+        return engine.index.select_offsets(topic, key, int(max_num), int(begin), int(end))
 
     def query_by_key(self, topic: str, key: str, begin: int | None = None, end: int | None = None,
                      max_num: int | None = None) -> list[Message]:
@@ -766,19 +884,31 @@ class MessageStore:
                            end: int = LONG_MAX) -> list[list[int]]:
         """:meth:`query_offsets_broker` for many keys at once (vectorised chain walk): one list of
         candidate offsets per key, newest first, hash collisions included, broker cap applied."""
-        validate_topic(topic)
-        keys = list(keys)
-        if any(not isinstance(k, str) for k in keys):
-            raise InvalidKeyError("keys must be strings")
+        return self.query_offsets_columns(topic, keys, max_num, begin, end).to_lists()
+
+    def query_offsets_columns(self, topic: str, keys: Sequence[str], max_num: int = 64, begin: int = 0,
+                              end: int = LONG_MAX) -> KeyOffsets:
+        """:meth:`query_offsets_many` as columns, with no Python object per key or offset: the
+        candidates of ``keys[i]`` are ``offsets[splits[i]:splits[i + 1]]`` (``key_index`` gives the
+        key of each offset).  Keys are hashed in one pass and walked in slot order (two threads
+        for large batches)."""
+        _check_query_topic(topic)
+        keys = keys if isinstance(keys, list) else list(keys)
         self._sync()
         cap = self._engine.config.max_msgs_num_batch
         limit = min(max_num, cap) if cap is not None else max_num
         if limit <= 0:
-            return [[] for _ in keys]
-        offs, splits = self._engine.index.candidates_columnar(topic, keys, int(begin), int(end), max_num=limit,
-                                                               widen=False)  # fmt: skip
-        flat, sp = offs.tolist(), splits.tolist()
-        return [flat[sp[i] : sp[i + 1]] for i in range(len(keys))]
+            if any(type(k) is not str for k in keys):
+                raise InvalidKeyError("keys must be strings")
+            return KeyOffsets(np.empty(0, np.int64), np.zeros(len(keys) + 1, np.int64))
+        try:
+            offs, splits = self._engine.index.candidates_columnar(topic, keys, int(begin), int(end), max_num=limit,
+                                                                   widen=False)  # fmt: skip
+        except TypeError:
+            if any(type(k) is not str for k in keys):
+                raise InvalidKeyError("keys must be strings") from None
+            raise
+        return KeyOffsets(offs, splits)
 
     def query_by_keys(self, topic: str, keys: Sequence[str], begin: int | None = None, end: int | None = None,
                       max_num: int | None = None) -> dict[str, list[Message]]:

@@ -11,6 +11,7 @@ disk, so the kernels read and write integers byte by byte.
 
 from __future__ import annotations
 
+import os
 import sys
 
 import numpy as np
@@ -320,6 +321,8 @@ def write_header(buf_u8: object, header: np.ndarray) -> None:
 
 # ----------------------------------------------------------------------------- batch chain walk
 _LANES = 16
+_SELECT_LANES = 32  # lanes of the word-view batch walk (see below)
+_THREAD_MIN_KEYS = 1 << 13
 
 
 @njit(cache=True, nogil=True)
@@ -438,21 +441,38 @@ def select_many(
     end: int,
     *,
     on_corrupt: str = "raise",
+    threads: int | None = None,
+    lanes: int = _SELECT_LANES,
+    words: bool = True,
+    sort_slots: bool = False,
 ) -> tuple[np.ndarray, np.ndarray]:
     """``selectPhyOffset`` for many key hashes at once, each with a fresh list.
 
     Returns ``(offsets, splits)``: the candidates of key ``i`` are ``offsets[splits[i]:splits[i+1]]``
     (newest first).  A chain that loops (more than ``index_count`` steps) or points past the end of
     the file is corrupt: ``on_corrupt="raise"`` raises :class:`CorruptIndexError` (as the reference
-    does for a loop), ``"stop"`` keeps what was found before the fault."""
+    does for a loop), ``"stop"`` keeps what was found before the fault.
+
+    On a little-endian host the keys are walked in slot order on the ``uint32`` view, ``lanes``
+    chains touched side by side, split over ``threads`` threads (default: 2 from 8,192 keys on a
+    machine with 2+ CPUs); ``words=False`` forces the byte-level kernel (same answers)."""
     buf = as_u8(buf_u8)
     _check_select(buf, hash_slot_num, index_num, header)
     kh = np.ascontiguousarray(key_hashes, np.int32)
     states = np.zeros(len(kh), np.int8)
-    offsets, splits = _select_kernel(
-        buf, np.int64(hash_slot_num), np.int64(index_num), header, kh, np.int64(max_num), np.int64(begin),
-        np.int64(end), states,
-    )  # fmt: skip
+    w = _word_view(buf) if words else None
+    if lanes < 1:
+        raise InvalidArgumentError("lanes must be positive")
+    if w is not None:
+        if threads is None:
+            threads = 2 if len(kh) >= _THREAD_MIN_KEYS and (os.cpu_count() or 1) >= 2 else 1
+        offsets, splits = _select_words(w, hash_slot_num, index_num, header, kh, max_num, begin, end, states,
+                                        max(1, int(threads)), int(lanes), sort_slots)  # fmt: skip
+    else:
+        offsets, splits = _select_kernel(
+            buf, np.int64(hash_slot_num), np.int64(index_num), header, kh, np.int64(max_num), np.int64(begin),
+            np.int64(end), states,
+        )  # fmt: skip
     if on_corrupt == "raise" and states.any():
         bad = int(np.flatnonzero(states)[0])
         slot = int(kh[bad]) % hash_slot_num
@@ -484,3 +504,254 @@ def select_many_py(
         offsets += out
         splits.append(len(offsets))
     return np.array(offsets, np.int64), np.array(splits, np.int64)
+
+
+# ----------------------------------------------------------------------------- single-key walk
+# One compiled call per IndexFile answers one query: the key's hash is finished from the cached
+# state of ``topic#`` over the key's ASCII bytes, then the chain is walked on the word view.
+SELECT_ONE_CYCLE = -1  # the chain revisits items (corrupt file)
+SELECT_ONE_ROOM = -2  # ``out`` filled up before ``max_num``: call again with a larger ``out``
+
+
+@njit(cache=True, nogil=True)
+def select_one(w, slots, index_num, begin_ts, ic, prefix, kb, key_hash, max_num, begin, end, out):  # fmt: skip
+    """``selectPhyOffset`` of one key on the native ``uint32`` view ``w`` of an IndexFile.
+
+    ``begin_ts``/``ic`` are the header's beginTimestamp and indexCount.  With ``key_hash < 0`` the
+    hash is ``indexKeyHashMethod`` of the key whose Java hash state after ``topic#`` is ``prefix``
+    (unsigned) continued over the ASCII bytes ``kb``; otherwise ``key_hash`` is used as is.
+    Writes the offsets (newest first) to ``out`` and returns how many, or a negative
+    ``SELECT_ONE_*`` code.  Same rules as ``IndexFileBuffer.select_by_hash``."""
+    if key_hash < 0:
+        u = prefix
+        for i in range(len(kb)):
+            u = (u * 31 + kb[i]) & 0xFFFFFFFF
+        h = u - 0x100000000 if u >= 0x80000000 else u
+        if h < 0:
+            h = -h
+        if h > 0x7FFFFFFF:
+            h = 0
+    else:
+        h = key_hash
+    if max_num <= 0:
+        return 0
+    last_item = min(ic, index_num - 1)
+    sv = _w_i32(w, 10 + h % slots)
+    if sv <= 0 or sv > last_item or ic <= 1:
+        return 0
+    items_w = 10 + slots
+    cap = out.shape[0]
+    n = 0
+    cur = sv
+    steps = 0
+    while True:
+        if n >= max_num:
+            return n
+        iw = items_w + cur * 5
+        diff = _w_i32(w, iw + 3)
+        if diff < 0:
+            return n
+        prev = _w_i32(w, iw + 4)
+        time_read = begin_ts + diff * 1000
+        if _w_i32(w, iw) == h and begin <= time_read <= end:
+            if n >= cap:
+                return SELECT_ONE_ROOM
+            out[n] = _w_i64(w, iw + 1)
+            n += 1
+        if prev <= 0 or prev > last_item or prev == cur or time_read < begin:
+            return n
+        cur = prev
+        steps += 1
+        if steps > ic:
+            return SELECT_ONE_CYCLE
+
+
+def word_view(buf_u8: object) -> np.ndarray | None:
+    """The native ``uint32`` view :func:`select_one` walks (None on a big-endian host or an
+    unaligned buffer: callers then use the reference walk)."""
+    return _word_view(as_u8(buf_u8))
+
+
+def hash_prefix_state(text: str) -> int:
+    """The unsigned Java ``hashCode`` state after ``text`` (``topic#``), for :func:`select_one`."""
+    from mqstore.formats.rocketmq.javahash import java_string_hashcode
+
+    return java_string_hashcode(text) & 0xFFFFFFFF
+
+
+# ----------------------------------------------------------------------------- batch walk, word view
+# The batch walk of :func:`select_many` on the native ``uint32`` view: keys are visited in slot order
+# (the slot reads then go through the slot table in address order), chains of ``lanes`` keys are
+# first touched side by side (their cache misses overlap), and each key's offsets land in a
+# scratch buffer that a final pass gathers into per-key order.  A range of the slot order is one
+# task: two threads can walk two halves at once (the kernels release the GIL).
+
+
+@njit(cache=True, nogil=True)
+def _touch_words(w, slots, ic, hashes, order, a, b, curs):  # fmt: skip
+    items_w = 10 + slots
+    nw = w.shape[0]
+    live = 0
+    for j in range(b - a):
+        h = np.int64(hashes[order[a + j]])
+        s = h % slots
+        if s < 0:
+            s += slots
+        sv = _w_i32(w, 10 + s)
+        curs[j] = sv if (0 < sv <= ic and ic > 1) else 0
+        if curs[j] > 0:
+            live += 1
+    steps = 0
+    while live > 0 and steps < 64:
+        live = 0
+        for j in range(b - a):
+            cur = curs[j]
+            if cur <= 0:
+                continue
+            iw = items_w + cur * 5
+            if iw + 5 > nw:
+                curs[j] = 0
+                continue
+            prev = _w_i32(w, iw + 4)
+            if prev <= 0 or prev > ic or prev == cur:
+                curs[j] = 0
+            else:
+                curs[j] = prev
+                live += 1
+        steps += 1
+
+
+@njit(cache=True, nogil=True)
+def _select_words_range(w, slots, index_num, begin_ts, ic, hashes, order, a, b, max_num, begin, end, starts, counts,
+                        states, lanes):  # fmt: skip
+    """Walk the keys ``order[a:b]``; returns the scratch offsets (``starts``/``counts`` per key
+    index into it).  Same rules as ``_select_kernel``."""
+    items_w = 10 + slots
+    cap = max(16, (b - a) * 2)
+    out = np.empty(cap, np.int64)
+    k = 0
+    curs = np.empty(lanes, np.int64)
+    for r in range(a, b):
+        if (r - a) % lanes == 0:
+            _touch_words(w, slots, ic, hashes, order, r, min(b, r + lanes), curs)
+        key = order[r]
+        states[key] = SELECT_OK
+        starts[key] = k
+        h = np.int64(hashes[key])
+        s = h % slots
+        if s < 0:
+            s += slots
+        sv = _w_i32(w, 10 + s)
+        if not (sv <= 0 or sv > ic or ic <= 1):
+            cur = sv
+            got = 0
+            steps = 0
+            while True:
+                if got >= max_num:
+                    break
+                if cur >= index_num:
+                    states[key] = SELECT_OUT_OF_FILE
+                    break
+                iw = items_w + cur * 5
+                diff = _w_i32(w, iw + 3)
+                prev = _w_i32(w, iw + 4)
+                if diff < 0:
+                    break
+                time_read = begin_ts + diff * 1000
+                if _w_i32(w, iw) == h and begin <= time_read <= end:
+                    if k >= cap:
+                        cap *= 2
+                        bigger = np.empty(cap, np.int64)
+                        bigger[:k] = out[:k]
+                        out = bigger
+                    out[k] = _w_i64(w, iw + 1)
+                    k += 1
+                    got += 1
+                if prev <= 0 or prev > ic or prev == cur or time_read < begin:
+                    break
+                cur = prev
+                steps += 1
+                if steps > ic:
+                    states[key] = SELECT_CYCLE
+                    break
+        counts[key] = k - starts[key]
+    return out[:k]
+
+
+@njit(cache=True, nogil=True)
+def _gather_csr(scratch, starts, counts, splits, out):  # fmt: skip
+    n = counts.shape[0]
+    for i in range(n):
+        d = splits[i]
+        s = starts[i]
+        for j in range(counts[i]):
+            out[d + j] = scratch[s + j]
+
+
+def _select_words(w: np.ndarray, hash_slot_num: int, index_num: int, header: np.ndarray, kh: np.ndarray, max_num: int,
+                  begin: int, end: int, states: np.ndarray, threads: int, lanes: int,
+                  sort_slots: bool) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    n = len(kh)
+    slots64 = np.int64(hash_slot_num)
+    if sort_slots and n > 1:
+        order = np.argsort(kh.astype(np.int64) % hash_slot_num, kind="stable")
+    else:
+        order = np.arange(n, dtype=np.int64)
+    starts = np.zeros(n, np.int64)
+    counts = np.zeros(n, np.int64)
+    args = (np.int64(index_num), np.int64(header[0]), np.int64(header[5]), kh, order)
+    tail = (np.int64(max_num), np.int64(begin), np.int64(end), starts, counts, states, np.int64(lanes))
+    if threads > 1 and n >= 2:
+        from concurrent.futures import ThreadPoolExecutor
+
+        cuts = [n * t // threads for t in range(threads + 1)]
+        with ThreadPoolExecutor(threads) as ex:
+            parts = list(ex.map(lambda t: _select_words_range(w, slots64, *args, np.int64(cuts[t]), np.int64(cuts[t + 1]),
+                                                              *tail), range(threads)))  # fmt: skip
+        base = 0
+        for t, part in enumerate(parts):
+            if base:
+                starts[order[cuts[t] : cuts[t + 1]]] += base
+            base += len(part)
+        scratch = np.concatenate(parts)
+    else:
+        scratch = _select_words_range(w, slots64, *args, np.int64(0), np.int64(n), *tail)
+    splits = np.zeros(n + 1, np.int64)
+    np.cumsum(counts, out=splits[1:])
+    out = np.empty(len(scratch), np.int64)
+    _gather_csr(scratch, starts, counts, splits, out)
+    return out, splits
+
+
+# ----------------------------------------------------------------------------- batch key hashing
+@njit(cache=True, nogil=True)
+def _hash_prefixed_kernel(buf, starts, lengths, prefix, out):  # fmt: skip
+    for i in range(starts.shape[0]):
+        u = prefix
+        p = starts[i]
+        for j in range(lengths[i]):
+            u = (u * 31 + buf[p + j]) & 0xFFFFFFFF
+        h = u - 0x100000000 if u >= 0x80000000 else u
+        if h < 0:
+            h = -h
+        out[i] = 0 if h > 0x7FFFFFFF else h
+
+
+def index_hash_keys(topic: str, keys: list[str]) -> np.ndarray:
+    """IndexFile hashes (``int32``) of ``topic#key`` for many keys: one join and one encode for
+    all ASCII keys, the hash continued from the cached state of ``topic#`` in one kernel pass.
+    Non-ASCII keys take :func:`~mqstore.kernels.javahash.index_hash_strings` (its twin).
+    Raises ``TypeError`` when a key is not a string."""
+    joined = "".join(keys)
+    if not joined.isascii():
+        from mqstore.kernels.javahash import index_hash_strings
+
+        return index_hash_strings([f"{topic}#{k}" for k in keys])
+    buf = np.frombuffer(joined.encode("ascii"), np.uint8)
+    lengths = np.fromiter(map(len, keys), np.int64, len(keys))
+    starts = np.cumsum(lengths) - lengths
+    out = np.empty(len(keys), np.int32)
+    if len(buf) == 0:
+        buf = np.zeros(1, np.uint8)
+    _hash_prefixed_kernel(buf, starts, lengths, np.int64(hash_prefix_state(f"{topic}#")), out)
+    return out

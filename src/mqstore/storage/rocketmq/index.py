@@ -26,6 +26,7 @@ from mqstore.errors import CorruptIndexError, GeometryMismatchError, ReadOnlySto
 from mqstore.formats.rocketmq.indexfile import IndexFileBuffer, index_file_size
 from mqstore.formats.rocketmq.javahash import index_key_hash
 from mqstore.formats.rocketmq.msgid import index_file_name, index_file_name_to_ms
+from mqstore.kernels.rocketmq_index import SELECT_ONE_CYCLE, SELECT_ONE_ROOM, select_one
 from mqstore.kernels.rocketmq_scan import DispatchBatch
 from mqstore.storage.mapped import size_file
 
@@ -63,6 +64,19 @@ class IndexFile:
         finally:
             os.close(fd)
         self.buffer = IndexFileBuffer(self.mm, hash_slot_num, index_num, load=not create)
+        self._words: np.ndarray | bool | None = None  # cached uint32 view for queries (False: none)
+
+    def query_words(self) -> np.ndarray | None:
+        """The cached native ``uint32`` view of the mapping that single-key queries walk (None on
+        a big-endian host); dropped by :meth:`close`."""
+        w = self._words
+        if w is None:
+            from mqstore.kernels.rocketmq_index import word_view
+
+            w = self._words = word_view(self.mm)
+            if w is None:
+                self._words = False
+        return w if w is not False else None
 
     @property
     def header(self):
@@ -78,6 +92,7 @@ class IndexFile:
         self.mm.flush()
 
     def close(self) -> None:
+        self._words = None  # release the query view's export of the mapping first
         try:
             self.mm.close()
         except BufferError:
@@ -113,6 +128,8 @@ class IndexService:
         self.resume_offset = -1
         self.resume_skip = 0
         self.on_file_full = None  # callback(end_timestamp) after a full file is flushed
+        self._prefixes: dict[str, int] = {}  # Java hash state of "topic#" per queried topic
+        self._out_pool: list[np.ndarray] = []
 
     # ------------------------------------------------------------------ load (spec §4.5)
     def load(self, last_exit_ok: bool, index_msg_timestamp: int, commit_log_end: int | None = None) -> int | None:
@@ -255,6 +272,63 @@ class IndexService:
                 break
         return QueryOffsetResult(out, last_ts, last_phy)
 
+    def select_offsets(self, topic: str, key: str, max_num: int, begin: int, end: int) -> list[int]:
+        """``query_offset(...).phy_offsets`` (``max_num`` already capped) with one compiled walk
+        per IndexFile (:func:`~mqstore.kernels.rocketmq_index.select_one`) on cached mappings;
+        same files, same order, same corrupt-chain error.  :meth:`query_offset` is its twin."""
+        prefix = self._prefixes.get(topic)
+        if prefix is None:
+            prefix = self._prefix_state(topic)
+        if key.isascii():
+            kb, kh = key.encode("ascii"), -1
+        else:
+            kb, kh = b"", index_key_hash(f"{topic}#{key}")
+        found: list[int] = []
+        files = self.files
+        i = len(files)
+        while i:
+            i -= 1
+            f = files[i]
+            h = f.buffer.header
+            fb, fe = h.begin_timestamp, h.end_timestamp
+            if (begin < fb and end > fe) or (fb <= begin <= fe) or (fb <= end <= fe):
+                w = f._words
+                if w is None or w is False:
+                    w = f.query_words()
+                if w is None:
+                    f.buffer.select_by_hash(found, kh if kh >= 0 else index_key_hash(f"{topic}#{key}"), max_num, begin, end)
+                else:
+                    room = max_num - len(found)
+                    pool = self._out_pool  # 64-slot result buffers, reused (list pop/append are atomic)
+                    out = pool.pop() if pool else np.empty(64, np.int64)
+                    try:
+                        n = select_one(w, self.hash_slot_num, self.index_num, fb, h.index_count, prefix, kb, kh, room,
+                                       begin, end, out)  # fmt: skip
+                        big = out
+                        while n == SELECT_ONE_ROOM:
+                            big = np.empty(len(big) * 16, np.int64)
+                            n = select_one(w, self.hash_slot_num, self.index_num, fb, h.index_count, prefix, kb, kh,
+                                           room, begin, end, big)  # fmt: skip
+                        if n == SELECT_ONE_CYCLE:
+                            raise CorruptIndexError(f"index chain of {topic}#{key} in {f.name} has a cycle",
+                                                    path=str(f.path))  # fmt: skip
+                        if n:
+                            found += big[:n].tolist()
+                    finally:
+                        if len(pool) < 8:
+                            pool.append(out)
+            if fb < begin or len(found) >= max_num:
+                break
+        return found
+
+    def _prefix_state(self, topic: str) -> int:
+        from mqstore.kernels.rocketmq_index import hash_prefix_state
+
+        if len(self._prefixes) >= 4096:
+            self._prefixes.clear()
+        p = self._prefixes[topic] = hash_prefix_state(f"{topic}#")
+        return p
+
     def candidates(self, topic: str, key: str, begin: int, end: int) -> Iterable[int]:
         """Every candidate offset of ``topic#key`` whose (second-granularity) index time may lie
         in [begin, end], newest first, with no cap.  Callers re-check key and time exactly."""
@@ -283,11 +357,10 @@ class IndexService:
         window is widened by 1 s as :meth:`candidates` does (callers re-check exactly); without it
         and with ``max_num`` (total per key, capped per file as the broker does) each key gets what
         :meth:`query_offset` returns for it."""
-        from mqstore.kernels.javahash import index_hash_strings
-        from mqstore.kernels.rocketmq_index import header_array, select_many
+        from mqstore.kernels.rocketmq_index import header_array, index_hash_keys, select_many
 
         n = len(keys)
-        hashes = index_hash_strings([f"{topic}#{k}" for k in keys])
+        hashes = index_hash_keys(topic, keys)
         got = np.zeros(n, np.int64)
         offs_parts: list[np.ndarray] = []
         key_parts: list[np.ndarray] = []
