@@ -113,3 +113,21 @@ def test_time_index_lookups_match_scalar_search(tmp_path: Path) -> None:
     assert [TimestampOffset(a, b) for a, b in zip(got_ts.tolist(), got_off.tolist(), strict=True)] == [
         ti.lookup(t) for t in targets]
     ti.close()
+
+
+@given(increasing, st.lists(st.integers(-60, 420), min_size=1, max_size=200), st.integers(1, 9))
+@settings(max_examples=100, deadline=None)
+def test_threaded_lookup_many_equals_twin(col: list[int], targets: list[int], min_per_thread: int) -> None:
+    """Large batches are split over threads (here forced with a tiny split size): same answers."""
+    import mqstore.kernels.kafka as kk
+
+    keys = np.array(col, dtype=np.int64)
+    vals = keys * 5 - 2
+    saved, saved_threads = kk.PARALLEL_MIN_TARGETS, kk._threads
+    kk.PARALLEL_MIN_TARGETS, kk._threads = min_per_thread, lambda: 3
+    try:
+        a = index_lookup_many(keys, vals, len(col), np.array(targets), 4, -7, -9)
+    finally:
+        kk.PARALLEL_MIN_TARGETS, kk._threads = saved, saved_threads
+    b = index_lookup_many_py(keys, vals, len(col), targets, 4, -7, -9)
+    assert np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1])

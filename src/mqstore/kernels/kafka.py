@@ -13,8 +13,11 @@ Python and are what the tests compare against.
 
 from __future__ import annotations
 
+import os
 import zlib
 from bisect import bisect_right
+from concurrent.futures import ThreadPoolExecutor
+from itertools import pairwise
 from typing import Any
 
 import crc32c as _crc32c
@@ -639,7 +642,7 @@ def _lookup_many(keys, vals, n, targets, warm, miss_key, miss_val, out_k, out_v)
 _LANES = 32
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)  # several threads search parts of one batch (index_lookup_many)
 def _lookup_many_sorted(keys, vals, n, targets, miss_key, miss_val, out_k, out_v):
     # Branch-free binary searches, _LANES targets in lock-step: the probes of different targets
     # do not depend on each other, so the CPU overlaps their cache misses.
@@ -668,6 +671,23 @@ def _lookup_many_sorted(keys, vals, n, targets, miss_key, miss_val, out_k, out_v
         i += lanes
 
 
+PARALLEL_MIN_TARGETS = 1 << 15  # batches this large per thread are split over the CPUs
+_POOL: list[ThreadPoolExecutor] = []
+
+
+def _threads() -> int:
+    try:
+        return max(1, min(len(os.sched_getaffinity(0)), 8))
+    except (AttributeError, OSError):  # pragma: no cover - not Linux
+        return max(1, min(os.cpu_count() or 1, 8))
+
+
+def _pool() -> ThreadPoolExecutor:
+    if not _POOL:
+        _POOL.append(ThreadPoolExecutor(_threads(), thread_name_prefix="mqstore-lookup"))
+    return _POOL[0]
+
+
 def index_lookup_many(keys: np.ndarray, vals: np.ndarray, n: int, targets: Any, warm: int, miss_key: int,
                       miss_val: int, *, strictly_increasing: bool | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Largest-lower-bound search and entry fetch fused in one compiled pass: for each target the
@@ -686,8 +706,16 @@ def index_lookup_many(keys: np.ndarray, vals: np.ndarray, n: int, targets: Any, 
         out_k[:] = miss_key
         out_v[:] = miss_val
     elif strictly_increasing:
-        _lookup_many_sorted(np.ascontiguousarray(k), np.ascontiguousarray(vals[:n]), n, t, miss_key, miss_val,
-                            out_k, out_v)
+        kc, vc = np.ascontiguousarray(k), np.ascontiguousarray(vals[:n])
+        parts = min(_threads(), t.shape[0] // PARALLEL_MIN_TARGETS)
+        if parts > 1:  # the searches are independent: one slice of the targets per thread
+            cuts = np.linspace(0, t.shape[0], parts + 1).astype(np.int64).tolist()
+            futures = [_pool().submit(_lookup_many_sorted, kc, vc, n, t[a:b], miss_key, miss_val, out_k[a:b],
+                                      out_v[a:b]) for a, b in pairwise(cuts)]
+            for f in futures:
+                f.result()
+        else:
+            _lookup_many_sorted(kc, vc, n, t, miss_key, miss_val, out_k, out_v)
     else:
         _lookup_many(keys, vals, n, t, warm, miss_key, miss_val, out_k, out_v)
     return out_k, out_v

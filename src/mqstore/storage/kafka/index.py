@@ -43,6 +43,8 @@ WARM_SECTION_BYTES = 8192
 
 
 _TOP_STRIDE = 64
+_bisect_right = bisect_right
+_tuple_new = tuple.__new__  # NamedTuple entries without the Python-level __new__ frame
 
 
 class _FastSearch:
@@ -56,7 +58,7 @@ class _FastSearch:
     def __init__(self, keys: np.ndarray, vals: np.ndarray) -> None:
         self.keys = array("q", keys.astype(np.int64).tobytes())
         self.vals = array("q", vals.astype(np.int64).tobytes())
-        self.top: list[int] = keys[::_TOP_STRIDE].tolist()
+        self.top = array("q", keys[::_TOP_STRIDE].astype(np.int64).tobytes())  # contiguous: fewer cache misses
         self.inc = bool(keys.shape[0] < 2 or np.all(keys[1:] > keys[:-1]))
 
     def append(self, k: int, v: int) -> None:
@@ -454,13 +456,20 @@ class OffsetIndex(AbstractIndex):
         fast = self._fast
         if fast is None:  # (closing drops the cache, so a cached index is open)
             fast = self._fast_columns()
-        if fast.inc:
-            slot = fast.slot(target_offset)
+        if fast.inc:  # _FastSearch.slot, inlined (this is the hot single-call path)
+            keys = fast.keys
+            i = _bisect_right(fast.top, target_offset) - 1
+            if i < 0:
+                return _tuple_new(OffsetPosition, (self.base_offset, 0))
+            lo = i * _TOP_STRIDE
+            hi = lo + _TOP_STRIDE
+            slot = _bisect_right(keys, target_offset, lo, hi if hi < len(keys) else len(keys)) - 1
         else:
             slot = index_search_py(fast.keys, self._entries, target_offset, self.warm_entries, False)
-        if slot < 0:
-            return OffsetPosition(self.base_offset, 0)
-        return OffsetPosition(fast.keys[slot], fast.vals[slot])
+            if slot < 0:
+                return OffsetPosition(self.base_offset, 0)
+            keys = fast.keys
+        return _tuple_new(OffsetPosition, (keys[slot], fast.vals[slot]))
 
     def lookup_many(self, targets: Any) -> tuple[np.ndarray, np.ndarray]:
         """Vectorised :meth:`lookup`: arrays ``(offsets, positions)`` for many targets."""
@@ -552,13 +561,20 @@ class TimeIndex(AbstractIndex):
         fast = self._fast
         if fast is None:  # (closing drops the cache, so a cached index is open)
             fast = self._fast_columns()
-        if fast.inc:
-            slot = fast.slot(target_timestamp)
+        if fast.inc:  # _FastSearch.slot, inlined (this is the hot single-call path)
+            keys = fast.keys
+            i = _bisect_right(fast.top, target_timestamp) - 1
+            if i < 0:
+                return _tuple_new(TimestampOffset, (-1, self.base_offset))
+            lo = i * _TOP_STRIDE
+            hi = lo + _TOP_STRIDE
+            slot = _bisect_right(keys, target_timestamp, lo, hi if hi < len(keys) else len(keys)) - 1
         else:
             slot = index_search_py(fast.keys, self._entries, target_timestamp, self.warm_entries, False)
-        if slot < 0:
-            return TimestampOffset(-1, self.base_offset)
-        return TimestampOffset(fast.keys[slot], fast.vals[slot])
+            if slot < 0:
+                return TimestampOffset(-1, self.base_offset)
+            keys = fast.keys
+        return _tuple_new(TimestampOffset, (keys[slot], fast.vals[slot]))
 
     def lookup_many(self, targets: Any) -> tuple[np.ndarray, np.ndarray]:
         """Vectorised :meth:`lookup`: arrays ``(timestamps, offsets)``."""
