@@ -319,3 +319,43 @@ def test_put_crc32_equals_zlib(data: bytes) -> None:
 
     assert crc32(data) == zlib.crc32(data)
     assert crc32(data[1:], crc32(data[:1])) == zlib.crc32(data)
+
+
+texts = st.one_of(st.none(), st.text(st.characters(blacklist_characters="\x01\x02", blacklist_categories=("Cs",)),
+                                     max_size=12))
+
+
+@given(st.lists(st.tuples(texts, texts), min_size=1, max_size=30), st.integers(0, 70_000))
+@settings(max_examples=200, deadline=None)
+def test_props_kernel_equals_templates(rows: list[tuple[str | None, str | None]], counter0: int) -> None:
+    from mqstore.api.rocketmq import _text_column
+    from mqstore.kernels.rocketmq_put import build_common_props, build_common_props_py
+
+    keys, tags = [k for k, _ in rows], [t for _, t in rows]
+    kc, tc = _text_column(keys), _text_column(tags)
+    assert kc is not None and tc is not None
+    head = "0A0B0C0D1F2E00000042075BCD15"
+    buf, off, lens = build_common_props(*kc, *tc, head.encode(), counter0)
+    assert buf.tobytes() == build_common_props_py(keys, tags, head, counter0)
+    assert off.tolist() == (np.cumsum(lens) - lens).tolist()
+
+
+def test_columns_common_shape_mixed_keys_equal_general(tmp_path: Path) -> None:
+    """put_columns of string/absent keys, one tag or a tag each, non-ASCII text, generated unique
+    keys (built in the kernel): the bytes of the general path with the same unique keys."""
+    n = 60
+    bodies = [bytes([i]) * (i * 7 % 300) for i in range(n)]
+    keys = [None if i % 4 == 0 else f"k{i} ключ-{i % 3}" for i in range(n)]
+    tags = [None if i % 5 == 0 else f"t{i % 2}" for i in range(n)]
+    with MessageStore.open(tmp_path / "cols", StoreConfig(**SMALL)) as s:
+        a = s.put_columns("T", bodies, [i % 2 for i in range(n)], keys=keys, tags=tags)
+        b = s.put_columns("T", bodies, 1, keys=keys, tags="один")
+        uks = a.uniq_keys + b.uniq_keys
+        assert len(set(uks)) == 2 * n and a.uniq_keys == [r.uniq_key for r in a]
+    with MessageStore.open(tmp_path / "gen", StoreConfig(**SMALL)) as s:
+        ref = s._put_records([dict(topic="T", body=bodies[i], queue_id=i % 2, keys=keys[i], tags=tags[i],
+                                   uniq_key=uks[i]) for i in range(n)]
+                             + [dict(topic="T", body=bodies[i], queue_id=1, keys=keys[i], tags="один",
+                                     uniq_key=uks[n + i]) for i in range(n)])
+    _results_equal(list(a) + list(b), ref)
+    assert _commitlog(tmp_path / "cols") == _commitlog(tmp_path / "gen")

@@ -190,3 +190,81 @@ def encode_records_py(cols: RecordColumns, lo: int, hi: int, phys: np.ndarray, s
         )
         out += encode_record(rec, max_message_size=2**31 - 1)
     return bytes(out)
+
+
+# ----------------------------------------------------------------------------- properties
+# The properties of the common message shape, in the Java HashMap order of KEYS, TAGS and
+# UNIQ_KEY (KEYS, UNIQ_KEY, TAGS; a subset keeps that order): KEYS\x01k\x02UNIQ_KEY\x01u\x02TAGS\x01t\x02.
+_KEYS_TAG = np.frombuffer(b"KEYS\x01", np.uint8)
+_UNIQ_TAG = np.frombuffer(b"UNIQ_KEY\x01", np.uint8)
+_TAGS_TAG = np.frombuffer(b"TAGS\x01", np.uint8)
+_HEXDIGITS = np.frombuffer(b"0123456789ABCDEF", np.uint8)
+UNIQ_HEAD_LEN = 28  # hex of ip, pid, generator hash and ms in month; 4 hex digits of the counter follow
+
+
+def common_props_lengths(keys_len: np.ndarray, tags_len: np.ndarray) -> np.ndarray:
+    """Byte length of each properties text built by :func:`build_common_props` (a length < 0:
+    no such property)."""
+    return (np.where(keys_len >= 0, keys_len + 6, 0) + (len(_UNIQ_TAG) + UNIQ_HEAD_LEN + 5)
+            + np.where(tags_len >= 0, tags_len + 6, 0)).astype(np.int64)
+
+
+@njit(cache=True, nogil=True)
+def _build_props(keys, keys_off, keys_len, tags, tags_off, tags_len, head, c0, out, out_off, kt, ut, tt, hexd):
+    for i in range(keys_len.shape[0]):
+        p = out_off[i]
+        kl = keys_len[i]
+        if kl >= 0:
+            out[p : p + 5] = kt
+            p += 5
+            s = keys_off[i]
+            out[p : p + kl] = keys[s : s + kl]
+            p += kl
+            out[p] = 2
+            p += 1
+        out[p : p + 9] = ut
+        p += 9
+        out[p : p + 28] = head
+        p += 28
+        c = (c0 + i) & 0xFFFF
+        for k in range(4):
+            out[p + k] = hexd[(c >> (12 - 4 * k)) & 0xF]
+        p += 4
+        out[p] = 2
+        p += 1
+        tl = tags_len[i]
+        if tl >= 0:
+            out[p : p + 5] = tt
+            p += 5
+            s = tags_off[i]
+            out[p : p + tl] = tags[s : s + tl]
+            p += tl
+            out[p] = 2
+
+
+def build_common_props(keys: np.ndarray, keys_off: np.ndarray, keys_len: np.ndarray, tags: np.ndarray,
+                       tags_off: np.ndarray, tags_len: np.ndarray, uniq_head: bytes,
+                       counter0: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The properties texts (UTF-8) of ``n`` messages of the common shape in one compiled pass:
+    message ``i`` has the key text ``keys[keys_off[i]:][:keys_len[i]]`` (no KEYS when the length
+    is < 0), the tag likewise, and the generated unique key ``uniq_head`` + 4 hex digits of
+    ``(counter0 + i) & 0xFFFF``.  Returns ``(buffer, offsets, lengths)``."""
+    if len(uniq_head) != UNIQ_HEAD_LEN:
+        raise ValueError(f"unique-key head must be {UNIQ_HEAD_LEN} ASCII bytes")
+    lens = common_props_lengths(keys_len, tags_len)
+    off = np.cumsum(lens) - lens
+    out = np.empty(int(lens.sum()), np.uint8)
+    _build_props(keys, keys_off, keys_len, tags, tags_off, tags_len, np.frombuffer(uniq_head, np.uint8),
+                 int(counter0), out, off, _KEYS_TAG, _UNIQ_TAG, _TAGS_TAG, _HEXDIGITS)
+    return out, off, lens
+
+
+def build_common_props_py(keys: list[str | None], tags: list[str | None], uniq_head: str, counter0: int) -> bytes:
+    """Pure-Python twin of :func:`build_common_props` (the texts concatenated)."""
+    out = []
+    for i, (k, t) in enumerate(zip(keys, tags, strict=True)):
+        text = "" if k is None else f"KEYS\x01{k}\x02"
+        text += f"UNIQ_KEY\x01{uniq_head}{(counter0 + i) & 0xFFFF:04X}\x02"
+        text += "" if t is None else f"TAGS\x01{t}\x02"
+        out.append(text)
+    return "".join(out).encode("utf-8")
