@@ -23,6 +23,7 @@ from mqstore.kernels.javahash import hash_spans, index_hash_spans
 from mqstore.kernels.rocketmq_index import bulk_put, bulk_put_py, header_array
 from mqstore.kernels.rocketmq_index_bulk import bulk_put_parallel
 from mqstore.kernels.rocketmq_scan import scan_segment, scan_segment_py
+from mqstore.storage.rocketmq import rebuild as rebuild_module
 from mqstore.storage.rocketmq.rebuild import compare_trees, rebuild_indexes
 
 from .test_kernels import assert_same_batch, raw_record
@@ -212,8 +213,9 @@ def _many_key_store(root: Path) -> Path:
     return root
 
 
-def test_rebuild_with_threads_is_byte_identical(tmp_path: Path) -> None:
+def test_rebuild_with_threads_is_byte_identical(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     store = _many_key_store(tmp_path / "store")
+    monkeypatch.setattr(rebuild_module, "_WRITEBACK_EVERY", 1)  # early write-back after every batch
     cfg = StoreConfig(commit_log_file_size=4 << 20, hash_slot_num=4099, index_num=90_001)
     outs = []
     for nthreads in (1, 2, 3):
