@@ -224,14 +224,18 @@ def run_rocketmq(path: Path, *, seconds: float | None = None, messages: int | No
     done = threading.Event()
     lock = threading.Lock()  # guards the per-reader counters merged into res
 
+    lag_lock = threading.Lock()  # the writer and the sampler thread both sample
+
     def sample_lag() -> None:
-        reput = eng.reput_from_offset
-        end = eng.commit_log.max_offset
-        now = time.monotonic()
-        while pending and pending[0][0] <= reput:
-            pending.popleft()
-        lag_b.append(max(0, end - reput))
-        lag_ms.append((now - pending[0][1]) * 1000 if pending else 0.0)
+        with lag_lock:
+            reput = eng.reput_from_offset
+            end = eng.commit_log.max_offset
+            now = time.monotonic()
+            while pending and pending[0][0] <= reput:
+                pending.popleft()
+            oldest = pending[0][1] if pending else now
+            lag_b.append(max(0, end - reput))
+            lag_ms.append((now - oldest) * 1000)
 
     def lag_sampler() -> None:
         while not done.wait(0.01):
