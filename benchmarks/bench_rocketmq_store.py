@@ -287,10 +287,10 @@ def bench_query(mb: int, lookups: int = 2000, batch_records: int = 30_000) -> li
                  f"{batch_broker / broker:.2f}x one query_offsets_broker per key ({len(keys):,} keys)"))
     rows.append(("query_by_keys (batch, exact)", f"{batch_exact:,.0f} keys/s", "",
                  f"{batch_exact / exact:.2f}x one query_by_key per key; {batch_found} messages found"))
-    rows.append((f"query_offsets_columns, {n_big:,} present keys", f"{n_big / cols_w:,.0f} keys/s",
+    rows.append((f"query_offsets_columns (batch), present keys ({n_big:,})", f"{n_big / cols_w:,.0f} keys/s",
                  f"goal 4,000,000/s; Java {JAVA_QUERY_PRESENT_S:,}", f"{n_big / cols_w / JAVA_QUERY_PRESENT_S:.2f}x Java; "
                  f"CPU {n_big / cols_c:,.0f}/s; {hits:,} offsets; lists {n_big / lists_w:,.0f} keys/s"))  # fmt: skip
-    rows.append((f"query_offsets_columns, {n_big:,} absent keys", f"{n_big / abs_w:,.0f} keys/s",
+    rows.append((f"query_offsets_columns (batch), absent keys ({n_big:,})", f"{n_big / abs_w:,.0f} keys/s",
                  "Java 2,940,000", f"{n_big / abs_w / 2_940_000:.2f}x Java; CPU {n_big / abs_c:,.0f}/s"))  # fmt: skip
     return rows
 

@@ -151,6 +151,10 @@ def main() -> None:
             "lookups/s", JAVA["query_present"])
         add("query by key (store, exact), single", figure(out, "query by key, exact"), "lookups/s",
             JAVA["query_present"])
+        add("query by key (store, broker semantics), batch columns, present", figure(
+            out, "query_offsets_columns (batch), present"), "keys/s", JAVA["query_present"])
+        add("query by key (store, broker semantics), batch columns, absent", figure(
+            out, "query_offsets_columns (batch), absent"), "keys/s", JAVA["query_absent"])
     if "kafka" in only:
         js = DATA / "results" / "kafka.json"
         out = run("kafka", ["benchmarks/bench_kafka.py", "--size-mb", str(mb), "--json", str(js)])

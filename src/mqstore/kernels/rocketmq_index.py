@@ -323,6 +323,8 @@ def write_header(buf_u8: object, header: np.ndarray) -> None:
 _LANES = 16
 _SELECT_LANES = 32  # lanes of the word-view batch walk (see below)
 _THREAD_MIN_KEYS = 1 << 13
+_WORDS_MIN_KEYS = 32
+_CPUS = os.cpu_count() or 1
 
 
 @njit(cache=True, nogil=True)
@@ -460,12 +462,13 @@ def select_many(
     _check_select(buf, hash_slot_num, index_num, header)
     kh = np.ascontiguousarray(key_hashes, np.int32)
     states = np.zeros(len(kh), np.int8)
-    w = _word_view(buf) if words else None
     if lanes < 1:
         raise InvalidArgumentError("lanes must be positive")
+    # a handful of keys: the byte kernel has less set-up per call
+    w = _word_view(buf) if words and (threads is not None or len(kh) >= _WORDS_MIN_KEYS) else None
     if w is not None:
         if threads is None:
-            threads = 2 if len(kh) >= _THREAD_MIN_KEYS and (os.cpu_count() or 1) >= 2 else 1
+            threads = 2 if len(kh) >= _THREAD_MIN_KEYS and _CPUS >= 2 else 1
         offsets, splits = _select_words(w, hash_slot_num, index_num, header, kh, max_num, begin, end, states,
                                         max(1, int(threads)), int(lanes), sort_slots)  # fmt: skip
     else:
