@@ -359,3 +359,20 @@ def test_columns_common_shape_mixed_keys_equal_general(tmp_path: Path) -> None:
                                      uniq_key=uks[n + i]) for i in range(n)])
     _results_equal(list(a) + list(b), ref)
     assert _commitlog(tmp_path / "cols") == _commitlog(tmp_path / "gen")
+
+
+def test_put_batch_result_is_a_list_like_sequence(tmp_path: Path) -> None:
+    from collections.abc import Sequence
+
+    with MessageStore.open(tmp_path, StoreConfig(**SMALL)) as s:
+        res = s.put_batch([{"topic": "T", "body": b"%d" % i, "keys": f"k{i}", "tags": "x"} for i in range(5)])
+        assert isinstance(res, PutBatchResult) and isinstance(res, Sequence) and len(res) == 5
+        listed = res.to_list()
+        assert res == listed and listed == res and res[1:3] == listed[1:3] and res[-1] == listed[-1]
+        assert res + listed[:1] == [*listed, listed[0]] and listed[:1] + res == [listed[0], *listed]
+        assert [r.queue_offset for r in res] == [0, 1, 2, 3, 4] and listed[2] in res and res.index(listed[3]) == 3
+        assert repr(res).startswith("PutBatchResult([PutResult(")
+        with pytest.raises(IndexError):
+            res[5]
+        odd = s.put_batch([{"topic": "T", "body": b"p", "properties": {"a": "b"}}])  # general path: a list
+        assert odd[0].queue_offset == 5 and s.get_by_msg_id(odd[0].msg_id).properties["a"] == "b"

@@ -20,7 +20,8 @@ import time
 from collections import deque
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
-from itertools import islice
+from itertools import islice, repeat
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
@@ -86,10 +87,13 @@ def _put_result(o: int, qo: int, ts: int, size: int, msg_id: str, uniq: str | No
     return r
 
 
-class PutBatchResult:
-    """The outcome of :meth:`MessageStore.put_columns`, as columns: ``commit_log_offset``,
-    ``queue_offset`` and ``size`` are int64 arrays, ``store_timestamp`` is shared by the batch.
-    Indexing or iterating gives :class:`PutResult` objects (made on demand)."""
+class PutBatchResult(Sequence[PutResult]):
+    """The outcome of :meth:`MessageStore.put_columns` and :meth:`MessageStore.put_batch`, as
+    columns: ``commit_log_offset``, ``queue_offset`` and ``size`` are int64 arrays,
+    ``store_timestamp`` is shared by the batch.  It is a read-only sequence of
+    :class:`PutResult` made on demand: indexing, slicing (a list), iterating, ``len``, ``==``
+    with a list, and ``+`` (a list) work as on the ``list[PutResult]`` of earlier versions;
+    :meth:`to_list` gives the list itself."""
 
     __slots__ = ("_msgid_prefix", "_uniq_keys", "_uniq_run", "commit_log_offset", "queue_offset", "size",
                  "store_timestamp")
@@ -122,13 +126,31 @@ class PutBatchResult:
         p = self._msgid_prefix
         return [f"{p}{o:016X}" for o in self.commit_log_offset.tolist()]
 
-    def __getitem__(self, i: int) -> PutResult:
+    def __getitem__(self, i: int | slice) -> Any:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
         o = int(self.commit_log_offset[i])
         return PutResult(o, int(self.queue_offset[i]), self.store_timestamp, int(self.size[i]),
                          f"{self._msgid_prefix}{o:016X}", self.uniq_keys[i])
 
     def __iter__(self) -> Iterator[PutResult]:
         return iter(self.to_list())
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, PutBatchResult | list | tuple):
+            return self.to_list() == list(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __add__(self, other: Iterable[PutResult]) -> list[PutResult]:
+        return self.to_list() + list(other)
+
+    def __radd__(self, other: Iterable[PutResult]) -> list[PutResult]:
+        return list(other) + self.to_list()
+
+    def __repr__(self) -> str:
+        return f"PutBatchResult({self.to_list()!r})"
 
     def to_list(self) -> list[PutResult]:
         ts, p = self.store_timestamp, self._msgid_prefix
@@ -294,6 +316,17 @@ _TEMPLATES = {
 _FAST_FIELDS = frozenset(("topic", "body", "queue_id", "keys", "tags", "properties", "flag", "born_host",
                           "born_timestamp", "uniq_key", "sys_flag"))
 _INT32 = 2**31
+_ODD_FIELDS = frozenset(("properties", "born_host", "sys_flag"))
+_TOPIC = itemgetter("topic")
+_BODY = itemgetter("body")
+
+
+def _field(msgs: list[dict[str, Any]], names: set[str], name: str, default: Any) -> list[Any]:
+    """The ``name`` field of every message (``default`` where absent), by C-level passes."""
+    n = len(msgs)
+    if name not in names:
+        return [default] * n
+    return list(map(dict.get, msgs, repeat(name, n), repeat(default, n)))
 
 
 def _text_column(values: list[Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
@@ -715,25 +748,33 @@ class MessageStore:
         offsets, sizes, qo, ts = eng.append_columns(cols, topic)
         return PutBatchResult(offsets, qo, sizes, ts, uniqs, self._msgid_prefix, uniq_run)
 
-    def put_batch(self, messages: Iterable[Mapping[str, Any]]) -> list[PutResult]:
-        """Append many messages under one lock (each a mapping of :meth:`put`'s arguments)."""
+    def put_batch(self, messages: Iterable[Mapping[str, Any]]) -> Sequence[PutResult]:
+        """Append many messages under one lock (each a mapping of :meth:`put`'s arguments).  All
+        or nothing.  Returns a sequence of :class:`PutResult` (a :class:`PutBatchResult`, whose
+        results are made on demand, or a list)."""
         self._engine.check_open()
         msgs = messages if isinstance(messages, list) else list(messages)
-        if msgs and self._fast_ok and set(map(type, msgs)) == {dict} and all(map(_FAST_FIELDS.issuperset, msgs)):
-            try:
-                topic = [m["topic"] for m in msgs]
-                body = [m["body"] for m in msgs]
-            except KeyError:
-                topic = None  # type: ignore[assignment]
-            odd = [m for m in msgs if "properties" in m or "born_host" in m or "sys_flag" in m]
-            if topic is not None and not any(m.get("properties") or m.get("born_host") is not None
-                                             or m.get("sys_flag") for m in odd):
-                res = self._put_fast(
-                    topic, body, [m.get("queue_id", 0) for m in msgs], [m.get("keys") for m in msgs],
-                    [m.get("tags") for m in msgs], [m.get("uniq_key") for m in msgs], [m.get("flag", 0) for m in msgs],
-                    [m.get("born_timestamp") for m in msgs])
+        if msgs and self._fast_ok and set(map(type, msgs)) == {dict}:
+            n = len(msgs)
+            names = set().union(*msgs)  # every field used by any message (C-level passes, no loop)
+            ok = names <= _FAST_FIELDS
+            if ok and names & _ODD_FIELDS:
+                get = dict.get
+                ok = (not any(map(get, msgs, repeat("properties", n)))
+                      and set(map(get, msgs, repeat("born_host", n))) == {None}
+                      and not any(map(get, msgs, repeat("sys_flag", n))))
+            if ok:
+                try:
+                    topic = list(map(_TOPIC, msgs))
+                    body = list(map(_BODY, msgs))
+                except KeyError:
+                    ok = False
+            if ok:
+                res = self._put_fast(topic, body, _field(msgs, names, "queue_id", 0), _field(msgs, names, "keys", None),
+                                     _field(msgs, names, "tags", None), _field(msgs, names, "uniq_key", None),
+                                     _field(msgs, names, "flag", 0), _field(msgs, names, "born_timestamp", None))
                 if res is not None:
-                    return res.to_list()
+                    return res
         return self._put_records(msgs)
 
     def _put_records(self, messages: Iterable[Mapping[str, Any]]) -> list[PutResult]:
