@@ -131,3 +131,29 @@ def test_threaded_lookup_many_equals_twin(col: list[int], targets: list[int], mi
         kk.PARALLEL_MIN_TARGETS, kk._threads = saved, saved_threads
     b = index_lookup_many_py(keys, vals, len(col), targets, 4, -7, -9)
     assert np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1])
+
+
+@given(st.lists(st.integers(1, 6), min_size=1, max_size=40), st.sets(st.integers(0, 10_000), max_size=6),
+       st.integers(2, 4))
+@settings(max_examples=60, deadline=None)
+def test_threaded_crc_check_equals_single_thread(counts: list[int], flips: set[int], threads: int) -> None:
+    """The CRC check split over threads (forced with a tiny split size) flags the same batches."""
+    from kafka_support import batch
+
+    import mqstore.kernels.kafka as kk
+
+    data = bytearray()
+    off = 0
+    for c in counts:
+        data += batch(off, count=c)
+        off += c
+    for f in flips:
+        data[f % len(data)] ^= 0x40
+    sc = kk.scan_batches(bytes(data))
+    saved = kk.PARALLEL_MIN_BATCHES
+    kk.PARALLEL_MIN_BATCHES = 1
+    try:
+        got = kk.check_crcs(data, sc, threads=threads)
+    finally:
+        kk.PARALLEL_MIN_BATCHES = saved
+    assert got.tolist() == kk.check_crcs(data, sc, threads=1).tolist()
