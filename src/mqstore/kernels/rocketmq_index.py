@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 from numba import njit
@@ -691,6 +693,23 @@ def _gather_csr(scratch, starts, counts, splits, out):  # fmt: skip
             out[d + j] = scratch[s + j]
 
 
+_POOLS: dict[int, ThreadPoolExecutor] = {}
+_POOLS_LOCK = threading.Lock()
+os.register_at_fork(after_in_child=_POOLS.clear)  # a forked child has none of the parent's threads
+
+
+def _pool(threads: int) -> ThreadPoolExecutor:
+    """A process-wide pool of ``threads`` workers for the batch walk (kept: starting threads per
+    call costs more than a small batch's walk)."""
+    pool = _POOLS.get(threads)
+    if pool is None:
+        with _POOLS_LOCK:
+            pool = _POOLS.get(threads)
+            if pool is None:
+                pool = _POOLS[threads] = ThreadPoolExecutor(threads, thread_name_prefix="mqstore-select")
+    return pool
+
+
 def _select_words(w: np.ndarray, hash_slot_num: int, index_num: int, header: np.ndarray, kh: np.ndarray, max_num: int,
                   begin: int, end: int, states: np.ndarray, threads: int, lanes: int,
                   sort_slots: bool) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
@@ -705,12 +724,9 @@ def _select_words(w: np.ndarray, hash_slot_num: int, index_num: int, header: np.
     args = (np.int64(index_num), np.int64(header[0]), np.int64(header[5]), kh, order)
     tail = (np.int64(max_num), np.int64(begin), np.int64(end), starts, counts, states, np.int64(lanes))
     if threads > 1 and n >= 2:
-        from concurrent.futures import ThreadPoolExecutor
-
         cuts = [n * t // threads for t in range(threads + 1)]
-        with ThreadPoolExecutor(threads) as ex:
-            parts = list(ex.map(lambda t: _select_words_range(w, slots64, *args, np.int64(cuts[t]), np.int64(cuts[t + 1]),
-                                                              *tail), range(threads)))  # fmt: skip
+        parts = list(_pool(threads).map(lambda t: _select_words_range(w, slots64, *args, np.int64(cuts[t]),
+                                                                      np.int64(cuts[t + 1]), *tail), range(threads)))  # fmt: skip
         base = 0
         for t, part in enumerate(parts):
             if base:

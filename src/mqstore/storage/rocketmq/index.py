@@ -363,7 +363,7 @@ class IndexService:
         hashes = index_hash_keys(topic, keys)
         got = np.zeros(n, np.int64)
         offs_parts: list[np.ndarray] = []
-        key_parts: list[np.ndarray] = []
+        key_parts: list[tuple[np.ndarray | None, np.ndarray]] = []
         wbegin = max(0, begin - 1000) if widen else begin
         limit = LONG_MAX if max_num is None else max_num
         for f in reversed(self.files):
@@ -379,21 +379,28 @@ class IndexService:
                 if h.begin_timestamp < wbegin:
                     break
                 continue
-            todo = np.flatnonzero(got < limit)
-            if not len(todo):
-                break
-            offs, splits = select_many(f.mm, self.hash_slot_num, self.index_num, header_array(h), hashes[todo],
-                                       limit, wbegin, end)  # fmt: skip
+            if not offs_parts:  # the first file walked: every key is still to do (no selection pass)
+                todo, kh = None, hashes
+            else:
+                todo = np.flatnonzero(got < limit)
+                if not len(todo):
+                    break
+                kh = hashes[todo]
+            offs, splits = select_many(f.mm, self.hash_slot_num, self.index_num, header_array(h), kh, limit, wbegin,
+                                       end)  # fmt: skip
             counts = np.diff(splits)
-            if limit != LONG_MAX:  # the broker's list is shared across files: each file tops it up
-                take = np.minimum(counts, limit - got[todo])
-                if (take < counts).any():
-                    within = np.arange(len(offs)) - np.repeat(splits[:-1], counts)
-                    offs = offs[within < np.repeat(take, counts)]
-                counts = take
+            if todo is None:
+                got += counts  # the kernel already capped each key at ``limit``
+            else:
+                if limit != LONG_MAX:  # the broker's list is shared across files: each file tops it up
+                    take = np.minimum(counts, limit - got[todo])
+                    if (take < counts).any():
+                        within = np.arange(len(offs)) - np.repeat(splits[:-1], counts)
+                        offs = offs[within < np.repeat(take, counts)]
+                    counts = take
+                got[todo] += counts
             offs_parts.append(offs)
-            key_parts.append(np.repeat(todo, counts))
-            got[todo] += counts
+            key_parts.append((todo, counts))
             if h.begin_timestamp < wbegin:
                 break
         out_splits = np.zeros(n + 1, np.int64)
@@ -402,7 +409,8 @@ class IndexService:
             return np.empty(0, np.int64), out_splits
         if len(offs_parts) == 1:
             return offs_parts[0], out_splits
-        order = np.argsort(np.concatenate(key_parts), kind="stable")  # per key, newest file first
+        rows = [np.repeat(np.arange(n) if t is None else t, c) for t, c in key_parts]
+        order = np.argsort(np.concatenate(rows), kind="stable")  # per key, newest file first
         return np.concatenate(offs_parts)[order], out_splits
 
     def candidates_many(self, topic: str, keys: list[str], begin: int, end: int, *,
