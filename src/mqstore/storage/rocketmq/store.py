@@ -283,8 +283,8 @@ class RocketMQStore:
         return [AppendResult(o, s, q, now) for o, s, q in zip(offsets, sizes, assigned, strict=True)]
 
     def _maybe_wake(self) -> None:
-        if self.config.flush_disk_type == FLUSH_SYNC or (
-                self.commit_log.max_offset - self.reput_from_offset >= REPUT_WAKE_BYTES):
+        if (self.config.flush_disk_type == FLUSH_SYNC or (
+                self.commit_log.max_offset - self.reput_from_offset >= REPUT_WAKE_BYTES)) and not self._wake.is_set():
             self._wake.set()
 
     def _note_put(self, start: int, now: int) -> None:
@@ -349,8 +349,8 @@ class RocketMQStore:
         if self._sync_flush:
             self.flush_commit_log(0)
             self._wake.set()
-        elif phys + size - self.reput_from_offset >= REPUT_WAKE_BYTES:
-            self._wake.set()
+        elif phys + size - self.reput_from_offset >= REPUT_WAKE_BYTES and not self._wake.is_set():
+            self._wake.set()  # once per dispatch round: Event.set takes a lock and notifies
         return phys, size, qo, now
 
     def append_columns(self, cols: RecordColumns, topics: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
