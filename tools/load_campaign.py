@@ -9,6 +9,10 @@ batches to one partition (``PartitionLog``, flushed every 500 offsets); reader t
 not thread-safe: they take turns with the writer under one lock) and reader processes (read-only
 opens, no lock) follow the offsets.
 
+The writer appends as fast as it can, held back only when it runs more than ``--max-lead``
+messages ahead of the slowest reader thread (consumer-paced, so that an overloaded machine does not
+end a run with minutes of catch-up; the time held back is reported).
+
 Every message carries its queue, its sequence number and a body derived from them, so each reader
 checks what it got: a **partial record** is a message whose bytes differ from the expected ones or
 that raised a corruption error; an **offset violation** is a queue offset (RocketMQ) or an offset
@@ -91,6 +95,8 @@ class LoadResult:
     partial_records: int = 0
     offset_violations: int = 0
     key_misses: int = 0
+    max_lead: int = 0  # the writer waits when it is this many messages ahead of the slowest reader thread
+    backpressure_seconds: float = 0.0  # time the writer spent waiting for the reader threads
     errors: list[str] = field(default_factory=list)
     lag_bytes_max: int = 0
     lag_bytes_p99: float = 0.0
@@ -186,6 +192,17 @@ def _collect_readers(res: LoadResult, readers: list[subprocess.Popen[str]], fina
                                   f"expected {n}")
 
 
+def _hold_back(res: LoadResult, written: int, progress: list[int], max_lead: int, deadline: float | None) -> None:
+    """Backpressure: wait while the slowest reader thread is more than ``max_lead`` messages behind
+    (a consumer-paced producer; without it an overloaded machine ends with minutes of catch-up)."""
+    if not progress or written - min(progress) <= max_lead:
+        return
+    t = time.monotonic()
+    while written - min(progress) > max_lead // 2 and (deadline is None or time.monotonic() < deadline):
+        time.sleep(0.002)
+    res.backpressure_seconds += time.monotonic() - t
+
+
 def _stopping(stop: threading.Event, seconds: float | None, messages: int | None, t0: float, written: int) -> bool:
     if stop.is_set():
         return True
@@ -203,11 +220,12 @@ def _rocketmq_config(background: bool = True) -> Any:
 
 
 def run_rocketmq(path: Path, *, seconds: float | None = None, messages: int | None = None, threads: int = 3,
-                 procs: int = 2) -> LoadResult:
+                 procs: int = 2, max_lead: int = 50_000) -> LoadResult:
     from mqstore import MessageStore
     from mqstore.errors import CorruptDataError, MqStoreError
 
-    res = LoadResult("rocketmq")
+    res = LoadResult("rocketmq", max_lead=max_lead)
+    progress = [0] * threads
     stop_file = path.parent / (path.name + ".stop")
     stop_file.unlink(missing_ok=True)
     store = MessageStore.open(path, _rocketmq_config())
@@ -271,6 +289,7 @@ def run_rocketmq(path: Path, *, seconds: float | None = None, messages: int | No
                         if not any(h.queue_id == q and h.queue_offset == m.queue_offset for h in hits):
                             misses += 1
                             errors.append(f"thread {k}: key {key} not found")
+                progress[k] = sum(nxt)
                 if finished and not progressed and all(nxt[q] >= written[q] for q in range(QUEUES)):
                     break
                 if not progressed:
@@ -308,6 +327,8 @@ def run_rocketmq(path: Path, *, seconds: float | None = None, messages: int | No
                 sample_lag()
             written[q] = seq + 1
             i += 1
+            if i % 256 == 0:
+                _hold_back(res, i, progress, max_lead, None if seconds is None else t0 + seconds)
     finally:
         res.messages_written = i
         done.set()
@@ -343,6 +364,7 @@ def _reader_rocketmq(path: Path, stop_file: Path) -> dict[str, Any]:
         if final is None and stop_file.exists():
             final = json.loads(stop_file.read_text())
         rep["rounds"] += 1
+        before = sum(nxt)
         try:
             with MessageStore.open(path, cfg, read_only=True) as s:
                 for q in range(QUEUES):
@@ -368,6 +390,8 @@ def _reader_rocketmq(path: Path, stop_file: Path) -> dict[str, Any]:
                 break
         if final is not None and all(nxt[q] >= final[str(q)] for q in range(QUEUES)):
             break
+        if sum(nxt) == before:
+            time.sleep(0.05)  # nothing new: do not spin on reopening
         if final is not None and rep["rounds"] > 10_000:
             break
     rep["seen"] = {str(q): nxt[q] for q in range(QUEUES)}
@@ -382,11 +406,12 @@ def _kafka_config() -> Any:
 
 
 def run_kafka(path: Path, *, seconds: float | None = None, messages: int | None = None, threads: int = 3,
-              procs: int = 2) -> LoadResult:
+              procs: int = 2, max_lead: int = 50_000) -> LoadResult:
     from mqstore.errors import CorruptDataError, MqStoreError
     from mqstore.kafka import PartitionLog, SimpleRecord
 
-    res = LoadResult("kafka")
+    res = LoadResult("kafka", max_lead=max_lead)
+    progress = [0] * threads
     stop_file = path.parent / (path.name + ".stop")
     stop_file.unlink(missing_ok=True)
     log = PartitionLog.open(path, _kafka_config())
@@ -417,6 +442,7 @@ def run_kafka(path: Path, *, seconds: float | None = None, messages: int | None 
                         partial += 1
                     nxt = r.offset + 1
                     reads += 1
+                progress[k] = nxt
                 if finished and not recs and nxt >= written[0]:
                     break
                 if not recs:
@@ -448,6 +474,8 @@ def run_kafka(path: Path, *, seconds: float | None = None, messages: int | None 
                 res.errors.append(f"writer: batch got offset {info.first_offset}, expected {i}")
             i += n
             written[0] = i
+            if i % 32 < n:
+                _hold_back(res, i, progress, max_lead, None if seconds is None else t0 + seconds)
     finally:
         res.messages_written = i
         done.set()
@@ -478,6 +506,7 @@ def _reader_kafka(path: Path, stop_file: Path) -> dict[str, Any]:
         if final is None and stop_file.exists():
             final = json.loads(stop_file.read_text())
         rep["rounds"] += 1
+        before = nxt
         try:
             with PartitionLog.open(path, _kafka_config(), read_only=True) as log:
                 end = log.log_end_offset
@@ -503,6 +532,8 @@ def _reader_kafka(path: Path, stop_file: Path) -> dict[str, Any]:
                 break
         if final is not None and nxt >= final["0"]:
             break
+        if nxt == before:
+            time.sleep(0.05)  # nothing new: do not spin on reopening
         if final is not None and rep["rounds"] > 10_000:
             break
     rep["seen"] = {"0": nxt}
@@ -515,7 +546,7 @@ def summary(r: LoadResult) -> str:
         f"{r.layout:8} {r.seconds:.0f} s: written={r.messages_written} ({r.messages_written / max(r.seconds, 1e-9):.0f}/s) "
         f"reads={r.reads} key_queries={r.key_queries} reader_reopens={r.reader_rounds} "
         f"partial={r.partial_records} offset_violations={r.offset_violations} key_misses={r.key_misses} "
-        f"errors={len(r.errors)}",
+        f"errors={len(r.errors)}; writer held back {r.backpressure_seconds:.1f} s (max lead {r.max_lead})",
         f"         dispatcher lag: max {r.lag_bytes_max} B / p99 {r.lag_bytes_p99:.0f} B; max {r.lag_ms_max} ms / "
         f"p99 {r.lag_ms_p99} ms ({r.lag_samples} samples)" if r.layout == "rocketmq" else
         "         dispatcher lag: n/a (Kafka indexes are written by append itself)",
@@ -537,6 +568,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--layouts", default="rocketmq,kafka")
     ap.add_argument("--threads", type=int, default=3, help="reader threads in the writer's process")
     ap.add_argument("--procs", type=int, default=2, help="read-only reader processes")
+    ap.add_argument("--max-lead", type=int, default=50_000,
+                    help="the writer waits when this many messages ahead of the slowest reader thread")
     ap.add_argument("--workdir", type=Path, default=None)
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--reader", nargs=3, metavar=("LAYOUT", "PATH", "STOP_FILE"), help=argparse.SUPPRESS)
@@ -554,7 +587,8 @@ def main(argv: list[str] | None = None) -> int:
         for layout in args.layouts.split(","):
             run = run_rocketmq if layout == "rocketmq" else run_kafka
             target = work / ("store" if layout == "rocketmq" else "load-0")
-            r = run(target, seconds=seconds, messages=args.messages, threads=args.threads, procs=args.procs)
+            r = run(target, seconds=seconds, messages=args.messages, threads=args.threads, procs=args.procs,
+                    max_lead=args.max_lead)
             ok &= r.ok()
             print(json.dumps(r.as_dict()) if args.json else summary(r), flush=True)
     return 0 if ok else 1
