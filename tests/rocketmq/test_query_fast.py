@@ -25,6 +25,7 @@ from mqstore.kernels.rocketmq_index import (
     select_one,
     word_view,
 )
+from mqstore.storage.rocketmq.index import IndexService
 
 LONG_MAX = 2**63 - 1
 KEY_TEXT = st.text(st.characters(min_codepoint=32, max_codepoint=126), min_size=0, max_size=12)
@@ -224,3 +225,37 @@ def test_query_offsets_columns_match_single_queries(tmp_path: Path) -> None:
         with pytest.raises(InvalidKeyError):
             s.query_offsets_columns("TopicA", ["a", None], 0)  # type: ignore[list-item]
         assert len(s.query_offsets_columns("TopicA", ("k1", "k2"))) == 2
+
+
+def _candidates_reference(idx: IndexService, topic: str, key: str, begin: int, end: int) -> list[int]:
+    """The pure-Python candidate walk (``select_by_hash`` per file) that ``candidates`` replaced."""
+    key_hash = index_key_hash(f"{topic}#{key}")
+    wbegin = max(0, begin - 1000)
+    found: list[int] = []
+    for f in reversed(idx.files):
+        h = f.header
+        if h.index_count <= 1:
+            continue
+        if not f.buffer.is_time_matched(wbegin, end):
+            if h.end_timestamp < wbegin:
+                break
+            continue
+        f.buffer.select_by_hash(found, key_hash, LONG_MAX, wbegin, end)
+        if h.begin_timestamp < wbegin:
+            break
+    return found
+
+
+def test_candidates_match_reference_walk(tmp_path: Path) -> None:
+    with _store(tmp_path) as s:
+        _fill(s, 500)
+        s.dispatch()
+        idx = s.engine.index
+        ts = [f.header.begin_timestamp for f in idx.files]
+        for topic in ("TopicA", "TopicB"):
+            for key in ["k0", "k13", "u9", "u499", "absent", "键"]:
+                for begin, end in ((0, LONG_MAX), (ts[2], ts[5]), (ts[4] + 999, ts[4] + 999)):
+                    assert list(idx.candidates(topic, key, begin, end)) == _candidates_reference(idx, topic, key, begin,
+                                                                                                  end)  # fmt: skip
+        msgs = s.query_by_key("TopicA", "k1")
+        assert msgs and all("k1" in m.keys for m in msgs)

@@ -332,7 +332,11 @@ class IndexService:
     def candidates(self, topic: str, key: str, begin: int, end: int) -> Iterable[int]:
         """Every candidate offset of ``topic#key`` whose (second-granularity) index time may lie
         in [begin, end], newest first, with no cap.  Callers re-check key and time exactly."""
+        prefix = self._prefixes.get(topic)
+        if prefix is None:
+            prefix = self._prefix_state(topic)
         key_hash = index_key_hash(f"{topic}#{key}")
+        kb = key.encode("ascii") if key.isascii() else None
         # The index rounds times down to whole seconds after the file's begin: widen by 1 s.
         wbegin = max(0, begin - 1000)
         for f in reversed(self.files):
@@ -344,7 +348,21 @@ class IndexService:
                     break
                 continue
             out: list[int] = []
-            f.buffer.select_by_hash(out, key_hash, LONG_MAX, wbegin, end)
+            w = f.query_words()
+            if w is None:
+                f.buffer.select_by_hash(out, key_hash, LONG_MAX, wbegin, end)
+            else:  # the compiled walk (same rules); the hash is passed in when the key is not ASCII
+                buf = np.empty(64, np.int64)
+                while True:
+                    n = select_one(w, self.hash_slot_num, self.index_num, h.begin_timestamp, h.index_count, prefix,
+                                   kb if kb is not None else b"", -1 if kb is not None else key_hash, LONG_MAX,
+                                   wbegin, end, buf)  # fmt: skip
+                    if n != SELECT_ONE_ROOM:
+                        break
+                    buf = np.empty(len(buf) * 16, np.int64)
+                if n == SELECT_ONE_CYCLE:
+                    raise CorruptIndexError(f"index chain of {topic}#{key} in {f.name} has a cycle", path=str(f.path))
+                out = buf[:n].tolist()
             yield from out
             if h.begin_timestamp < wbegin:
                 break
