@@ -13,10 +13,8 @@ Python and are what the tests compare against.
 
 from __future__ import annotations
 
-import os
 import zlib
 from bisect import bisect_right
-from concurrent.futures import ThreadPoolExecutor
 from itertools import pairwise
 from typing import Any
 
@@ -25,6 +23,7 @@ import numpy as np
 from numba import njit
 
 from mqstore.errors import CorruptDataError, CorruptIndexError, IndexFullError
+from mqstore.kernels.threads import default_threads, run_parallel
 
 # stop reasons of scan_batches
 STOP_END = 0  # fewer than 18 bytes left: clean end of data
@@ -251,9 +250,7 @@ def check_crcs(buf: Any, scan: dict[str, Any], *, threads: int | None = None) ->
     ends = pos + scan["size"][:n]
     total = int(ends[-1] - pos[0])
     cuts = [0, *np.searchsorted(ends, pos[0] + total * np.arange(1, parts) // parts).tolist(), n]
-    futures = [_pool().submit(_check_crc_range, mv, scan, ok, a, b, 1) for a, b in pairwise(cuts) if b > a]
-    for f in futures:
-        f.result()
+    run_parallel(_check_crc_range, [(mv, scan, ok, a, b, 1) for a, b in pairwise(cuts) if b > a])
     return ok
 
 
@@ -692,20 +689,11 @@ def _lookup_many_sorted(keys, vals, n, targets, miss_key, miss_val, out_k, out_v
 
 
 PARALLEL_MIN_TARGETS = 1 << 15  # batches this large per thread are split over the CPUs
-_POOL: list[ThreadPoolExecutor] = []
 
 
 def _threads() -> int:
-    try:
-        return max(1, min(len(os.sched_getaffinity(0)), 8))
-    except (AttributeError, OSError):  # pragma: no cover - not Linux
-        return max(1, min(os.cpu_count() or 1, 8))
-
-
-def _pool() -> ThreadPoolExecutor:
-    if not _POOL:
-        _POOL.append(ThreadPoolExecutor(_threads(), thread_name_prefix="mqstore-lookup"))
-    return _POOL[0]
+    """Threads for the split kernels (``MQSTORE_THREADS`` or the CPUs, see :mod:`.threads`)."""
+    return default_threads()
 
 
 def index_lookup_many(keys: np.ndarray, vals: np.ndarray, n: int, targets: Any, warm: int, miss_key: int,
@@ -730,10 +718,8 @@ def index_lookup_many(keys: np.ndarray, vals: np.ndarray, n: int, targets: Any, 
         parts = min(_threads(), t.shape[0] // PARALLEL_MIN_TARGETS)
         if parts > 1:  # the searches are independent: one slice of the targets per thread
             cuts = np.linspace(0, t.shape[0], parts + 1).astype(np.int64).tolist()
-            futures = [_pool().submit(_lookup_many_sorted, kc, vc, n, t[a:b], miss_key, miss_val, out_k[a:b],
-                                      out_v[a:b]) for a, b in pairwise(cuts)]
-            for f in futures:
-                f.result()
+            run_parallel(_lookup_many_sorted, [(kc, vc, n, t[a:b], miss_key, miss_val, out_k[a:b], out_v[a:b])
+                                               for a, b in pairwise(cuts)])
         else:
             _lookup_many_sorted(kc, vc, n, t, miss_key, miss_val, out_k, out_v)
     else:
