@@ -57,8 +57,10 @@ OS_PAGE = 4096
 # The reput service is woken by a put only once this much is pending; otherwise it wakes on its
 # own every REPUT_INTERVAL_S and dispatches what accumulated as one batch (readers dispatch
 # before reading, so they never see less than what was put).
-REPUT_WAKE_BYTES = 1 << 20
-REPUT_INTERVAL_S = 0.01
+# Larger rounds cost less Python per message and fewer GIL hand-offs with a putting thread
+# (single put 1.33x at 8 MiB / 50 ms against 1 MiB / 10 ms, measured in one process).
+REPUT_WAKE_BYTES = 8 << 20
+REPUT_INTERVAL_S = 0.05
 # The fixed part of a magic-v1 record with IPv4 hosts, up to and including BODYLENGTH.
 _HEAD_V1_V4 = struct.Struct(">iiiiiqqiq8sq8siqi")
 _crc32 = crc32
