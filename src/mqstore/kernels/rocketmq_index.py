@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import os
 import sys
-import threading
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 from numba import njit
@@ -29,6 +27,7 @@ from mqstore.formats.rocketmq.indexfile import (
 )
 from mqstore.kernels.javahash import as_u8
 from mqstore.kernels.rocketmq_scan import rd_i32, rd_i64
+from mqstore.kernels.threads import run_parallel
 
 HEADER_FIELDS = ("begin_timestamp", "end_timestamp", "begin_phy_offset", "end_phy_offset", "hash_slot_count", "index_count")
 _INT_MAX = 2**31 - 1
@@ -37,6 +36,21 @@ _INT_MAX = 2**31 - 1
 SELECT_OK = 0
 SELECT_CYCLE = 1  # the chain revisits items: corrupt file
 SELECT_OUT_OF_FILE = 2  # an item number points past the end of the file: corrupt header/slot
+
+
+@njit(cache=True, nogil=True, inline="always")
+def time_diff(t: int, begin_ts: int) -> int:
+    """An item's time field: seconds since the file's begin timestamp (truncated toward zero),
+    clamped to ``[0, 2**31 - 1]``; ``0`` while the file has no begin timestamp."""
+    if begin_ts <= 0:
+        return 0
+    d = t - begin_ts
+    q = d // 1000 if d >= 0 else -((-d) // 1000)
+    if q > _INT_MAX:
+        return _INT_MAX
+    if q < 0:
+        return 0
+    return q
 
 
 @njit(cache=True, nogil=True)
@@ -81,17 +95,7 @@ def _bulk_put_kernel(buf, slots, index_num, header, key_hash, phy, ts, start):  
         if sv <= 0 or sv > ic:
             sv = 0
         t = ts[i]
-        if begin_ts <= 0:
-            diff = 0
-        else:
-            d = t - begin_ts
-            q = d // 1000 if d >= 0 else -((-d) // 1000)
-            if q > _INT_MAX:
-                diff = _INT_MAX
-            elif q < 0:
-                diff = 0
-            else:
-                diff = q
+        diff = time_diff(t, begin_ts)
         ip = items_base + ic * 20
         wr_i32(buf, ip, h)
         wr_i64(buf, ip + 4, phy[i])
@@ -181,17 +185,7 @@ def _bulk_put_words(w, slots, index_num, header, key_hash, phy, ts, start):  # f
         if sv <= 0 or sv > ic:
             sv = 0
         t = ts[i]
-        if begin_ts <= 0:
-            diff = 0
-        else:
-            d = t - begin_ts
-            q = d // 1000 if d >= 0 else -((-d) // 1000)
-            if q > _INT_MAX:
-                diff = _INT_MAX
-            elif q < 0:
-                diff = 0
-            else:
-                diff = q
+        diff = time_diff(t, begin_ts)
         p = phy[i]
         iw = items_w + ic * 5
         w[iw] = _bswap32(h)
@@ -693,23 +687,6 @@ def _gather_csr(scratch, starts, counts, splits, out):  # fmt: skip
             out[d + j] = scratch[s + j]
 
 
-_POOLS: dict[int, ThreadPoolExecutor] = {}
-_POOLS_LOCK = threading.Lock()
-os.register_at_fork(after_in_child=_POOLS.clear)  # a forked child has none of the parent's threads
-
-
-def _pool(threads: int) -> ThreadPoolExecutor:
-    """A process-wide pool of ``threads`` workers for the batch walk (kept: starting threads per
-    call costs more than a small batch's walk)."""
-    pool = _POOLS.get(threads)
-    if pool is None:
-        with _POOLS_LOCK:
-            pool = _POOLS.get(threads)
-            if pool is None:
-                pool = _POOLS[threads] = ThreadPoolExecutor(threads, thread_name_prefix="mqstore-select")
-    return pool
-
-
 def _select_words(w: np.ndarray, hash_slot_num: int, index_num: int, header: np.ndarray, kh: np.ndarray, max_num: int,
                   begin: int, end: int, states: np.ndarray, threads: int, lanes: int,
                   sort_slots: bool) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
@@ -725,8 +702,8 @@ def _select_words(w: np.ndarray, hash_slot_num: int, index_num: int, header: np.
     tail = (np.int64(max_num), np.int64(begin), np.int64(end), starts, counts, states, np.int64(lanes))
     if threads > 1 and n >= 2:
         cuts = [n * t // threads for t in range(threads + 1)]
-        parts = list(_pool(threads).map(lambda t: _select_words_range(w, slots64, *args, np.int64(cuts[t]),
-                                                                      np.int64(cuts[t + 1]), *tail), range(threads)))  # fmt: skip
+        parts = run_parallel(_select_words_range, [(w, slots64, *args, np.int64(cuts[t]), np.int64(cuts[t + 1]), *tail)
+                                                   for t in range(threads)])
         base = 0
         for t, part in enumerate(parts):
             if base:

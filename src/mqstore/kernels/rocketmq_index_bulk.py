@@ -29,10 +29,8 @@ from numba import njit
 
 from mqstore.errors import InvalidArgumentError
 from mqstore.kernels.javahash import as_u8
-from mqstore.kernels.rocketmq_index import _check_inputs, _key_arrays, _word_view, bulk_put
+from mqstore.kernels.rocketmq_index import _check_inputs, _key_arrays, _word_view, bulk_put, time_diff
 from mqstore.kernels.threads import resolve_threads, run_parallel, split_even
-
-_INT_MAX = 2**31 - 1
 
 #: a bulk put of fewer keys runs sequentially (two pool rounds cost ~0.1 ms)
 PARALLEL_MIN_KEYS = 1 << 16
@@ -98,17 +96,7 @@ def _item_phase(w, slots, begin_ts, ic0, key_hash, phy, ts, start, j0, j1, parts
         sv = prevs[p, cursors[p]]
         cursors[p] += 1
         t = ts[i]
-        if begin_ts <= 0:
-            diff = 0
-        else:
-            d = t - begin_ts
-            q = d // 1000 if d >= 0 else -((-d) // 1000)
-            if q > _INT_MAX:
-                diff = _INT_MAX
-            elif q < 0:
-                diff = 0
-            else:
-                diff = q
+        diff = time_diff(t, begin_ts)
         pv = phy[i]
         iw = items_w + (ic0 + j) * 5
         w[iw] = _bswap(h)
