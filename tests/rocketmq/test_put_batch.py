@@ -105,6 +105,16 @@ def test_kernel_equals_record_codec(msgs: list[dict[str, Any]], store: Host, bas
         out2 = np.zeros(int(sizes[1:].sum()), np.uint8)
         encode_records_into(out2, 0, cols, 1, len(msgs), sizes, phys, store_ts)
         assert out2.tobytes() == encode_records_py(cols, 1, len(msgs), phys, store_ts)
+        # columns that do not fit are refused before a byte is written (the copies are unchecked memcpy)
+        short = np.full(int(sizes.sum()) - 1, 0xEE, np.uint8)
+        with pytest.raises(ValueError):
+            encode_records_into(short, 0, cols, 0, len(msgs), sizes, phys, store_ts)
+        assert (short == 0xEE).all()
+        bad = cols.body_len.copy()
+        bad[-1] += 1 << 20  # a body length past the bodies buffer
+        with pytest.raises(ValueError):
+            encode_records_into(np.zeros(int(sizes.sum()) + (1 << 20), np.uint8), 0,
+                                dataclasses.replace(cols, body_len=bad), 0, len(msgs), sizes + (1 << 20), phys, store_ts)
 
 
 # ----------------------------------------------------------------------------- store paths

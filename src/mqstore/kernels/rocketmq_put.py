@@ -15,7 +15,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from numba import njit
+from numba import njit, types
+from numba.core import cgutils
+from numba.extending import intrinsic
 
 from mqstore.formats.rocketmq.record import (
     BORNHOST_V6_FLAG,
@@ -92,10 +94,45 @@ def _i64(out, p, v):
         out[p + k] = (v >> (56 - 8 * k)) & 0xFF
 
 
+@intrinsic
+def _memcpy(typingctx, dst, dst_pos, src, src_pos, n):  # type: ignore[no-untyped-def]
+    """``dst[dst_pos:dst_pos+n] = src[src_pos:src_pos+n]`` as one ``llvm.memcpy`` (no bounds
+    check: the caller checks).  Numba's slice assignment copies byte by byte through its generic
+    array path, about 5x slower on 1 KiB bodies (1.8 vs 9.6 GB/s measured)."""
+    for a in (dst, src):
+        if not (isinstance(a, types.Array) and a.layout == "C" and a.ndim == 1 and a.dtype == types.uint8):
+            return None  # contiguous uint8 buffers only (the wrapper makes them so)
+    sig = types.void(dst, dst_pos, src, src_pos, n)
+
+    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+        d, dp, s, sp, nn = args
+        da = context.make_array(signature.args[0])(context, builder, d)
+        sa = context.make_array(signature.args[2])(context, builder, s)
+        dptr = builder.gep(da.data, [dp])
+        sptr = builder.gep(sa.data, [sp])
+        cgutils.raw_memcpy(builder, dptr, sptr, nn, 1)
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@njit(cache=True, inline="always")
+def _copy(out, q, src, s, n):
+    """Bounds-checked byte copy of ``src[s:s+n]`` to ``out[q:q+n]`` (the kernel's only copy)."""
+    if n < 0 or q < 0 or s < 0 or q + n > out.shape[0] or s + n > src.shape[0]:
+        raise ValueError("record column out of bounds")
+    _memcpy(out, q, src, s, n)
+
+
 @njit(cache=True, nogil=True)  # the reput thread keeps dispatching while a batch is encoded
 def _encode(out, pos, lo, hi, sizes, phys, store_ts, bodies, body_off, body_len, body_crc, topics, topic_off,
             topic_len, props, props_off, props_len, v2, queue_id, flag, queue_offset, sys_flag, born_ts,
             born_hosts, born_v6, store_host, store_v6, reconsume, prepared):
+    end = pos
+    for i in range(lo, hi):
+        end += sizes[i]
+    if pos < 0 or end > out.shape[0]:
+        raise ValueError("records do not fit in the output buffer")
     p = pos
     for i in range(lo, hi):
         total = sizes[i]
@@ -130,7 +167,7 @@ def _encode(out, pos, lo, hi, sizes, phys, store_ts, bodies, body_off, body_len,
         _i32(out, q, bl)
         q += 4
         s = body_off[i]
-        out[q : q + bl] = bodies[s : s + bl]
+        _copy(out, q, bodies, s, bl)
         q += bl
         tl = topic_len[i]
         if v2[i]:
@@ -141,14 +178,14 @@ def _encode(out, pos, lo, hi, sizes, phys, store_ts, bodies, body_off, body_len,
             out[q] = tl & 0xFF
             q += 1
         s = topic_off[i]
-        out[q : q + tl] = topics[s : s + tl]
+        _copy(out, q, topics, s, tl)
         q += tl
         pl = props_len[i]
         out[q] = (pl >> 8) & 0xFF
         out[q + 1] = pl & 0xFF
         q += 2
         s = props_off[i]
-        out[q : q + pl] = props[s : s + pl]
+        _copy(out, q, props, s, pl)
         p += total
     return p
 
@@ -157,8 +194,12 @@ def encode_records_into(out: np.ndarray, pos: int, cols: RecordColumns, lo: int,
                         phys: np.ndarray, store_ts: int) -> int:
     """Encode records ``lo:hi`` of ``cols`` back to back into ``out`` (``uint8``) from ``pos``;
     ``phys`` are their physical offsets, ``sizes`` their lengths.  Returns the end position."""
-    return int(_encode(out, pos, lo, hi, sizes, phys, store_ts, cols.bodies, cols.body_off, cols.body_len,
-                       cols.body_crc, cols.topics, cols.topic_off, cols.topic_len, cols.props, cols.props_off,
+    if out.dtype != np.uint8 or out.ndim != 1 or not out.flags.c_contiguous:
+        raise ValueError("out must be a contiguous uint8 buffer")
+    c = np.ascontiguousarray
+    return int(_encode(out, pos, lo, hi, sizes, phys, store_ts, c(cols.bodies, np.uint8), cols.body_off, cols.body_len,
+                       cols.body_crc, c(cols.topics, np.uint8), cols.topic_off, cols.topic_len, c(cols.props, np.uint8),
+                       cols.props_off,
                        cols.props_len, cols.v2, cols.queue_id, cols.flag, cols.queue_offset, cols.sys_flag,
                        cols.born_ts, cols.born_hosts, cols.born_v6, cols.store_host, cols.store_v6, cols.reconsume,
                        cols.prepared))
