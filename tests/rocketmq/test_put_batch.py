@@ -25,7 +25,13 @@ from mqstore.formats.rocketmq.record import (
     TRANSACTION_ROLLBACK_TYPE,
     Host,
 )
-from mqstore.kernels.rocketmq_put import RecordColumns, encode_records_into, encode_records_py
+from mqstore.kernels.rocketmq_put import (
+    RecordColumns,
+    encode_records_into,
+    encode_records_py,
+    queue_ranks,
+    queue_ranks_py,
+)
 
 SMALL = dict(commit_log_file_size=16384, consume_queue_file_size=320, hash_slot_num=100, index_num=400,
              background_services=False, clock=lambda: 1_700_000_000_123)
@@ -254,6 +260,33 @@ def test_vectorised_queue_offsets_match_sequential_rule(tmp_path: Path) -> None:
         assert got.tolist() == want
         assert {k: v for k, v in nxt.items() if k in updates} == updates
         assert set(nxt) - set(updates) <= set(eng.queue_offsets)
+
+
+@given(st.lists(st.tuples(st.sampled_from(["A", "B", "C", "D"]), st.sampled_from([0, 1, 2, 7, 31, 70_000]),
+                          st.sampled_from([0, 8, TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE])),
+                min_size=1, max_size=60),
+       st.dictionaries(st.tuples(st.sampled_from(["A", "B", "E"]), st.integers(0, 40)), st.integers(0, 2**40),
+                       max_size=6))
+@settings(max_examples=150, deadline=None)
+def test_queue_offset_kernel_equals_sorting_twin(tmp_path_factory: pytest.TempPathFactory, rows: list[tuple[str, int, int]],
+                                                 known: dict[tuple[str, int], int]) -> None:
+    topics = [r[0] for r in rows]
+    qids = np.array([r[1] for r in rows], np.int64)
+    flags = np.array([r[2] for r in rows], np.int64)
+    tx = flags & 0xC
+    takes = (tx != TRANSACTION_PREPARED_TYPE) & (tx != TRANSACTION_ROLLBACK_TYPE)
+    codes = qids % 5
+    got_k, got_p = queue_ranks(codes, takes, 5), queue_ranks_py(codes, takes, 5)
+    assert got_k[0].tolist() == got_p[0].tolist() and got_k[1].tolist() == got_p[1].tolist()
+    with pytest.raises(ValueError):
+        queue_ranks(codes, takes, int(codes.max()))
+    with MessageStore.open(tmp_path_factory.mktemp("qo"), StoreConfig(**SMALL)) as s:
+        eng = s.engine
+        eng.queue_offsets.update(known)
+        fast, fast_up = eng._assign_queue_offsets(topics, qids, flags)
+        slow, slow_up = eng._assign_queue_offsets_sorted(topics, qids, flags)
+        assert fast.tolist() == slow.tolist() and fast_up == slow_up
+        assert eng.queue_offsets == known  # nothing assigned until the caller applies the updates
 
 
 def _old_uniq(prefix: bytes, now_ms: int, counter: int) -> str:

@@ -205,6 +205,39 @@ def encode_records_into(out: np.ndarray, pos: int, cols: RecordColumns, lo: int,
                        cols.prepared))
 
 
+@njit(cache=True, nogil=True)
+def _queue_ranks(codes, takes, nslots):
+    seen = np.zeros(nslots, np.int64)
+    rank = np.zeros(codes.shape[0], np.int64)
+    for i in range(codes.shape[0]):
+        if takes[i]:
+            c = codes[i]
+            rank[i] = seen[c]
+            seen[c] += 1
+    return rank, seen
+
+
+def queue_ranks(codes: np.ndarray, takes: np.ndarray, nslots: int) -> tuple[np.ndarray, np.ndarray]:
+    """For dense queue codes in ``[0, nslots)``: the rank of each record among the earlier
+    records of its queue that take a queue offset (``takes``; 0 for the others), and the number
+    of such records per code.  One pass, no sort."""
+    codes = np.ascontiguousarray(codes, np.int64)
+    if codes.shape[0] and (int(codes.min()) < 0 or int(codes.max()) >= nslots):
+        raise ValueError("queue code out of range")
+    return _queue_ranks(codes, np.ascontiguousarray(takes, np.bool_), int(nslots))
+
+
+def queue_ranks_py(codes: np.ndarray, takes: np.ndarray, nslots: int) -> tuple[np.ndarray, np.ndarray]:
+    """Pure-Python twin of :func:`queue_ranks`."""
+    seen = [0] * nslots
+    rank = [0] * len(codes)
+    for i, (c, t) in enumerate(zip(codes.tolist(), takes.tolist(), strict=True)):
+        if t:
+            rank[i] = seen[c]
+            seen[c] += 1
+    return np.array(rank, np.int64), np.array(seen, np.int64)
+
+
 def _host_of(raw: np.ndarray, v6: bool) -> Host:
     addr = bytes(raw[:16] if v6 else raw[:4])
     port = int.from_bytes(bytes(raw[16:20]), "big", signed=True)

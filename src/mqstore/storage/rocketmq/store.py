@@ -43,7 +43,7 @@ from mqstore.formats.rocketmq.record import (
     encode_record,
     record_length,
 )
-from mqstore.kernels.rocketmq_put import RecordColumns, crc32, encode_records_into
+from mqstore.kernels.rocketmq_put import RecordColumns, crc32, encode_records_into, queue_ranks
 from mqstore.kernels.rocketmq_scan import DispatchBatch
 from mqstore.storage.mapped import MappedFile, ensure_inside
 from mqstore.storage.rocketmq.checkpoint import StoreCheckpoint
@@ -393,8 +393,38 @@ class RocketMQStore:
 
     def _assign_queue_offsets(self, topics: list[str], queue_ids: np.ndarray,
                               sys_flags: np.ndarray) -> tuple[np.ndarray, dict[tuple[str, int], int]]:
-        """Consecutive queue offsets per (topic, queue) in batch order, vectorised; prepared and
-        rolled-back transaction records get 0 and take no offset (as :meth:`append`)."""
+        """Consecutive queue offsets per (topic, queue) in batch order; prepared and rolled-back
+        transaction records get 0 and take no offset (as :meth:`append`).  Dense (topic, queue)
+        codes go through one compiled pass (:func:`queue_ranks`); sparse ones take the sorting
+        twin :meth:`_assign_queue_offsets_sorted`."""
+        n = len(topics)
+        q = queue_ids.astype(np.int64)
+        if n == 0 or int(q.min()) < 0:
+            return self._assign_queue_offsets_sorted(topics, queue_ids, sys_flags)
+        tx = sys_flags & TRANSACTION_MASK
+        takes = (tx != TRANSACTION_PREPARED_TYPE) & (tx != TRANSACTION_ROLLBACK_TYPE)
+        names = list(dict.fromkeys(topics))
+        width = int(q.max()) + 1
+        nslots = len(names) * width
+        if nslots > 1 << 16:
+            return self._assign_queue_offsets_sorted(topics, queue_ids, sys_flags)
+        if len(names) == 1:
+            codes = q
+        else:
+            tid = {t: i for i, t in enumerate(names)}
+            codes = np.fromiter(map(tid.__getitem__, topics), np.int64, n) * width + q
+        rank, counts = queue_ranks(codes, takes, nslots)
+        slots = np.flatnonzero(counts).tolist()
+        keys = [(names[c // width], c % width) for c in slots]
+        get = self.queue_offsets.get
+        base = np.zeros(nslots, np.int64)
+        base[slots] = [get(k, 0) for k in keys]
+        out = np.where(takes, base[codes] + rank, 0)
+        return out, {k: int(base[c] + counts[c]) for k, c in zip(keys, slots, strict=True)}
+
+    def _assign_queue_offsets_sorted(self, topics: list[str], queue_ids: np.ndarray,
+                                     sys_flags: np.ndarray) -> tuple[np.ndarray, dict[tuple[str, int], int]]:
+        """:meth:`_assign_queue_offsets` by sorting the (topic, queue) codes (any queue ids)."""
         n = len(topics)
         out = np.zeros(n, np.int64)
         tx = sys_flags & TRANSACTION_MASK
