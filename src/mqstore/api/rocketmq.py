@@ -38,7 +38,8 @@ from mqstore.formats.rocketmq.properties import (
     split_keys,
 )
 from mqstore.formats.rocketmq.record import MAGIC_V1, Host, MessageRecord, choose_magic
-from mqstore.kernels.rocketmq_put import RecordColumns, build_common_props, crc32
+from mqstore.kernels.rocketmq_put import RecordColumns, build_common_props
+from mqstore.kernels.rocketmq_scan import crc32_spans
 from mqstore.storage.rocketmq.config import FLUSH_ASYNC, FLUSH_SYNC, StoreConfig, validate_topic
 from mqstore.storage.rocketmq.consumequeue import BOUNDARY_LOWER, BOUNDARY_UPPER
 from mqstore.storage.rocketmq.store import RecoveryReport, RocketMQStore
@@ -737,9 +738,11 @@ class MessageStore:
         host[:4] = np.frombuffer(self._store_host_b[:4], np.uint8)
         host[16:] = np.frombuffer(self._store_host_b[4:], np.uint8)
         zeros = np.zeros(n, np.int64)
+        bodies = np.frombuffer(b"".join(body), np.uint8)
+        body_off = np.cumsum(body_len) - body_len
         cols = RecordColumns(
-            bodies=np.frombuffer(b"".join(body), np.uint8), body_off=np.cumsum(body_len) - body_len, body_len=body_len,
-            body_crc=np.fromiter(map(crc32, body), np.int64, n) & 0x7FFFFFFF,
+            bodies=bodies, body_off=body_off, body_len=body_len,
+            body_crc=crc32_spans(bodies, body_off, body_len) & 0x7FFFFFFF,  # one compiled pass, GIL released
             topics=np.frombuffer(topics_buf, np.uint8), topic_off=topic_off, topic_len=topic_len,
             props=props, props_off=props_off, props_len=props_len, v2=np.zeros(n, np.bool_), queue_id=qids, flag=flg, queue_offset=zeros,
             sys_flag=zeros, born_ts=born, born_hosts=np.tile(host, (n, 1)), born_v6=np.zeros(n, np.bool_),
