@@ -63,6 +63,11 @@ REPUT_WAKE_BYTES = 8 << 20
 REPUT_INTERVAL_S = 0.05
 # The fixed part of a magic-v1 record with IPv4 hosts, up to and including BODYLENGTH.
 _HEAD_V1_V4 = struct.Struct(">iiiiiqqiq8sq8siqi")
+# Whole-record structs of the shapes seen (body length, properties length, topic field): one
+# pack_into per put instead of head + two slice copies + a concatenation (~200 ns less).  Shapes
+# beyond the cap take the three-step write (the same bytes).
+_REC_V1_V4: dict[tuple[int, int, bytes], struct.Struct] = {}
+_REC_V1_V4_MAX = 4096
 _crc32 = crc32
 _time_ns = time.time_ns
 _LOCKED_STORES: set[str] = set()
@@ -337,12 +342,20 @@ class RocketMQStore:
                 pos = mf.wrote_position
             phys = mf.file_from_offset + pos
             mm = mf.mm
-            _HEAD_V1_V4.pack_into(mm, pos, size, MAGIC_V1, crc, queue_id, flag, qo, phys, 0, born_timestamp,
-                                  born_host or sh, now, sh, 0, 0, lb)
-            p = pos + 88
-            mm[p : p + lb] = body
-            p += lb
-            mm[p : pos + size] = topic_field + lp.to_bytes(2, "big") + props
+            rec = _REC_V1_V4.get((lb, lp, topic_field))
+            if rec is not None:  # the whole record by one pack_into (no concatenation, one call)
+                rec.pack_into(mm, pos, size, MAGIC_V1, crc, queue_id, flag, qo, phys, 0, born_timestamp,
+                              born_host or sh, now, sh, 0, 0, lb, body, topic_field, lp, props)
+            else:
+                _HEAD_V1_V4.pack_into(mm, pos, size, MAGIC_V1, crc, queue_id, flag, qo, phys, 0, born_timestamp,
+                                      born_host or sh, now, sh, 0, 0, lb)
+                p = pos + 88
+                mm[p : p + lb] = body
+                p += lb
+                mm[p : pos + size] = topic_field + lp.to_bytes(2, "big") + props
+                if len(_REC_V1_V4) < _REC_V1_V4_MAX:  # after the write: the next record of this shape packs at once
+                    _REC_V1_V4[(lb, lp, topic_field)] = struct.Struct(
+                        f"{_HEAD_V1_V4.format}{lb}s{len(topic_field)}sH{lp}s")
             mf.wrote_position = pos + size
             self.queue_offsets[key] = qo + 1
             if now != self._last_put_ts:
