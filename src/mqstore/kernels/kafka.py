@@ -13,6 +13,7 @@ Python and are what the tests compare against.
 
 from __future__ import annotations
 
+import os
 import zlib
 from bisect import bisect_right
 from itertools import pairwise
@@ -20,9 +21,18 @@ from typing import Any
 
 import crc32c as _crc32c
 import numpy as np
-from numba import njit
+from numba import njit, types
+from numba.core import cgutils
+from numba.extending import intrinsic
 
-from mqstore.errors import CorruptDataError, CorruptIndexError, IndexFullError
+from mqstore.errors import (
+    CorruptDataError,
+    CorruptIndexError,
+    IndexFullError,
+    InvalidArgumentError,
+    TruncatedRecordError,
+    UnsupportedFormatError,
+)
 from mqstore.kernels.threads import default_threads, run_parallel
 
 # stop reasons of scan_batches
@@ -737,3 +747,320 @@ def index_lookup_many_py(keys: Any, vals: Any, n: int, targets: Any, warm: int, 
         out_k.append(miss_key if s < 0 else ks[s])
         out_v.append(miss_val if s < 0 else vs[s])
     return np.array(out_k, dtype=np.int64), np.array(out_v, dtype=np.int64)
+
+
+# ----------------------------------------------------------------------------- file scan + CRC (recovery)
+# Recovery reads the ``.log`` with ``pread`` into one small reused buffer per thread, walking the
+# batch headers and checksumming each batch while its bytes are in the L2 cache: one pass, no page
+# faults (a fresh mapping of a 1 GiB segment spends more time faulting than checksumming) and no
+# SIGBUS if the file shrinks meanwhile.  The checksums are ISA-L's (shipped in the ``isal``
+# package), called from the compiled loop by symbol.  Twin: :func:`scan_batches_py` over the whole
+# file followed by :func:`check_crcs` with ``threads=1``.
+
+STOP_LIMIT = 3  # the walk reached ``stop_at`` (a part boundary)
+STOP_FULL = 4  # the output columns are full: call again from the returned position
+STOP_READ_ERROR = -1  # pread failed or returned fewer bytes than the file held when the scan began
+
+FILE_SCAN_BUFFER = 64 * 1024  # bytes per pread: copies from the page cache are fastest into an L2-sized buffer
+PARALLEL_MIN_BYTES = 32 * 1024 * 1024  # files this large per thread are walked in parts
+SPLIT_SEARCH_BYTES = 4 * 1024 * 1024  # how far past a cut a batch start is looked for
+SPLIT_VERIFY_BYTES = 32 * 1024 * 1024  # CRC bytes spent verifying split candidates, per cut
+_NO_LIMIT = (1 << 62)
+
+
+def _load_native() -> bool:
+    """Make ``pread`` (libc) and ISA-L's ``crc32_iscsi``/``crc32_gzip_refl`` callable from compiled
+    kernels by symbol name (False when either is missing: callers use the mapped-file path)."""
+    try:
+        import isal.isal_zlib as isal_zlib
+        import llvmlite.binding as llvm
+
+        llvm.load_library_permanently(isal_zlib.__file__)
+        return all(bool(llvm.address_of_symbol(s)) for s in ("pread", "crc32_iscsi", "crc32_gzip_refl"))
+    except Exception:  # pragma: no cover - isal missing, or a platform without these symbols
+        return False
+
+
+HAVE_FILE_SCAN = _load_native()
+_c_pread = types.ExternalFunction("pread", types.intp(types.intc, types.voidptr, types.uintp, types.int64))
+_c_crc32c = types.ExternalFunction("crc32_iscsi", types.uint32(types.voidptr, types.intc, types.uint32))
+_c_crc32 = types.ExternalFunction("crc32_gzip_refl", types.uint32(types.uint32, types.voidptr, types.uint64))
+
+
+@intrinsic
+def _ptr(typingctx: Any, addr: Any) -> Any:
+    """An integer address as a ``void*``."""
+    sig = types.voidptr(types.intp)
+
+    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+        return builder.inttoptr(args[0], cgutils.voidptr_t)
+
+    return sig, codegen
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _fill(fd, base, cap, off, file_end):
+    # file[off : off + min(cap, file_end - off)] into the buffer; bytes read, or -1 on an error
+    want = min(cap, file_end - off)
+    got = 0
+    while got < want:
+        r = _c_pread(np.intc(fd), _ptr(base + got), want - got, off + got)
+        if r <= 0:
+            return -1 if r < 0 else got
+        got += r
+    return got
+
+
+@njit(cache=True, nogil=True)
+def _file_scan(fd, file_end, start, stop_at, buf, position, size, base_offset, last_offset, max_ts, base_ts,
+               epoch, magic, attrs, count, crc, ok):
+    cap = position.shape[0]
+    bsz = buf.shape[0]
+    base = buf.ctypes.data
+    ws = np.int64(0)  # the buffer holds file[ws:we]
+    we = np.int64(0)
+    p = np.int64(start)
+    n = 0
+    while True:
+        if p >= stop_at:
+            return n, p, STOP_LIMIT
+        if p >= file_end - 17:
+            return n, p, STOP_END
+        if n >= cap:
+            return n, p, STOP_FULL
+        need = min(p + 61, file_end)
+        if p < ws or need > we:
+            got = _fill(fd, base, bsz, p, file_end)
+            if got < need - p:
+                return n, p, STOP_READ_ERROR
+            ws = p
+            we = p + got
+        o = p - ws
+        s = _i32(buf, o + 8)
+        if s < 14:
+            return n, p, STOP_BAD_SIZE
+        if p > file_end - 12 - s:
+            return n, p, STOP_TORN
+        m = _i8(buf, o + 16)
+        total = s + 12
+        position[n] = p
+        size[n] = total
+        magic[n] = m
+        off = _i64(buf, o)
+        kind = 0  # 0: no checksum (invalid), 1: CRC-32C from p + 21, 2: CRC-32 from p + 16
+        if m >= 2:
+            epoch[n] = _i32(buf, o + 12)
+            if total >= 61 and p + 61 <= file_end:
+                crc[n] = _u32(buf, o + 17)
+                attrs[n] = _u16(buf, o + 21)
+                base_offset[n] = off
+                last_offset[n] = off + _i32(buf, o + 23)
+                base_ts[n] = _i64(buf, o + 27)
+                max_ts[n] = _i64(buf, o + 35)
+                count[n] = _i32(buf, o + 57)
+                kind = 1
+            else:
+                crc[n] = _u32(buf, o + 17) if p + 21 <= file_end else 0
+                attrs[n] = 0
+                base_offset[n] = off
+                last_offset[n] = off
+                base_ts[n] = -1
+                max_ts[n] = -1
+                count[n] = 0
+        else:
+            epoch[n] = -1
+            crc[n] = _u32(buf, o + 12)
+            attrs[n] = np.int64(buf[o + 17])
+            base_offset[n] = -1
+            last_offset[n] = off
+            count[n] = 1
+            if m == 1 and s >= 22:
+                base_ts[n] = _i64(buf, o + 18)
+            else:
+                base_ts[n] = -1
+            max_ts[n] = base_ts[n]
+            if (m == 0 or m == 1) and total >= 26:
+                kind = 2
+        good = False
+        if kind != 0:
+            cs = p + 21 if kind == 1 else p + 16
+            ce = p + total
+            c = np.uint32(0xFFFFFFFF) if kind == 1 else np.uint32(0)
+            while cs < ce:
+                if cs >= we:  # the batch goes on past the buffer: read its next part
+                    got = _fill(fd, base, bsz, cs, file_end)
+                    if got <= 0:
+                        return n, p, STOP_READ_ERROR
+                    ws = cs
+                    we = cs + got
+                e = min(ce, we)
+                if kind == 1:
+                    c = _c_crc32c(_ptr(base + (cs - ws)), np.intc(e - cs), c)
+                else:
+                    c = _c_crc32(c, _ptr(base + (cs - ws)), np.uint64(e - cs))
+                cs = e
+            if kind == 1:
+                c = c ^ np.uint32(0xFFFFFFFF)
+            good = np.int64(c) == crc[n]
+        ok[n] = good
+        n += 1
+        p += total
+
+
+@njit(cache=True, nogil=True)
+def _find_batch_start(fd, file_end, lo, hi, buf, buf2, verify_budget):
+    # First position in [lo, hi) that looks like the start of a v2 batch whose CRC-32C verifies
+    # (and is followed by a plausible header or the end of the file); -1 if none.  A guess: the
+    # caller confirms it by walking the chain from the start of the file up to it.
+    bsz = buf.shape[0]
+    base = buf.ctypes.data
+    base2 = buf2.ctypes.data
+    q = np.int64(lo)
+    budget = np.int64(verify_budget)
+    while q < hi:
+        got = _fill(fd, base, bsz, q, file_end)
+        if got < 61:
+            return -1
+        last = min(hi, q + got - 60)
+        for c in range(q, last):
+            o = c - q
+            if buf[o + 16] != 2:
+                continue
+            s = _i32(buf, o + 8)
+            if s < 49 or c > file_end - 12 - s or _i32(buf, o + 23) < 0 or _i32(buf, o + 57) < 0:
+                continue
+            nxt = c + 12 + s
+            if nxt <= file_end - 17:
+                if _fill(fd, base2, 17, nxt, file_end) != 17 or buf2[16] != 2 or _i32(buf2, 8) < 14:
+                    continue
+            if s > budget:
+                return -1
+            budget -= s
+            cs = c + 21
+            x = np.uint32(0xFFFFFFFF)
+            b2 = buf2.shape[0]
+            while cs < nxt:
+                g = _fill(fd, base2, b2, cs, nxt)
+                if g <= 0:
+                    return -1
+                x = _c_crc32c(_ptr(base2), np.intc(g), x)
+                cs += g
+            if np.int64(x ^ np.uint32(0xFFFFFFFF)) == _u32(buf, o + 17):
+                return c
+        if last <= q:
+            return -1
+        q = last
+    return -1
+
+
+def _file_columns(n: int) -> dict[str, np.ndarray]:
+    cols = _empty_columns(n)
+    cols["ok"] = np.zeros(n, dtype=bool)
+    return cols
+
+
+def _walk_part(fd: int, file_size: int, start: int, stop_at: int, buffer_size: int,
+               report: Any = None) -> tuple[list[dict[str, np.ndarray]], int, int]:
+    """Blocks of columns of the batches walked from ``start`` (see :func:`_file_scan`)."""
+    buf = np.empty(buffer_size, np.uint8)
+    blocks: list[dict[str, np.ndarray]] = []
+    p = start
+    seen = 0
+    step = 64 * 1024 * 1024 if report is not None else _NO_LIMIT
+    while True:
+        room = (min(stop_at, file_size) - p) // 26 + 1  # a batch is at least 26 bytes
+        est = 4096 if seen == 0 else int((min(stop_at, file_size) - p) * seen / max(1, p - start) * 1.05) + 64
+        cols = _file_columns(max(1, min(room, est)))
+        limit = min(stop_at, p + step)
+        n, p2, reason = _file_scan(fd, file_size, p, limit, buf, *(cols[f] for f in SCAN_FIELDS), cols["ok"])
+        if n:
+            blocks.append({k: v[:n] for k, v in cols.items()})
+            seen += n
+        p = int(p2)
+        if reason == STOP_READ_ERROR:
+            return blocks, p, STOP_READ_ERROR
+        if report is not None:
+            report(p)
+        if reason == STOP_FULL or (reason == STOP_LIMIT and p < stop_at):
+            continue
+        return blocks, p, int(reason)
+
+
+def scan_check_file(fd: int, file_size: int, *, threads: int | None = None, progress: Any = None,
+                    buffer_size: int = FILE_SCAN_BUFFER, min_part_bytes: int | None = None,
+                    ) -> tuple[dict[str, Any], np.ndarray]:
+    """:func:`scan_batches` and :func:`check_crcs` of ``file[0:file_size]`` in one pass of ``pread``.
+
+    Returns ``(scan, ok)``, identical to ``scan_batches(data)`` and ``check_crcs(data, scan)`` of the
+    same bytes.  Large files are walked in ``threads`` parts (default: the CPUs): each part after
+    the first starts at a guessed batch start near its cut (a v2 header whose CRC verifies), and
+    the part before it must arrive exactly there, else the walk goes on sequentially from where
+    the chain really leads — the guesses only ever cost time.  ``progress(done, total)`` is called
+    from the calling thread.  Raises :class:`TruncatedRecordError` when the file holds fewer than
+    ``file_size`` bytes (it shrank meanwhile) and ``OSError`` when a read fails.
+    """
+    if not HAVE_FILE_SCAN:  # pragma: no cover - see _load_native
+        raise UnsupportedFormatError("the pread/ISA-L scan is not available on this platform")
+    if buffer_size < 64:
+        raise InvalidArgumentError(f"buffer_size must be ≥ 64, got {buffer_size}")
+    min_part = PARALLEL_MIN_BYTES if min_part_bytes is None else max(1, min_part_bytes)
+    parts = max(1, min(_threads() if threads is None else max(1, threads), file_size // min_part))
+    cuts = [0]
+    if parts > 1:
+        scratch, scratch2 = np.empty(buffer_size, np.uint8), np.empty(buffer_size, np.uint8)
+        for k in range(1, parts):
+            lo = max(cuts[-1] + 1, file_size * k // parts)
+            s = int(_find_batch_start(fd, file_size, lo, min(file_size, lo + SPLIT_SEARCH_BYTES), scratch, scratch2,
+                                      SPLIT_VERIFY_BYTES))
+            if s > cuts[-1]:
+                cuts.append(s)
+    done = [0] * len(cuts)
+    bounds = [*cuts[1:], _NO_LIMIT]
+
+    def reporter(k: int) -> Any:
+        if progress is None:
+            return None
+
+        def report(p: int) -> None:
+            done[k] = p - cuts[k]
+            if k == 0:
+                progress(min(file_size, sum(done)), file_size)
+        return report
+
+    results = run_parallel(_walk_part, [(fd, file_size, cuts[k], bounds[k], buffer_size, reporter(k))
+                                        for k in range(len(cuts))])
+    blocks: list[dict[str, np.ndarray]] = []
+    p, reason = 0, STOP_END
+    for k, (bl, p_k, reason_k) in enumerate(results):
+        blocks += bl
+        p, reason = p_k, reason_k
+        if reason != STOP_LIMIT:
+            break
+        if p != bounds[k]:  # the guess at cut k + 1 was not a batch start of this chain
+            bl, p, reason = _walk_part(fd, file_size, p, _NO_LIMIT, buffer_size, reporter(0))
+            blocks += bl
+            break
+    if reason == STOP_READ_ERROR:
+        data = os.pread(fd, 61, p)  # raises the OSError if there is one
+        raise TruncatedRecordError(
+            f"the file ended at {p + len(data)} while being read (it held {file_size} bytes when the scan began)",
+            offset=p)
+    if progress is not None:
+        progress(file_size, file_size)
+    out: dict[str, Any] = {}
+    for f in (*SCAN_FIELDS, "ok"):
+        out[f] = (np.concatenate([b[f] for b in blocks]) if len(blocks) > 1 else
+                  blocks[0][f].copy() if blocks else _file_columns(0)[f])
+    ok = out.pop("ok")
+    out.update(valid_end=int(p), stop_reason=int(reason), count=int(ok.shape[0]))
+    return out, ok
+
+
+def scan_check_file_py(fd: int, file_size: int) -> tuple[dict[str, Any], np.ndarray]:
+    """Pure-Python twin of :func:`scan_check_file`: the whole file read at once, then
+    :func:`scan_batches_py` and the single-threaded :func:`check_crcs`."""
+    data = os.pread(fd, file_size, 0) if file_size else b""
+    if len(data) < file_size:
+        raise TruncatedRecordError(f"the file holds {len(data)} of {file_size} bytes", offset=len(data))
+    scan = scan_batches_py(data)
+    return scan, check_crcs(data, scan, threads=1)

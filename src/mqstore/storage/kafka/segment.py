@@ -44,9 +44,9 @@ from mqstore.storage.kafka.index import OffsetIndex, TimeIndex
 from mqstore.storage.kafka.rebuild import (
     DEFAULT_INDEX_INTERVAL_BYTES,
     DEFAULT_MAX_INDEX_SIZE,
-    MappedLog,
+    analyze_log_file,
     atomic_write,
-    compute_indexes,
+    indexes_of,
     parse_base_offset,
     segment_file_name,
 )
@@ -420,20 +420,23 @@ class LogSegment:
         """Validate every batch, rebuild both indexes, cut the invalid tail; return bytes cut."""
         self._require_writable()
         interval = self.config.index_interval_bytes
-        with MappedLog(self.log_path) as ml:
-            while True:
-                try:
-                    analysis, oi, ti = compute_indexes(
-                        ml.mm, self.base_offset, index_interval_bytes=interval,
-                        max_index_size=self.config.max_index_size, path=str(self.log_path))
-                    break
-                except IndexFullError:
-                    # Appends after a reopen index less densely than the recovery rule, so a valid
-                    # segment can hold more entries than fit: index it more sparsely (still exact,
-                    # just more scanning) rather than refuse to open the log.
-                    if interval >= len(ml.mm):
-                        raise
-                    interval = min(max(2 * interval, 64), len(ml.mm))
+        size = os.fstat(self._fd).st_size
+        try:  # one pread pass: header walk and checksums together (no mapping, no page faults)
+            analysis = analyze_log_file(self._fd, size)
+        except CorruptDataError as exc:
+            raise type(exc)(exc.message, path=str(self.log_path), offset=exc.offset) from None
+        while True:
+            try:
+                oi, ti = indexes_of(analysis, self.base_offset, index_interval_bytes=interval,
+                                    max_index_size=self.config.max_index_size, path=str(self.log_path))
+                break
+            except IndexFullError:
+                # Appends after a reopen index less densely than the recovery rule, so a valid
+                # segment can hold more entries than fit: index it more sparsely (still exact,
+                # just more scanning) rather than refuse to open the log.
+                if interval >= size:
+                    raise
+                interval = min(max(2 * interval, 64), size)
         truncated = analysis.truncated_bytes
         if truncated:
             os.ftruncate(self._fd, analysis.valid_bytes)

@@ -1,0 +1,149 @@
+"""The one-pass pread scan + CRC of recovery (``scan_check_file``) against its pure-Python twin
+and the mapped-buffer kernels, on the same files: small buffers (batches and headers straddling
+every read), several parts with right and wrong split guesses, legacy messages, corruption."""
+
+from __future__ import annotations
+
+import os
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from kafka_support import CASES, batch, case_dir, load_manifest
+
+import mqstore.kernels.kafka as kk
+from mqstore.errors import TruncatedRecordError
+from mqstore.formats.kafka import encode_legacy_message
+from mqstore.storage.kafka.rebuild import analyze_log, analyze_log_file
+
+pytestmark = pytest.mark.skipif(not kk.HAVE_FILE_SCAN, reason="pread/ISA-L symbols not available")
+
+
+def _same(data: bytes, path: Path, **kw: object) -> tuple[dict, np.ndarray]:
+    path.write_bytes(data)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        got, ok = kk.scan_check_file(fd, len(data), **kw)  # type: ignore[arg-type]
+        twin, twin_ok = kk.scan_check_file_py(fd, len(data))
+    finally:
+        os.close(fd)
+    ref = kk.scan_batches(data)
+    for f in kk.SCAN_FIELDS:
+        assert got[f].dtype == twin[f].dtype, f
+        assert got[f].tolist() == twin[f].tolist() == ref[f].tolist(), f
+    for k in ("valid_end", "stop_reason", "count"):
+        assert got[k] == twin[k] == ref[k], k
+    assert ok.tolist() == twin_ok.tolist() == kk.check_crcs(data, ref, threads=1).tolist()
+    return got, ok
+
+
+def _log(rng: random.Random, n: int, legacy: bool) -> bytes:
+    out = bytearray()
+    off = 0
+    for _ in range(n):
+        if legacy and rng.random() < 0.3:
+            out += encode_legacy_message(off, b"x" * rng.randrange(0, 300), magic=rng.choice((0, 1)), timestamp=off)
+            off += 1
+        else:
+            c = rng.randrange(1, 6)
+            out += batch(off, count=c, value=b"y" * rng.randrange(0, 400))
+            off += c
+    return bytes(out)
+
+
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(0, 40), legacy=st.booleans(),
+       flips=st.lists(st.integers(0, 10**6), max_size=4), bufsize=st.sampled_from([64, 100, 257, 4096, 65536]),
+       threads=st.integers(1, 4), cut=st.integers(-40, 0))
+@settings(max_examples=150, deadline=None)
+def test_file_scan_equals_twin(seed: int, n: int, legacy: bool, flips: list[int], bufsize: int, threads: int,
+                               cut: int, tmp_path_factory: pytest.TempPathFactory) -> None:
+    rng = random.Random(seed)
+    data = bytearray(_log(rng, n, legacy))
+    for f in flips:
+        if data:
+            data[f % len(data)] ^= 1 << (f % 8)
+    if cut and data:
+        data = data[: max(0, len(data) + cut)]  # a torn tail
+    path = tmp_path_factory.mktemp("scan") / "00000000000000000000.log"
+    _same(bytes(data), path, threads=threads, buffer_size=bufsize, min_part_bytes=64)
+
+
+def test_parts_with_a_wrong_split_guess(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A record value holding a whole valid batch: a split guess landing on it passes every check
+    of the guess, the part before walks past it, and the walk goes on sequentially: same answer."""
+    inner = batch(7, count=2)
+    data = b"".join(batch(i, value=b"z" * 50) for i in range(20))
+    data += batch(20, value=b"\0" * 3 + inner + batch(9) + b"\0" * 40) + b"".join(batch(21 + i) for i in range(20))
+    p = tmp_path / "00000000000000000000.log"
+    p.write_bytes(data)
+    decoy = data.index(inner)
+    fd = os.open(p, os.O_RDONLY)
+    try:
+        guess = kk._find_batch_start(fd, len(data), decoy - 3, decoy + 64, np.empty(256, np.uint8),
+                                     np.empty(256, np.uint8), 1 << 20)
+    finally:
+        os.close(fd)
+    assert guess == decoy
+    got, ok = _same(data, p, threads=2, min_part_bytes=1)  # real guesses
+    assert got["count"] == 41 and ok.all()
+    calls: list[int] = []
+
+    def wrong_guess(*args: object) -> int:
+        calls.append(1)
+        return decoy
+
+    monkeypatch.setattr(kk, "_find_batch_start", wrong_guess)
+    for threads in (2, 3):
+        got, ok = _same(data, p, threads=threads, min_part_bytes=1)
+        assert got["count"] == 41 and ok.all()
+    assert calls
+
+
+def test_file_scan_on_broker_fixtures(tmp_path: Path) -> None:
+    for case in CASES:
+        for s in load_manifest(case)["segments"]:
+            data = (case_dir(case) / "segments" / f"{s['name']}.log").read_bytes()
+            for bufsize in (64, 1000, kk.FILE_SCAN_BUFFER):
+                _same(data, tmp_path / f"{s['name']}.log", threads=2, buffer_size=bufsize, min_part_bytes=128)
+
+
+def test_analysis_from_file_equals_mapped(tmp_path: Path) -> None:
+    rng = random.Random(5)
+    data = bytearray(_log(rng, 300, True))
+    data[len(data) // 2] ^= 0x20
+    p = tmp_path / "00000000000000000000.log"
+    p.write_bytes(data)
+    fd = os.open(p, os.O_RDONLY)
+    try:
+        seen: list[tuple[int, int]] = []
+        a = analyze_log_file(fd, len(data), progress=lambda d, t: seen.append((d, t)), threads=2)
+    finally:
+        os.close(fd)
+    b = analyze_log(bytes(data))
+    assert (a.n_valid, a.valid_bytes, a.stop, a.error) == (b.n_valid, b.valid_bytes, b.stop, b.error)
+    assert a.crc_ok.tolist() == b.crc_ok.tolist() and a.stop == "crc"
+    assert seen and seen[-1] == (len(data), len(data))
+
+
+def test_file_shorter_than_announced_is_a_typed_error(tmp_path: Path) -> None:
+    data = b"".join(batch(i, count=3) for i in range(30))
+    p = tmp_path / "00000000000000000000.log"
+    p.write_bytes(data)
+    fd = os.open(p, os.O_RDONLY)
+    try:
+        with pytest.raises(TruncatedRecordError, match="while being read"):
+            kk.scan_check_file(fd, len(data) + 500, buffer_size=64)
+        with pytest.raises(TruncatedRecordError):
+            kk.scan_check_file_py(fd, len(data) + 500)
+        with pytest.raises(Exception, match="buffer_size"):
+            kk.scan_check_file(fd, len(data), buffer_size=8)
+    finally:
+        os.close(fd)
+
+
+def test_empty_and_tiny_files(tmp_path: Path) -> None:
+    for data in (b"", b"\0" * 5, b"\0" * 17, batch(0)[:30], batch(0)):
+        _same(data, tmp_path / "00000000000000000000.log", threads=2, min_part_bytes=1)
