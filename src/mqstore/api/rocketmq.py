@@ -384,11 +384,17 @@ def _valid_query_topic(topic: str) -> str:
     return validate_topic(topic)
 
 
+_QUERY_TOPICS_OK: set[str] = set()  # topics that passed ``validate_topic`` (checked with one set lookup)
+
+
 def _check_query_topic(topic: object) -> None:
     """``validate_topic`` for the query paths, remembered for valid topics (a bad one raises
     every time: ``lru_cache`` keeps no exceptions)."""
     if type(topic) is str:
         _valid_query_topic(topic)
+        if len(_QUERY_TOPICS_OK) >= 4096:
+            _QUERY_TOPICS_OK.clear()
+        _QUERY_TOPICS_OK.add(topic)
     else:
         validate_topic(topic)
 
@@ -879,7 +885,8 @@ class MessageStore:
                              end: int = LONG_MAX) -> list[int]:
         """Exactly ``IndexService.queryOffset``: candidate offsets newest first, second-granularity
         time filter, capped at ``max_msgs_num_batch`` (64), hash collisions included."""
-        _check_query_topic(topic)
+        if type(topic) is not str or topic not in _QUERY_TOPICS_OK:
+            _check_query_topic(topic)
         if type(key) is not str:
             raise InvalidKeyError("key must be a string")
         engine = self._engine
@@ -898,7 +905,8 @@ class MessageStore:
 
     def iter_query_by_key(self, topic: str, key: str, begin: int | None = None, end: int | None = None,
                           max_num: int | None = None) -> Iterator[Message]:
-        validate_topic(topic)
+        if type(topic) is not str or topic not in _QUERY_TOPICS_OK:
+            _check_query_topic(topic)
         if not isinstance(key, str) or not key:
             raise InvalidKeyError("key must be a non-empty string")
         b = 0 if begin is None else int(begin)

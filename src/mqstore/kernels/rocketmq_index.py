@@ -15,7 +15,8 @@ import os
 import sys
 
 import numpy as np
-from numba import njit
+from numba import carray, njit, types
+from numba.extending import intrinsic
 
 from mqstore.errors import CorruptIndexError, InvalidArgumentError
 from mqstore.formats.rocketmq.indexfile import (
@@ -714,6 +715,8 @@ def _select_words(w: np.ndarray, hash_slot_num: int, index_num: int, header: np.
         scratch = _select_words_range(w, slots64, *args, np.int64(0), np.int64(n), *tail)
     splits = np.zeros(n + 1, np.int64)
     np.cumsum(counts, out=splits[1:])
+    if not sort_slots or n < 2:  # keys walked in key order: the scratch already is the CSR column
+        return scratch, splits
     out = np.empty(len(scratch), np.int64)
     _gather_csr(scratch, starts, counts, splits, out)
     return out, splits
@@ -751,3 +754,214 @@ def index_hash_keys(topic: str, keys: list[str]) -> np.ndarray:
         buf = np.zeros(1, np.uint8)
     _hash_prefixed_kernel(buf, starts, lengths, np.int64(hash_prefix_state(f"{topic}#")), out)
     return out
+
+
+# ----------------------------------------------------------------------------- batch walk, keys as text
+# The store-level batch query hands over the keys as one ``\0``-joined ASCII buffer: the key
+# boundaries are found in one compiled pass and each thread hashes its own range of keys (from the
+# state of ``topic#``) right before walking it, so hashing runs on the same threads as the walk.
+@njit(cache=True, nogil=True)
+def _key_bounds(kbuf, n, starts):  # fmt: skip
+    """``starts[i]`` = first byte of key ``i`` in the ``\\0``-joined ``kbuf``, ``starts[n]`` = one
+    past the end plus one; returns the number of keys found (``n`` unless a key holds ``\\0``)."""
+    k = 1
+    starts[0] = 0
+    for p in range(kbuf.shape[0]):
+        if kbuf[p] == 0:
+            if k < n:
+                starts[k] = p + 1
+            k += 1
+    starts[n] = kbuf.shape[0] + 1
+    return k
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _hash_bounded(kbuf, starts, prefix, a, b, out):  # fmt: skip
+    for i in range(a, b):
+        u = prefix
+        for p in range(starts[i], starts[i + 1] - 1):
+            u = (u * 31 + kbuf[p]) & 0xFFFFFFFF
+        h = u - 0x100000000 if u >= 0x80000000 else u
+        if h < 0:
+            h = -h
+        out[i] = 0 if h > 0x7FFFFFFF else h
+
+
+@njit(cache=True, nogil=True)
+def _hash_select_range(w, slots, index_num, begin_ts, ic, kbuf, kstarts, prefix, hashes, order, a, b, max_num, begin,
+                       end, starts, counts, states, lanes):  # fmt: skip
+    """Hash keys ``a..b`` into ``hashes``, then walk them (``order`` is the identity)."""
+    _hash_bounded(kbuf, kstarts, prefix, a, b, hashes)
+    return _select_words_range(w, slots, index_num, begin_ts, ic, hashes, order, a, b, max_num, begin, end, starts,
+                               counts, states, lanes)  # fmt: skip
+
+
+def join_keys_ascii(keys: list[str]) -> tuple[np.ndarray, np.ndarray] | None:
+    """``(kbuf, starts)`` of ASCII keys joined by ``\\0`` (see :func:`select_many_text`), or None
+    when a key is not ASCII or holds ``\\0`` (then hash with :func:`index_hash_keys`).  Raises
+    ``TypeError`` when a key is not a string."""
+    n = len(keys)
+    joined = "\0".join(keys)
+    if not joined.isascii():
+        return None
+    kbuf = np.frombuffer(joined.encode("ascii"), np.uint8) if joined else np.zeros(0, np.uint8)
+    starts = np.empty(n + 1, np.int64)
+    if n and _key_bounds(kbuf, np.int64(n), starts) != n:
+        return None
+    return kbuf, starts
+
+
+def select_many_text(
+    buf_u8: object,
+    hash_slot_num: int,
+    index_num: int,
+    header: np.ndarray,
+    prefix: int,
+    kbuf: np.ndarray,
+    kstarts: np.ndarray,
+    max_num: int,
+    begin: int,
+    end: int,
+    *,
+    threads: int | None = None,
+    lanes: int = _SELECT_LANES,
+    on_corrupt: str = "raise",
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`select_many` of keys given as text (:func:`join_keys_ascii`) whose Java hash is
+    continued from ``prefix`` (:func:`hash_prefix_state` of ``topic#``): each thread hashes its
+    keys, then walks them.  Returns ``(offsets, splits, hashes)``; the offsets are written in key
+    order directly (no gather pass).  Same answers as hashing with :func:`index_hash_keys` and
+    calling :func:`select_many` (its twin)."""
+    buf = as_u8(buf_u8)
+    _check_select(buf, hash_slot_num, index_num, header)
+    n = len(kstarts) - 1
+    hashes = np.empty(n, np.int32)
+    w = _word_view(buf)
+    if w is None or n < 1:  # big-endian host (or nothing to do): hash here, then the reference kernels
+        if n:
+            _hash_bounded_py(kbuf, kstarts, prefix, hashes)
+        offsets, splits = select_many(buf, hash_slot_num, index_num, header, hashes, max_num, begin, end,
+                                      on_corrupt=on_corrupt)  # fmt: skip
+        return offsets, splits, hashes
+    if lanes < 1:
+        raise InvalidArgumentError("lanes must be positive")
+    if threads is None:
+        threads = 2 if n >= _THREAD_MIN_KEYS and _CPUS >= 2 else 1
+    threads = max(1, min(int(threads), n))
+    states = np.zeros(n, np.int8)
+    order = np.arange(n, dtype=np.int64)
+    starts = np.empty(n, np.int64)
+    counts = np.empty(n, np.int64)
+    head = (w, np.int64(hash_slot_num), np.int64(index_num), np.int64(header[0]), np.int64(header[5]), kbuf, kstarts,
+            np.int64(prefix), hashes, order)  # fmt: skip
+    tail = (np.int64(max_num), np.int64(begin), np.int64(end), starts, counts, states, np.int64(lanes))
+    if threads > 1:
+        cuts = [n * t // threads for t in range(threads + 1)]
+        parts = run_parallel(_hash_select_range, [(*head, np.int64(cuts[t]), np.int64(cuts[t + 1]), *tail)
+                                                  for t in range(threads)])  # fmt: skip
+        offsets = np.concatenate(parts)
+    else:
+        offsets = _hash_select_range(*head, np.int64(0), np.int64(n), *tail)
+    splits = np.empty(n + 1, np.int64)
+    splits[0] = 0
+    np.cumsum(counts, out=splits[1:])
+    if on_corrupt == "raise" and states.any():
+        bad = int(np.flatnonzero(states)[0])
+        slot = int(hashes[bad]) % hash_slot_num
+        what = "has a cycle" if states[bad] == SELECT_CYCLE else "points past the end of the file"
+        raise CorruptIndexError(f"index chain from slot {slot} {what}")
+    return offsets, splits, hashes
+
+
+def _hash_bounded_py(kbuf: np.ndarray, kstarts: np.ndarray, prefix: int, out: np.ndarray) -> None:
+    raw = kbuf.tobytes()
+    st = kstarts.tolist()
+    for i in range(len(st) - 1):
+        u = prefix
+        for c in raw[st[i] : st[i + 1] - 1]:
+            u = (u * 31 + c) & 0xFFFFFFFF
+        h = u - 0x100000000 if u >= 0x80000000 else u
+        h = -h if h < 0 else h
+        out[i] = 0 if h > 0x7FFFFFFF else h
+
+
+# ----------------------------------------------------------------------------- single key, every file
+# One compiled call answers ``IndexService.queryOffset`` over all the IndexFiles: the files are
+# handed over as a small ``int64`` table of (address, words) of their cached ``uint32`` views,
+# newest first, and each file's header (beginTimestamp, endTimestamp, indexCount) is read from its
+# mapping, which every writer path updates in step with the in-memory header.  The caller keeps
+# the views alive for the duration of the call.
+@intrinsic
+def _u32_ptr(typingctx, addr):  # type: ignore[no-untyped-def]
+    """An ``int64`` address as a ``uint32*`` (for ``numba.carray``)."""
+    if not isinstance(addr, types.Integer):
+        return None
+    ptr_t = types.CPointer(types.uint32)
+
+    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+        return builder.inttoptr(args[0], context.get_value_type(ptr_t))
+
+    return ptr_t(addr), codegen
+
+
+SELECT_FILES_CYCLE = -16  # ``-16 - i``: the chain in file ``i`` of the table (newest first) loops
+
+
+@njit(cache=True, nogil=True)
+def select_files(files, seed, kb, max_num, begin, end, out):  # fmt: skip
+    """``IndexService.queryOffset(...).phyOffsets`` of one key over every file of ``files``
+    (rows ``[address, words, hash_slot_num, index_num]`` of the files' ``uint32`` views, newest
+    first).  ``seed < 0``: the key's hash is the Java hash state ``~seed`` (of ``topic#``)
+    continued over the ASCII bytes ``kb``; ``seed >= 0``: it is the hash.  Writes the offsets to
+    ``out`` and returns their number, ``SELECT_ONE_ROOM`` when ``out`` is too small, or
+    ``SELECT_FILES_CYCLE - i`` for a looping chain in file ``i``."""
+    if seed < 0:
+        u = ~seed
+        for i in range(len(kb)):
+            u = (u * 31 + kb[i]) & 0xFFFFFFFF
+        h = u - 0x100000000 if u >= 0x80000000 else u
+        if h < 0:
+            h = -h
+        if h > 0x7FFFFFFF:
+            h = 0
+    else:
+        h = seed
+    cap = out.shape[0]
+    n = 0
+    for f in range(files.shape[0]):
+        w = carray(_u32_ptr(files[f, 0]), (files[f, 1],))
+        slots = files[f, 2]
+        index_num = files[f, 3]
+        fb = _w_i64(w, 0)
+        fe = _w_i64(w, 2)
+        ic = _w_i32(w, 9)
+        if (begin < fb and end > fe) or (fb <= begin <= fe) or (fb <= end <= fe):
+            last_item = min(ic, index_num - 1)
+            sv = _w_i32(w, 10 + h % slots)
+            if n < max_num and not (sv <= 0 or sv > last_item or ic <= 1):
+                items_w = 10 + slots
+                cur = sv
+                steps = 0
+                while True:
+                    if n >= max_num:
+                        break
+                    iw = items_w + cur * 5
+                    diff = _w_i32(w, iw + 3)
+                    if diff < 0:
+                        break
+                    prev = _w_i32(w, iw + 4)
+                    time_read = fb + diff * 1000
+                    if _w_i32(w, iw) == h and begin <= time_read <= end:
+                        if n >= cap:
+                            return SELECT_ONE_ROOM
+                        out[n] = _w_i64(w, iw + 1)
+                        n += 1
+                    if prev <= 0 or prev > last_item or prev == cur or time_read < begin:
+                        break
+                    cur = prev
+                    steps += 1
+                    if steps > ic:
+                        return SELECT_FILES_CYCLE - f
+        if fb < begin or n >= max_num:
+            break
+    return n

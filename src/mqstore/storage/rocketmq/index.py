@@ -26,7 +26,13 @@ from mqstore.errors import CorruptIndexError, GeometryMismatchError, ReadOnlySto
 from mqstore.formats.rocketmq.indexfile import IndexFileBuffer, index_file_size
 from mqstore.formats.rocketmq.javahash import index_key_hash
 from mqstore.formats.rocketmq.msgid import index_file_name, index_file_name_to_ms
-from mqstore.kernels.rocketmq_index import SELECT_ONE_CYCLE, SELECT_ONE_ROOM, select_one
+from mqstore.kernels.rocketmq_index import (
+    SELECT_FILES_CYCLE,
+    SELECT_ONE_CYCLE,
+    SELECT_ONE_ROOM,
+    select_files,
+    select_one,
+)
 from mqstore.kernels.rocketmq_scan import DispatchBatch
 from mqstore.storage.mapped import size_file
 
@@ -129,7 +135,10 @@ class IndexService:
         self.resume_skip = 0
         self.on_file_full = None  # callback(end_timestamp) after a full file is flushed
         self._prefixes: dict[str, int] = {}  # Java hash state of "topic#" per queried topic
-        self._out_pool: list[np.ndarray] = []
+        self._seeds: dict[str, int] = {}  # its complement, the seed of select_files
+        self._out_pool: list[tuple[np.ndarray, memoryview]] = []
+        # (files, table, views) of select_files; dropped before any file is closed
+        self._plan: tuple[list[IndexFile], np.ndarray, list[np.ndarray]] | None = None
 
     # ------------------------------------------------------------------ load (spec §4.5)
     def load(self, last_exit_ok: bool, index_msg_timestamp: int, commit_log_end: int | None = None) -> int | None:
@@ -164,6 +173,7 @@ class IndexService:
                 # completed, see _compute_resume), or from the start when no file is kept.
                 rebuild_from = self.files[-1].header.end_phy_offset if self.files else 0
                 if not self.read_only:
+                    self._plan = None
                     for v in victims:
                         v.destroy()
         self._compute_resume()
@@ -273,9 +283,65 @@ class IndexService:
         return QueryOffsetResult(out, last_ts, last_phy)
 
     def select_offsets(self, topic: str, key: str, max_num: int, begin: int, end: int) -> list[int]:
-        """``query_offset(...).phy_offsets`` (``max_num`` already capped) with one compiled walk
-        per IndexFile (:func:`~mqstore.kernels.rocketmq_index.select_one`) on cached mappings;
-        same files, same order, same corrupt-chain error.  :meth:`query_offset` is its twin."""
+        """``query_offset(...).phy_offsets`` (``max_num`` already capped) in one compiled call over
+        every IndexFile (:func:`~mqstore.kernels.rocketmq_index.select_files`) on a cached table of
+        the files' mappings; same files, same order, same corrupt-chain error.  :meth:`query_offset`
+        is its twin.  Each file's header is read from its mapping (which the writer updates in step
+        with the in-memory header; a read-only reader sees what the writer indexed since it opened
+        the files)."""
+        plan = self._plan
+        if plan is None or plan[0] != self.files:
+            plan = self._make_plan()
+            if plan is None:  # big-endian host: the per-file walk
+                return self._select_offsets_loop(topic, key, max_num, begin, end)
+        seed = self._seeds.get(topic)
+        if seed is None:
+            seed = ~self._prefix_state(topic)
+            self._seeds[topic] = seed
+        if key.isascii():
+            kb = key.encode("ascii")
+        else:
+            kb, seed = b"", index_key_hash(f"{topic}#{key}")
+        pool = self._out_pool  # 64-slot result buffers with their memoryviews (list pop/append are atomic)
+        out, mv = pool.pop() if pool else _out_buffer(64)
+        try:
+            n = select_files(plan[1], seed, kb, max_num, begin, end, out)
+            if n == 1:
+                return [mv[0]]
+            if n > 1:
+                return mv[:n].tolist()
+            if n == 0:
+                return []
+            size = 64
+            while n == SELECT_ONE_ROOM:
+                size *= 16
+                big = np.empty(size, np.int64)
+                n = select_files(plan[1], seed, kb, max_num, begin, end, big)
+            if n >= 0:
+                return big[:n].tolist()
+            f = plan[0][len(plan[0]) - 1 - (SELECT_FILES_CYCLE - n)]
+            raise CorruptIndexError(f"index chain of {topic}#{key} in {f.name} has a cycle", path=str(f.path))
+        finally:
+            if len(pool) < 8:
+                pool.append((out, mv))
+
+    def _make_plan(self) -> tuple[list[IndexFile], np.ndarray, list[np.ndarray]] | None:
+        """The table :func:`select_files` walks: the files' ``uint32`` views, newest first (the
+        views are held here so that the addresses stay valid while the plan is in use)."""
+        files = list(self.files)
+        views = [f.query_words() for f in reversed(files)]
+        if any(v is None for v in views):
+            return None
+        table = np.empty((len(views), 4), np.int64)
+        for i, v in enumerate(views):
+            table[i] = (v.ctypes.data, len(v), self.hash_slot_num, self.index_num)  # type: ignore[union-attr]
+        plan = (files, table, views)
+        self._plan = plan  # type: ignore[assignment]
+        return plan  # type: ignore[return-value]
+
+    def _select_offsets_loop(self, topic: str, key: str, max_num: int, begin: int, end: int) -> list[int]:
+        """:meth:`select_offsets` with one compiled walk per IndexFile
+        (:func:`~mqstore.kernels.rocketmq_index.select_one`, in-memory headers)."""
         prefix = self._prefixes.get(topic)
         if prefix is None:
             prefix = self._prefix_state(topic)
@@ -299,24 +365,19 @@ class IndexService:
                     f.buffer.select_by_hash(found, kh if kh >= 0 else index_key_hash(f"{topic}#{key}"), max_num, begin, end)
                 else:
                     room = max_num - len(found)
-                    pool = self._out_pool  # 64-slot result buffers, reused (list pop/append are atomic)
-                    out = pool.pop() if pool else np.empty(64, np.int64)
-                    try:
-                        n = select_one(w, self.hash_slot_num, self.index_num, fb, h.index_count, prefix, kb, kh, room,
-                                       begin, end, out)  # fmt: skip
-                        big = out
-                        while n == SELECT_ONE_ROOM:
-                            big = np.empty(len(big) * 16, np.int64)
-                            n = select_one(w, self.hash_slot_num, self.index_num, fb, h.index_count, prefix, kb, kh,
-                                           room, begin, end, big)  # fmt: skip
-                        if n == SELECT_ONE_CYCLE:
-                            raise CorruptIndexError(f"index chain of {topic}#{key} in {f.name} has a cycle",
-                                                    path=str(f.path))  # fmt: skip
-                        if n:
-                            found += big[:n].tolist()
-                    finally:
-                        if len(pool) < 8:
-                            pool.append(out)
+                    out = np.empty(64, np.int64)
+                    n = select_one(w, self.hash_slot_num, self.index_num, fb, h.index_count, prefix, kb, kh, room,
+                                   begin, end, out)  # fmt: skip
+                    big = out
+                    while n == SELECT_ONE_ROOM:
+                        big = np.empty(len(big) * 16, np.int64)
+                        n = select_one(w, self.hash_slot_num, self.index_num, fb, h.index_count, prefix, kb, kh,
+                                       room, begin, end, big)  # fmt: skip
+                    if n == SELECT_ONE_CYCLE:
+                        raise CorruptIndexError(f"index chain of {topic}#{key} in {f.name} has a cycle",
+                                                path=str(f.path))  # fmt: skip
+                    if n:
+                        found += big[:n].tolist()
             if fb < begin or len(found) >= max_num:
                 break
         return found
@@ -326,6 +387,7 @@ class IndexService:
 
         if len(self._prefixes) >= 4096:
             self._prefixes.clear()
+            self._seeds.clear()
         p = self._prefixes[topic] = hash_prefix_state(f"{topic}#")
         return p
 
@@ -335,8 +397,9 @@ class IndexService:
         prefix = self._prefixes.get(topic)
         if prefix is None:
             prefix = self._prefix_state(topic)
-        key_hash = index_key_hash(f"{topic}#{key}")
+        # ASCII keys are hashed by the kernel from the state of "topic#" (no Python hash loop)
         kb = key.encode("ascii") if key.isascii() else None
+        key_hash = -1 if kb is not None else index_key_hash(f"{topic}#{key}")
         # The index rounds times down to whole seconds after the file's begin: widen by 1 s.
         wbegin = max(0, begin - 1000)
         for f in reversed(self.files):
@@ -350,13 +413,13 @@ class IndexService:
             out: list[int] = []
             w = f.query_words()
             if w is None:
-                f.buffer.select_by_hash(out, key_hash, LONG_MAX, wbegin, end)
+                f.buffer.select_by_hash(out, key_hash if key_hash >= 0 else index_key_hash(f"{topic}#{key}"), LONG_MAX,
+                                        wbegin, end)  # fmt: skip
             else:  # the compiled walk (same rules); the hash is passed in when the key is not ASCII
                 buf = np.empty(64, np.int64)
                 while True:
                     n = select_one(w, self.hash_slot_num, self.index_num, h.begin_timestamp, h.index_count, prefix,
-                                   kb if kb is not None else b"", -1 if kb is not None else key_hash, LONG_MAX,
-                                   wbegin, end, buf)  # fmt: skip
+                                   kb if kb is not None else b"", key_hash, LONG_MAX, wbegin, end, buf)  # fmt: skip
                     if n != SELECT_ONE_ROOM:
                         break
                     buf = np.empty(len(buf) * 16, np.int64)
@@ -375,10 +438,18 @@ class IndexService:
         window is widened by 1 s as :meth:`candidates` does (callers re-check exactly); without it
         and with ``max_num`` (total per key, capped per file as the broker does) each key gets what
         :meth:`query_offset` returns for it."""
-        from mqstore.kernels.rocketmq_index import header_array, index_hash_keys, select_many
+        from mqstore.kernels.rocketmq_index import (
+            header_array,
+            index_hash_keys,
+            join_keys_ascii,
+            select_many,
+            select_many_text,
+        )
 
         n = len(keys)
-        hashes = index_hash_keys(topic, keys)
+        # ASCII keys: hashed by the walk's own threads, from the cached state of "topic#"
+        text = join_keys_ascii(keys)
+        hashes = index_hash_keys(topic, keys) if text is None else None
         got = np.zeros(n, np.int64)
         offs_parts: list[np.ndarray] = []
         key_parts: list[tuple[np.ndarray | None, np.ndarray]] = []
@@ -398,14 +469,23 @@ class IndexService:
                     break
                 continue
             if not offs_parts:  # the first file walked: every key is still to do (no selection pass)
-                todo, kh = None, hashes
+                todo = None
+                if hashes is None:
+                    prefix = self._prefixes.get(topic)
+                    if prefix is None:
+                        prefix = self._prefix_state(topic)
+                    offs, splits, hashes = select_many_text(f.mm, self.hash_slot_num, self.index_num, header_array(h),
+                                                            prefix, text[0], text[1], limit, wbegin, end)  # type: ignore[index]  # fmt: skip
+                else:
+                    offs, splits = select_many(f.mm, self.hash_slot_num, self.index_num, header_array(h), hashes,
+                                               limit, wbegin, end)  # fmt: skip
+                first_splits = splits
             else:
                 todo = np.flatnonzero(got < limit)
                 if not len(todo):
                     break
-                kh = hashes[todo]
-            offs, splits = select_many(f.mm, self.hash_slot_num, self.index_num, header_array(h), kh, limit, wbegin,
-                                       end)  # fmt: skip
+                offs, splits = select_many(f.mm, self.hash_slot_num, self.index_num, header_array(h), hashes[todo],
+                                           limit, wbegin, end)  # type: ignore[index]  # fmt: skip
             counts = np.diff(splits)
             if todo is None:
                 got += counts  # the kernel already capped each key at ``limit``
@@ -421,12 +501,12 @@ class IndexService:
             key_parts.append((todo, counts))
             if h.begin_timestamp < wbegin:
                 break
+        if len(offs_parts) == 1:
+            return offs_parts[0], first_splits
         out_splits = np.zeros(n + 1, np.int64)
         np.cumsum(got, out=out_splits[1:])
         if not offs_parts:
             return np.empty(0, np.int64), out_splits
-        if len(offs_parts) == 1:
-            return offs_parts[0], out_splits
         rows = [np.repeat(np.arange(n) if t is None else t, c) for t, c in key_parts]
         order = np.argsort(np.concatenate(rows), kind="stable")  # per key, newest file first
         return np.concatenate(offs_parts)[order], out_splits
@@ -447,6 +527,7 @@ class IndexService:
                 victims.append(f)
             else:
                 break
+        self._plan = None  # the query table holds views of the mappings: drop it first
         for v in victims:
             v.destroy()
         self.files = self.files[len(victims) :]
@@ -457,6 +538,7 @@ class IndexService:
             f.flush()
 
     def close(self) -> None:
+        self._plan = None  # the query table holds views of the mappings: drop it first
         for f in self.files:
             f.close()
         self.files = []
@@ -471,6 +553,11 @@ class IndexService:
             if h.hash_slot_count > min(self.hash_slot_num, max(h.index_count - 1, 0)):
                 problems.append(f"{f.name}: hashSlotCount {h.hash_slot_count} exceeds the keys stored")
         return problems
+
+
+def _out_buffer(size: int) -> tuple[np.ndarray, memoryview]:
+    out = np.empty(size, np.int64)
+    return out, memoryview(out)
 
 
 def next_index_file_name(prev_name: str | None, first_timestamp: int) -> str:

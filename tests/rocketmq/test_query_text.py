@@ -1,0 +1,137 @@
+"""The store-level batch query with keys handed over as text (hashed on the walk's threads)
+against its twins: ``index_hash_keys`` + ``select_many_py`` (the reference walk), and the
+scalar hash of ``topic#key``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mqstore import MessageStore, StoreConfig
+from mqstore.errors import CorruptIndexError
+from mqstore.formats.rocketmq.indexfile import IndexFileBuffer, index_file_size
+from mqstore.formats.rocketmq.javahash import index_key_hash
+from mqstore.kernels.rocketmq_index import (
+    _hash_bounded_py,
+    hash_prefix_state,
+    header_array,
+    index_hash_keys,
+    join_keys_ascii,
+    select_many_py,
+    select_many_text,
+)
+
+LONG_MAX = 2**63 - 1
+ASCII_KEY = st.text(st.characters(min_codepoint=1, max_codepoint=127), max_size=12)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.sampled_from(["T", "TopicTest", "%RETRY%g"]), st.lists(st.text(max_size=8), max_size=30))
+def test_join_keys_ascii_hashes_match_scalar_hash(topic: str, keys: list[str]) -> None:
+    text = join_keys_ascii(keys)
+    if text is None:  # only for keys the fast path cannot split: non-ASCII or holding "\0"
+        assert any(not k.isascii() or "\0" in k for k in keys)
+        return
+    kbuf, starts = text
+    assert len(starts) == len(keys) + 1
+    out = np.empty(len(keys), np.int32)
+    _hash_bounded_py(kbuf, starts, hash_prefix_state(f"{topic}#"), out)
+    assert out.tolist() == [index_key_hash(f"{topic}#{k}") for k in keys]
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.integers(1, 9), st.integers(2, 40), st.data())
+def test_select_many_text_matches_reference(slots: int, items: int, data: st.DataObject) -> None:
+    size = index_file_size(slots, items)
+    if data.draw(st.booleans()):  # garbage: corrupt chains are reported as the reference does
+        buf = np.frombuffer(bytearray(data.draw(st.binary(min_size=size, max_size=size))), np.uint8)
+        header = np.array([data.draw(st.integers(0, 10**13)), 0, 0, 0, 0, data.draw(st.integers(1, items))], np.int64)
+    else:
+        buf = np.zeros(size, np.uint8)
+        f = IndexFileBuffer(memoryview(buf), slots, items, load=False)
+        for i, k in enumerate(data.draw(st.lists(st.sampled_from(["a", "b", "c", "k1", "", "zz"]), max_size=items))):
+            f.put_key(f"T#{k}", 100 + i, 1_700_000_000_000 + 700 * i)
+        header = header_array(f.header)
+    keys = data.draw(st.lists(st.one_of(st.sampled_from(["a", "b", "c", "k1", "", "zz"]), ASCII_KEY), max_size=60))
+    text = join_keys_ascii(keys)
+    if text is None:
+        assert any("\0" in k for k in keys)
+        return
+    max_num = data.draw(st.integers(0, 6))
+    begin, end = data.draw(st.sampled_from([(0, LONG_MAX), (1_700_000_002_000, 1_700_000_009_000)]))
+    hashes = index_hash_keys("T", keys)
+    try:
+        exp = select_many_py(buf, slots, items, header, hashes, max_num, begin, end)
+    except CorruptIndexError:
+        exp = None
+    prefix = hash_prefix_state("T#")
+    for threads in (1, 2, 3):
+        for lanes in (1, 32):
+            stop = select_many_text(buf, slots, items, header, prefix, *text, max_num, begin, end, threads=threads,
+                                    lanes=lanes, on_corrupt="stop")  # fmt: skip
+            assert stop[2].tolist() == hashes.tolist()
+            if exp is None:
+                try:
+                    select_many_text(buf, slots, items, header, prefix, *text, max_num, begin, end, threads=threads)
+                except CorruptIndexError:
+                    continue
+                raise AssertionError("a corrupt chain was not reported")
+            got = select_many_text(buf, slots, items, header, prefix, *text, max_num, begin, end, threads=threads,
+                                   lanes=lanes)  # fmt: skip
+            assert np.array_equal(got[0], exp[0]) and np.array_equal(got[1], exp[1])
+            assert np.array_equal(stop[0], exp[0]) and np.array_equal(stop[1], exp[1])
+
+
+def test_query_offsets_columns_text_and_fallback_paths_agree(tmp_path: Path) -> None:
+    cfg = StoreConfig(commit_log_file_size=1 << 16, hash_slot_num=13, index_num=60, background_services=False)
+    with MessageStore.open(tmp_path / "s", cfg) as s:
+        for i in range(300):
+            s.put("TopicA", b"x" * (i % 40), keys=[f"k{i % 31}", f"u{i}", "键" if i % 7 == 0 else "z"],
+                  born_timestamp=1_700_000_000_000 + i * 400)  # fmt: skip
+        s.dispatch()
+        assert len(s.engine.index.files) > 5
+        ascii_keys = [f"k{i}" for i in range(31)] + ["u5", "u299", "absent", "z", ""]
+        for max_num in (1, 3, 64):
+            base = s.query_offsets_columns("TopicA", ascii_keys, max_num)  # the text path
+            mixed = s.query_offsets_columns("TopicA", [*ascii_keys, "键"], max_num)  # non-ASCII: the hash path
+            nul = s.query_offsets_columns("TopicA", [*ascii_keys, "a\0b"], max_num)  # "\0" in a key: the hash path
+            assert base.to_lists() == mixed.to_lists()[:-1] == nul.to_lists()[:-1]
+            assert mixed[len(ascii_keys)] == s.query_offsets_broker("TopicA", "键", max_num)
+            assert nul[len(ascii_keys)] == []
+            for i, k in enumerate(ascii_keys):
+                assert base[i] == s.query_offsets_broker("TopicA", k, max_num)
+
+
+def test_select_offsets_one_call_over_files_matches_twins_while_files_roll(tmp_path: Path) -> None:
+    """``select_offsets`` (one compiled call over every file) against the per-file loop and the
+    reference ``query_offset``, queried between puts so that the cached file table is rebuilt as
+    files roll, then after old files are deleted."""
+    cfg = StoreConfig(commit_log_file_size=1 << 15, hash_slot_num=7, index_num=40, background_services=False)
+    with MessageStore.open(tmp_path / "s", cfg) as s:
+        idx = s.engine.index
+        keys = ["k0", "k3", "k7", "u5", "u250", "absent", "", "clé-ü", "键", "𝄞"]
+        for round_ in range(5):
+            for i in range(round_ * 60, round_ * 60 + 60):
+                s.put("TopicA", b"x" * (i % 30), keys=[f"k{i % 11}", f"u{i}", "键" if i % 5 == 0 else "𝄞"],
+                      born_timestamp=1_700_000_000_000 + i * 300)  # fmt: skip
+            s.dispatch()
+            ts = [f.header.begin_timestamp for f in idx.files]
+            windows = [(0, LONG_MAX), (ts[len(ts) // 3], ts[len(ts) // 2]), (ts[-1] + 10**6, LONG_MAX)]
+            for key in keys:
+                for begin, end in windows:
+                    for max_num in (0, 1, 2, 64, 10**6):
+                        exp = idx.query_offset("TopicA", key, max_num, begin, end, cap=None).phy_offsets
+                        assert idx.select_offsets("TopicA", key, max_num, begin, end) == exp
+                        assert idx._select_offsets_loop("TopicA", key, max_num, begin, end) == exp
+        assert len(idx.files) > 10
+        gone = idx.files[:3]
+        idx.delete_expired(idx.files[3].header.end_phy_offset)
+        assert all(f.mm.closed for f in gone)  # the file table did not keep their mappings open
+        for key in keys:
+            assert idx.select_offsets("TopicA", key, 64, 0, LONG_MAX) == idx.query_offset("TopicA", key, 64, 0,
+                                                                                            LONG_MAX).phy_offsets  # fmt: skip
+        files = list(idx.files)
+    assert files and all(f.mm.closed for f in files)
