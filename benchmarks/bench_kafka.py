@@ -118,6 +118,38 @@ def full_index_lookups(d: Path, lookups: int) -> dict[str, float]:
     return out
 
 
+def recovery_scan_vs_mapped(seg_path: Path, size: int, rows: list[tuple[str, str, str, str]]) -> dict[str, float]:
+    """The analysis pass of recovery (walk + CRC of every batch), the one-pass ``pread`` path against
+    the mapped path (header scan of a fresh mapping, then the CRC check), alternating, best of 5."""
+    from mqstore.storage.kafka.rebuild import MappedLog, analyze_log, analyze_log_file
+
+    def mapped() -> None:
+        with MappedLog(seg_path) as ml:
+            analyze_log(ml.mm)
+
+    def pread(threads: int | None = None) -> None:
+        fd = os.open(seg_path, os.O_RDONLY)
+        try:
+            analyze_log_file(fd, size, threads=threads)
+        finally:
+            os.close(fd)
+
+    runs = {"mapped": mapped, "pread": pread, "pread1": lambda: pread(1)}
+    best = {k: (9e9, 9e9) for k in runs}
+    for _ in range(5):
+        for k, fn in runs.items():
+            c0 = time.process_time()
+            _, dt = timed(fn)
+            best[k] = (min(best[k][0], dt), min(best[k][1], time.process_time() - c0))
+    (wm, cm), (wp, cp), (w1, c1) = best["mapped"], best["pread"], best["pread1"]
+    rows.append(("recovery scan+CRC, one pread pass", f"{size / wp / MB:,.0f} MB/s",
+                 f"{cp:.2f} CPU-s; 1 thread {size / w1 / MB:,.0f} MB/s, {c1:.2f} CPU-s",
+                 f"{wm / wp:.2f}× mapped scan then CRC ({size / wm / MB:,.0f} MB/s, {cm:.2f} CPU-s)"))
+    return {"recovery_scan_mb_s": size / wp / MB, "recovery_scan_cpu_s": cp, "recovery_scan_1t_mb_s": size / w1 / MB,
+            "recovery_scan_1t_cpu_s": c1, "recovery_scan_mapped_mb_s": size / wm / MB,
+            "recovery_scan_mapped_cpu_s": cm}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--size-mb", type=int, default=1024, help="segment size to generate (MB)")
@@ -174,6 +206,8 @@ def main() -> None:
     out = data_dir / "rebuilt"
     out.mkdir()
     res, dt = timed(rebuild_indexes, seg_path, out)
+    figures["rebuild_first_mb_s"] = size / dt / MB
+    dt = min(dt, *(timed(rebuild_indexes, seg_path, out)[1] for _ in range(2)))  # best of 3, as the other rows
     rb = size / dt / MB
     figures["rebuild_mb_s"] = rb
     rows.append(("rebuild-index (scan+CRC+index)", f"{rb:,.0f} MB/s", f"{res.batches:,} batches",
@@ -201,13 +235,21 @@ def main() -> None:
 
     # ---------------------------------------------------------------- recovery
     seg = LogSegment.open(seg_path, cfg, read_only=False)
-    cut, dt = timed(seg.recover)
+    best = (9e9, 0.0)
+    for _ in range(3):  # recovering a valid segment rewrites the same index bytes: repeatable
+        c0 = time.process_time()
+        cut, dt = timed(seg.recover)
+        assert cut == 0
+        best = min(best, (dt, time.process_time() - c0))
     seg.close()
-    assert cut == 0
+    dt, cpu = best
     rec = size / dt / MB
     figures["recovery_mb_s"] = rec
     figures["recovery_batches_s"] = n_batches / dt
-    rows.append(("recovery (LogSegment.recover)", f"{rec:,.0f} MB/s", f"{dt:.2f} s", f"{rec / cat:.2f}× cat"))
+    figures["recovery_cpu_s"] = cpu
+    rows.append(("recovery (LogSegment.recover)", f"{rec:,.0f} MB/s", f"{dt:.2f} s ({cpu:.2f} CPU-s)",
+                 f"{rec / cat:.2f}× cat"))
+    figures.update(recovery_scan_vs_mapped(seg_path, size, rows))
     (part / ".kafka_cleanshutdown").unlink()
     (part / "recovery-point-offset-checkpoint").write_text("0\n1\nbench 0 0\n")
     log, dt = timed(PartitionLog.open, part, cfg)
