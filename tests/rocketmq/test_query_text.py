@@ -135,3 +135,56 @@ def test_select_offsets_one_call_over_files_matches_twins_while_files_roll(tmp_p
                                                                                             LONG_MAX).phy_offsets  # fmt: skip
         files = list(idx.files)
     assert files and all(f.mm.closed for f in files)
+
+
+def _exact_store(tmp_path: Path) -> MessageStore:
+    cfg = StoreConfig(commit_log_file_size=1 << 14, hash_slot_num=5, index_num=50, background_services=False)
+    s = MessageStore.open(tmp_path / "s", cfg)
+    # "Aa" and "BB" have the same Java hash, so "T#Aa" and "T#BB" share every index entry
+    for i in range(240):
+        keys = [["Aa"], ["BB"], ["Aa", "x"], [f"k{i % 9}"], ["AaBB", "BBAa"]][i % 5]
+        s.put("TopicA" if i % 4 else "TopicB", bytes([i % 256]) * (i % 90), queue_id=i % 3, keys=keys,
+              born_timestamp=1_700_000_000_000 + i * 350)  # fmt: skip
+    s.dispatch()
+    return s
+
+
+def test_exact_query_compiled_check_matches_record_by_record(tmp_path: Path) -> None:
+    with _exact_store(tmp_path) as s:
+        eng = s.engine
+        assert len(eng.commit_log.queue.files) >= 3 and len(eng.index.files) > 3
+        ts = [f.header.begin_timestamp for f in eng.index.files]
+        uniq = s.get_by_offset(eng.commit_log.min_offset).uniq_key
+        for topic in ("TopicA", "TopicB"):
+            for key in ["Aa", "BB", "x", "k3", "AaBB", "BBAa", "absent", uniq]:
+                for b, e in ((0, LONG_MAX), (ts[1] + 123, ts[3] + 777), (ts[2], ts[2])):
+                    offs = list(dict.fromkeys(eng.index.candidates(topic, key, b, e)))
+                    got = s.query_by_key(topic, key, b, e)
+                    exp = s._exact_matches_records(offs, topic, key, b, e)
+                    exp.sort(key=lambda m: (m.store_timestamp, m.commit_log_offset), reverse=True)
+                    assert got == exp
+                    if key in ("Aa", "BB") and b == 0:
+                        assert got and len(offs) > len(got)  # the collisions were candidates, filtered out
+                    for m in got:
+                        assert m == s.get_by_offset(m.commit_log_offset)
+
+
+def test_exact_query_verifies_the_body_crc_of_returned_messages(tmp_path: Path) -> None:
+    from mqstore.errors import CorruptDataError
+
+    with _exact_store(tmp_path) as s:
+        aa = s.query_by_key("TopicA", "Aa")
+        bb = s.query_by_key("TopicA", "BB")
+        victim = next(m for m in bb if len(m.body) > 4)
+        mf = s.engine.commit_log.segment_for(victim.commit_log_offset)
+        pos = victim.commit_log_offset - mf.file_from_offset
+        body_at = mf.mm.find(victim.body, pos)
+        mf.mm[body_at] ^= 0xFF  # a bad body CRC in a "BB" record
+        # a candidate that is not returned (a hash collision) is not decoded, so it does not fail the query
+        assert s.query_by_key("TopicA", "Aa") == aa
+        import pytest
+
+        with pytest.raises(CorruptDataError):
+            s.query_by_key("TopicA", "BB")
+        mf.mm[body_at] ^= 0xFF
+        assert s.query_by_key("TopicA", "BB") == bb

@@ -35,11 +35,12 @@ from mqstore.formats.rocketmq.properties import (
     encode_properties,
     java_hashmap_order,
     join_keys,
+    parse_properties,
     split_keys,
 )
-from mqstore.formats.rocketmq.record import MAGIC_V1, Host, MessageRecord, choose_magic
+from mqstore.formats.rocketmq.record import MAGIC_V1, Host, MessageRecord, body_crc, choose_magic
 from mqstore.kernels.rocketmq_put import RecordColumns, build_common_props
-from mqstore.kernels.rocketmq_scan import crc32_spans
+from mqstore.kernels.rocketmq_scan import _decode_kernel, crc32_spans
 from mqstore.storage.rocketmq.config import FLUSH_ASYNC, FLUSH_SYNC, StoreConfig, validate_topic
 from mqstore.storage.rocketmq.consumequeue import BOUNDARY_LOWER, BOUNDARY_UPPER
 from mqstore.storage.rocketmq.store import RecoveryReport, RocketMQStore
@@ -397,6 +398,75 @@ def _check_query_topic(topic: object) -> None:
         _QUERY_TOPICS_OK.add(topic)
     else:
         validate_topic(topic)
+
+
+_HOST_TEXT: dict[bytes, str] = {}  # raw host bytes -> ``str(Host)`` (a store has a handful of hosts)
+
+
+def _host_text(raw: bytes) -> str:
+    text = _HOST_TEXT.get(raw)
+    if text is None:
+        if len(_HOST_TEXT) >= 4096:
+            _HOST_TEXT.clear()
+        text = _HOST_TEXT[raw] = str(Host.from_bytes(raw))
+    return text
+
+
+def _exact_matches(cl: Any, offs: list[int], topic: str, key: str, b: int, e: int) -> list[Message] | None:
+    """The messages of ``topic`` at the candidate offsets whose KEYS contain ``key`` (or whose
+    unique key is ``key``) with a store time in [b, e].  The records' fields are located by one
+    compiled pass (``_decode_kernel``, the structural checks of ``check_record``); only the topic
+    bytes, store time and properties are looked at before a record matches, and a ``Message`` (with
+    its body CRC verified) is built for matches only.  Returns None when a candidate is not a clean
+    record (bad structure, wrong physical offset, body CRC mismatch of a match): the caller then
+    reads record by record, which raises the typed error."""
+    found: list[Message] = []
+    if not offs:
+        return found
+    max_off = cl.max_offset
+    groups: dict[int, tuple[Any, list[int]]] = {}
+    for off in offs:
+        if off >= max_off:
+            continue
+        try:
+            mf = cl.segment_for(off)
+        except OffsetOutOfRangeError:
+            continue
+        g = groups.get(id(mf))
+        if g is None:
+            g = groups[id(mf)] = (mf, [])
+        g[1].append(off)
+    tb = topic.encode("utf-8")
+    for mf, group in groups.values():
+        mm, base = mf.mm, mf.file_from_offset
+        u8 = np.frombuffer(mm, np.uint8)[: mf.wrote_position]
+        cols = np.empty((len(group), 22), np.int64)
+        if _decode_kernel(u8, np.array([off - base for off in group], np.int64), cols) >= 0:
+            return None
+        for off, row in zip(group, cols.tolist(), strict=True):
+            (size, _magic, crc, queue_id, flag, queue_offset, phys, sys_flag, born_ts, born_pos, born_w, store_ts,
+             store_pos, store_w, reconsume, prepared, body_start, body_len, topic_start, topic_len, props_start,
+             props_len) = row  # fmt: skip
+            if phys != off:
+                return None
+            if mm[topic_start : topic_start + topic_len] != tb or not b <= store_ts <= e:
+                continue
+            props = parse_properties(mm[props_start : props_start + props_len].decode("utf-8", "replace"))
+            if key not in split_keys(props.get(PROPERTY_KEYS)) and props.get(PROPERTY_UNIQ_KEY) != key:
+                continue
+            body = mm[body_start : body_start + body_len]
+            if body_crc(body) != crc:
+                return None
+            store_raw = mm[store_pos : store_pos + store_w]
+            found.append(Message(
+                topic=topic, body=body, queue_id=queue_id, queue_offset=queue_offset, commit_log_offset=off,
+                size=size, flag=flag, sys_flag=sys_flag, born_timestamp=born_ts,
+                born_host=_host_text(mm[born_pos : born_pos + born_w]), store_timestamp=store_ts,
+                store_host=_host_text(store_raw), reconsume_times=reconsume, body_crc=crc,
+                prepared_transaction_offset=prepared, properties=props,
+                msg_id=(store_raw + off.to_bytes(8, "big", signed=True)).hex().upper(),
+            ))  # fmt: skip
+    return found
 
 
 class KeyOffsets:
@@ -901,10 +971,14 @@ class MessageStore:
                      max_num: int | None = None) -> list[Message]:
         """Messages of ``topic`` whose KEYS contain ``key`` or whose unique key is ``key``, with a
         store time in [begin, end] (ms, inclusive), newest first; no cap unless ``max_num``."""
-        return list(self.iter_query_by_key(topic, key, begin, end, max_num))
+        return self._query_by_key(topic, key, begin, end, max_num)
 
     def iter_query_by_key(self, topic: str, key: str, begin: int | None = None, end: int | None = None,
                           max_num: int | None = None) -> Iterator[Message]:
+        yield from self._query_by_key(topic, key, begin, end, max_num)
+
+    def _query_by_key(self, topic: str, key: str, begin: int | None, end: int | None,
+                      max_num: int | None) -> list[Message]:
         if type(topic) is not str or topic not in _QUERY_TOPICS_OK:
             _check_query_topic(topic)
         if not isinstance(key, str) or not key:
@@ -914,13 +988,20 @@ class MessageStore:
         if max_num is not None and max_num <= 0:
             raise InvalidArgumentError("max_num must be positive")
         self._sync()
-        seen: set[int] = set()
-        found: list[Message] = []
         min_off = self._engine.commit_log.min_offset
-        for off in self._engine.index.candidates(topic, key, b, e):
-            if off in seen or off < min_off:
-                continue
-            seen.add(off)
+        offs = [off for off in dict.fromkeys(self._engine.index.candidates(topic, key, b, e)) if off >= min_off]
+        found = _exact_matches(self._engine.commit_log, offs, topic, key, b, e)
+        if found is None:  # a candidate is not a clean record: read record by record (and raise as it does)
+            found = self._exact_matches_records(offs, topic, key, b, e)
+        if len(found) > 1:
+            found.sort(key=lambda m: (m.store_timestamp, m.commit_log_offset), reverse=True)
+        return found[:max_num] if max_num is not None else found
+
+    def _exact_matches_records(self, offs: list[int], topic: str, key: str, b: int, e: int) -> list[Message]:
+        """The exact key check record by record (``read_record`` with the body CRC for every
+        candidate): the twin of :func:`_exact_matches` and its fallback."""
+        found: list[Message] = []
+        for off in offs:
             try:
                 rec = self._engine.commit_log.read_record(off, check_crc=True)
             except OffsetOutOfRangeError:
@@ -929,8 +1010,7 @@ class MessageStore:
                 continue
             if key in split_keys(rec.keys) or rec.uniq_key == key:
                 found.append(Message.from_record(rec))
-        found.sort(key=lambda m: (m.store_timestamp, m.commit_log_offset), reverse=True)
-        yield from found[:max_num] if max_num is not None else found
+        return found
 
     def query_offsets_many(self, topic: str, keys: Sequence[str], max_num: int = 64, begin: int = 0,
                            end: int = LONG_MAX) -> list[list[int]]:
