@@ -188,3 +188,16 @@ def test_exact_query_verifies_the_body_crc_of_returned_messages(tmp_path: Path) 
             s.query_by_key("TopicA", "BB")
         mf.mm[body_at] ^= 0xFF
         assert s.query_by_key("TopicA", "BB") == bb
+
+
+def test_query_by_keys_matches_single_exact_queries_with_collisions(tmp_path: Path) -> None:
+    with _exact_store(tmp_path) as s:
+        ts = [f.header.begin_timestamp for f in s.engine.index.files]
+        keys = ["Aa", "BB", "x", "k3", "AaBB", "BBAa", "absent"]
+        for topic in ("TopicA", "TopicB"):
+            for b, e in ((None, None), (ts[1] + 123, ts[3] + 777)):
+                for max_num in (None, 1, 2):
+                    batch = s.query_by_keys(topic, keys, b, e, max_num)
+                    assert list(batch) == keys
+                    for k in keys:
+                        assert batch[k] == s.query_by_key(topic, k, b, e, max_num)

@@ -1046,8 +1046,8 @@ class MessageStore:
                       max_num: int | None = None) -> dict[str, list[Message]]:
         """:meth:`query_by_key` for many keys of ``topic`` at once: ``{key: messages}`` (newest
         first, exact key and time checks, no cap unless ``max_num`` per key).  The index chains of
-        all keys are walked in one vectorised pass per IndexFile; each candidate record is read
-        once even when several keys point at it."""
+        all keys are walked in one vectorised pass per IndexFile; candidates are checked as by
+        :meth:`query_by_key` (compiled field location, body CRC verified for returned messages)."""
         validate_topic(topic)
         keys = list(dict.fromkeys(keys))
         if any(not isinstance(k, str) or not k for k in keys):
@@ -1057,26 +1057,18 @@ class MessageStore:
         if max_num is not None and max_num <= 0:
             raise InvalidArgumentError("max_num must be positive")
         self._sync()
-        cands = self._engine.index.candidates_many(topic, keys, b, e)
-        min_off = self._engine.commit_log.min_offset
-        cache: dict[int, MessageRecord | None] = {}
+        offs, splits = self._engine.index.candidates_columnar(topic, keys, b, e)
+        cl = self._engine.commit_log
+        min_off = cl.min_offset
+        flat, sp = offs.tolist(), splits.tolist()
         out: dict[str, list[Message]] = {}
-        for key, offs in zip(keys, cands, strict=True):
-            found: list[Message] = []
-            for off in dict.fromkeys(offs.tolist()):
-                if off < min_off:
-                    continue
-                if off not in cache:
-                    try:
-                        cache[off] = self._engine.commit_log.read_record(off)
-                    except OffsetOutOfRangeError:
-                        cache[off] = None
-                rec = cache[off]
-                if rec is None or rec.topic != topic or not b <= rec.store_timestamp <= e:
-                    continue
-                if key in split_keys(rec.keys) or rec.uniq_key == key:
-                    found.append(Message.from_record(rec))
-            found.sort(key=lambda m: (m.store_timestamp, m.commit_log_offset), reverse=True)
+        for i, key in enumerate(keys):
+            cand = [off for off in dict.fromkeys(flat[sp[i] : sp[i + 1]]) if off >= min_off]
+            found = _exact_matches(cl, cand, topic, key, b, e) if cand else []
+            if found is None:  # a candidate is not a clean record: read record by record (its errors)
+                found = self._exact_matches_records(cand, topic, key, b, e)
+            if len(found) > 1:
+                found.sort(key=lambda m: (m.store_timestamp, m.commit_log_offset), reverse=True)
             out[key] = found[:max_num] if max_num is not None else found
         return out
 
