@@ -21,9 +21,7 @@ from typing import Any
 
 import crc32c as _crc32c
 import numpy as np
-from numba import njit, types
-from numba.core import cgutils
-from numba.extending import intrinsic
+from numba import njit
 
 from mqstore.errors import (
     CorruptDataError,
@@ -33,6 +31,7 @@ from mqstore.errors import (
     TruncatedRecordError,
     UnsupportedFormatError,
 )
+from mqstore.kernels import native
 from mqstore.kernels.threads import default_threads, run_parallel
 
 # stop reasons of scan_batches
@@ -772,34 +771,8 @@ SPLIT_VERIFY_BYTES = 32 * 1024 * 1024  # CRC bytes spent verifying split candida
 _NO_LIMIT = (1 << 62)
 
 
-def _load_native() -> bool:
-    """Make ``pread`` (libc) and ISA-L's ``crc32_iscsi``/``crc32_gzip_refl`` callable from compiled
-    kernels by symbol name (False when either is missing: callers use the mapped-file path)."""
-    try:
-        import isal.isal_zlib as isal_zlib
-        import llvmlite.binding as llvm
-
-        llvm.load_library_permanently(isal_zlib.__file__)
-        return all(bool(llvm.address_of_symbol(s)) for s in ("pread", "crc32_iscsi", "crc32_gzip_refl"))
-    except Exception:  # pragma: no cover - isal missing, or a platform without these symbols
-        return False
-
-
-HAVE_FILE_SCAN = _load_native()
-_c_pread = types.ExternalFunction("pread", types.intp(types.intc, types.voidptr, types.uintp, types.int64))
-_c_crc32c = types.ExternalFunction("crc32_iscsi", types.uint32(types.voidptr, types.intc, types.uint32))
-_c_crc32 = types.ExternalFunction("crc32_gzip_refl", types.uint32(types.uint32, types.voidptr, types.uint64))
-
-
-@intrinsic
-def _ptr(typingctx: Any, addr: Any) -> Any:
-    """An integer address as a ``void*``."""
-    sig = types.voidptr(types.intp)
-
-    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
-        return builder.inttoptr(args[0], cgutils.voidptr_t)
-
-    return sig, codegen
+HAVE_FILE_SCAN = native.HAVE_PREAD and native.HAVE_ISAL_CRC32 and native.HAVE_ISAL_CRC32C
+_c_pread, _c_crc32c, _c_crc32, _ptr = native.c_pread, native.c_crc32c, native.c_crc32, native.as_voidptr
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -1003,7 +976,7 @@ def scan_check_file(fd: int, file_size: int, *, threads: int | None = None, prog
     from the calling thread.  Raises :class:`TruncatedRecordError` when the file holds fewer than
     ``file_size`` bytes (it shrank meanwhile) and ``OSError`` when a read fails.
     """
-    if not HAVE_FILE_SCAN:  # pragma: no cover - see _load_native
+    if not HAVE_FILE_SCAN:  # pragma: no cover - see mqstore.kernels.native
         raise UnsupportedFormatError("the pread/ISA-L scan is not available on this platform")
     if buffer_size < 64:
         raise InvalidArgumentError(f"buffer_size must be ≥ 64, got {buffer_size}")

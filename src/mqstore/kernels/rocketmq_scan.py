@@ -17,9 +17,7 @@ from itertools import pairwise
 from typing import Any
 
 import numpy as np
-from numba import njit, types
-from numba.core import cgutils
-from numba.extending import intrinsic
+from numba import njit
 
 from mqstore.errors import CorruptDataError, InvalidArgumentError
 from mqstore.formats.rocketmq.javahash import (
@@ -44,6 +42,7 @@ from mqstore.formats.rocketmq.record import (
     Host,
     check_record,
 )
+from mqstore.kernels import native
 from mqstore.kernels.javahash import as_u8, hash_continue, index_hash_of_state, state_to_int32
 from mqstore.kernels.threads import resolve_threads, run_parallel
 
@@ -326,32 +325,8 @@ def _crc_spans_kernel(buf: np.ndarray, starts: np.ndarray, lens: np.ndarray, t: 
         out[k] = np.int64(c ^ ff)
 
 
-def _load_isal_crc() -> bool:
-    """Make ISA-L's ``crc32_gzip_refl`` (zlib's CRC-32 with carry-less multiplication, shipped in
-    the ``isal`` package's extension module) callable from compiled kernels by its symbol name."""
-    try:
-        import isal.isal_zlib as isal_zlib
-        import llvmlite.binding as llvm
-
-        llvm.load_library_permanently(isal_zlib.__file__)
-        return bool(llvm.address_of_symbol("crc32_gzip_refl"))
-    except Exception:  # pragma: no cover - isal missing or built without the symbol
-        return False
-
-
-HAVE_ISAL_CRC = _load_isal_crc()
-_isal_crc32 = types.ExternalFunction("crc32_gzip_refl", types.uint32(types.uint32, types.voidptr, types.uint64))
-
-
-@intrinsic
-def _as_voidptr(typingctx: Any, addr: Any) -> Any:
-    """An integer address as a ``void*`` (for C functions taking a buffer)."""
-    sig = types.voidptr(types.intp)
-
-    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
-        return builder.inttoptr(args[0], cgutils.voidptr_t)
-
-    return sig, codegen
+HAVE_ISAL_CRC = native.HAVE_ISAL_CRC32
+_isal_crc32, _as_voidptr = native.c_crc32, native.as_voidptr
 
 
 @njit(cache=True, nogil=True)

@@ -118,7 +118,7 @@ def analyze_log_file(fd: int, size: int, *, progress: ProgressFn | None = None,
     pass (walk and checksums together, in parts over ``threads`` threads); the same answer as
     :func:`analyze_log` over a mapping of the file.  Falls back to that mapping where the compiled
     file scan is not available."""
-    if not HAVE_FILE_SCAN:  # pragma: no cover - see kernels.kafka._load_native
+    if not HAVE_FILE_SCAN:  # pragma: no cover - see mqstore.kernels.native
         if size == 0:
             return analyze_log(b"", progress=progress)
         with mmap.mmap(fd, size, access=mmap.ACCESS_READ) as mm:
