@@ -7,6 +7,7 @@ import ctypes
 import errno
 import mmap
 import os
+import sys
 import threading
 from pathlib import Path
 
@@ -118,3 +119,41 @@ def test_sync_and_async_puts_flush_through_ctypes(tmp_path: Path, monkeypatch: p
             assert calls
         with MessageStore.open(tmp_path / kind, read_only=True) as s:
             assert s.get_by_offset(r.commit_log_offset).body == b"body"
+
+
+def test_flush_racing_close_is_harmless(tmp_path: Path) -> None:
+    """The flush service may flush a segment while retention closes and deletes it (the crash
+    campaign hit ``mmap closed or invalid`` there): close waits for a running msync, and a flush
+    of a closed file has nothing to do."""
+    errors: list[BaseException] = []
+    old_interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as possible: widen every race window
+    try:
+        _race_flush_and_close(tmp_path, errors)
+    finally:
+        sys.setswitchinterval(old_interval)
+    assert errors == []
+
+
+def _race_flush_and_close(tmp_path: Path, errors: list[BaseException]) -> None:
+    for i in range(200):
+        f = MappedFile(tmp_path / f"{i * 65536:020d}", 65536, create=True)
+        f.append(b"x" * 8192)
+        started = threading.Event()
+
+        def flusher(f: MappedFile = f, started: threading.Event = started) -> None:
+            try:
+                for _ in range(2000):
+                    f.flushed_position = 0  # keep something to flush
+                    f.flush()
+                    started.set()
+            except BaseException as exc:  # reported below
+                errors.append(exc)
+            started.set()
+
+        t = threading.Thread(target=flusher)
+        t.start()
+        started.wait()
+        f.destroy()
+        t.join()
+        assert f.flush() == f.flushed_position  # closed: nothing to do, no error

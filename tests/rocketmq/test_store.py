@@ -152,6 +152,39 @@ def test_unclean_shutdown_repairs_index(tmp_path: Path) -> None:
     assert compare_trees(store, out) == []
 
 
+def test_crash_inside_a_key_batch_does_not_self_link(tmp_path: Path) -> None:
+    """A SIGKILL inside a batch of index keys leaves slots naming items the header does not count
+    yet.  When that file's end timestamp is not newer than the checkpoint (keys of the same
+    millisecond) the broker's rule keeps it, and the next puts linked those items to themselves
+    (found by the crash campaign).  Such a file is rebuilt from the CommitLog instead."""
+    store = tmp_path / "s"
+    s = MessageStore.open(store, cfg())
+    fill(s, 200)
+    s.engine.dispatch_pending()
+    s.flush()  # checkpoint: indexMsgTimestamp = end of the last full file
+    cp_ts = s.engine.checkpoint.values.index_msg_timestamp
+    last = sorted((store / "index").iterdir())[-1]
+    count = int.from_bytes(last.read_bytes()[36:40], "big")
+    assert count > 4
+    s.engine.commit_log.close()  # crash: nothing closed, abort file left behind
+    s.engine._release_lock()
+    with open(last, "r+b") as fh:  # the header of a few keys back, slots as the batch left them
+        fh.seek(8)
+        fh.write(cp_ts.to_bytes(8, "big"))
+        fh.seek(36)
+        fh.write((count - 3).to_bytes(4, "big"))
+    with MessageStore.open(store, cfg()) as s2:
+        assert not s2.recovery.clean_shutdown
+        assert s2.recovery.index_rebuilt_from is not None
+        fill(s2, 60, start=200)
+        assert len(s2.query_by_key("TopicA", "key-5")) == len([i for i in range(260) if i % 17 == 5 and i % 2 == 0])
+    rep = verify_store(store, cfg())
+    assert rep.ok, rep.problems[:5]
+    out = tmp_path / "rebuilt"
+    rebuild_indexes(store, out, config=cfg())
+    assert compare_trees(store, out) == []
+
+
 def test_torn_tail_is_truncated(tmp_path: Path) -> None:
     with MessageStore.open(tmp_path, cfg()) as s:
         res = fill(s, 50)

@@ -16,6 +16,7 @@ import errno
 import mmap
 import os
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -133,6 +134,9 @@ class MappedFile:
         finally:
             os.close(fd)
         self._np: np.ndarray | None = None
+        # flush (the flush service's thread) and close (retention, shutdown) exclude each other:
+        # an msync of a mapping being unmapped would fail, or touch memory that is no longer mapped
+        self._life = threading.Lock()
         # positions are relative to the file start
         self.wrote_position = file_size if not create else 0
         self.flushed_position = file_size if not create else 0
@@ -184,10 +188,13 @@ class MappedFile:
         return self.wrote_position > self.flushed_position
 
     def flush(self, least_pages: int = 0) -> int:
-        """``msync`` the written-but-unflushed pages when eligible; returns the flushed position."""
-        if self.read_only or self._mm is None:
+        """``msync`` the written-but-unflushed pages when eligible; returns the flushed position.
+        A file closed meanwhile (retention deleted it) has nothing left to flush."""
+        if self.read_only:
             return self.flushed_position
-        if self.is_able_to_flush(least_pages):
+        with self._life:
+            if self._mm is None or not self.is_able_to_flush(least_pages):
+                return self.flushed_position
             start = (self.flushed_position // mmap.PAGESIZE) * mmap.PAGESIZE
             end = self.wrote_position
             try:
@@ -200,19 +207,23 @@ class MappedFile:
         return self.flushed_position
 
     def flush_all(self) -> None:
-        if not self.read_only and self._mm is not None:
-            self._mm.flush()
-            self.flushed_position = self.wrote_position
+        if self.read_only:
+            return
+        with self._life:
+            if self._mm is not None:
+                self._mm.flush()
+                self.flushed_position = self.wrote_position
 
     # ------------------------------------------------------------------ lifecycle
     def close(self) -> None:
-        self._np = None
-        if self._mm is not None:
-            try:
-                self._mm.close()
-            except BufferError:  # a caller still holds a view; the mapping goes when it does
-                pass
-            self._mm = None
+        with self._life:
+            self._np = None
+            if self._mm is not None:
+                try:
+                    self._mm.close()
+                except BufferError:  # a caller still holds a view; the mapping goes when it does
+                    pass
+                self._mm = None
 
     def destroy(self) -> None:
         self.close()

@@ -91,6 +91,24 @@ class IndexFile:
     def is_write_full(self) -> bool:
         return self.buffer.is_write_full()
 
+    def torn(self) -> bool:
+        """Whether a put was cut short here (a crash inside a batch of keys): a slot that names an
+        item the header does not count yet (a later put would link that item to itself), or a
+        header whose end offset is not the last counted item's.  Such a file is rebuilt, not kept:
+        the broker keeps it when its end timestamp is not newer than the checkpoint (keys of the
+        same millisecond), and then writes self-links."""
+        h = self.header
+        if h.index_count > self.buffer.index_num:
+            return True
+        slots = self.buffer.hash_slot_num
+        table = np.frombuffer(self.mm, dtype=">i4", count=slots, offset=40)
+        if int(table.max(initial=0)) >= h.index_count:
+            return True
+        if h.index_count > 1:
+            _, phy, _, _ = self.buffer.read_item(h.index_count - 1)
+            return phy != h.end_phy_offset
+        return False
+
     def flush(self) -> None:
         if self.read_only:
             return
@@ -160,7 +178,7 @@ class IndexService:
             keep = len(self.files)
             while keep > 0:
                 h = self.files[keep - 1].header
-                stale = (not last_exit_ok and h.end_timestamp > index_msg_timestamp) or (
+                stale = (not last_exit_ok and (h.end_timestamp > index_msg_timestamp or self.files[keep - 1].torn())) or (
                     commit_log_end is not None and h.end_phy_offset >= commit_log_end and h.index_count > 1
                 )
                 if not stale:
