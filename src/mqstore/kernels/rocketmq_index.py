@@ -120,9 +120,9 @@ def _bulk_put_kernel(buf, slots, index_num, header, key_hash, phy, ts, start):  
             wr_i64(buf, 0, begin_ts)
         if wrote_hsc:
             wr_i32(buf, 32, hsc)
-        wr_i32(buf, 36, ic)
         wr_i64(buf, 24, end_phy)
         wr_i64(buf, 8, end_ts)
+        wr_i32(buf, 36, ic)  # the count last: a kill before it leaves a file load() sees as torn
     header[0] = begin_ts
     header[1] = end_ts
     header[2] = begin_phy
@@ -214,11 +214,11 @@ def _bulk_put_words(w, slots, index_num, header, key_hash, phy, ts, start):  # f
             w[1] = _bswap32(begin_ts)
         if wrote_hsc:
             w[8] = _bswap32(hsc)
-        w[9] = _bswap32(ic)
         w[6] = _bswap32(end_phy >> 32)
         w[7] = _bswap32(end_phy)
         w[2] = _bswap32(end_ts >> 32)
         w[3] = _bswap32(end_ts)
+        w[9] = _bswap32(ic)  # the count last: a kill before it leaves a file load() sees as torn
     header[0] = begin_ts
     header[1] = end_ts
     header[2] = begin_phy

@@ -173,7 +173,7 @@ def bulk_put_parallel(
     header[5] = ic0 + m
     if new_slots:
         _set_i32(w, 8, int(header[4]))
-    _set_i32(w, 9, int(header[5]))
     _set_i64(w, 6, int(header[3]))
     _set_i64(w, 2, int(header[1]))
+    _set_i32(w, 9, int(header[5]))  # the count last (see IndexFile.torn)
     return done + m

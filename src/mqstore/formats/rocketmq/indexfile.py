@@ -155,10 +155,10 @@ class IndexFileBuffer:
         if slot_value == 0:
             h.hash_slot_count += 1
             _I32.pack_into(self.buf, 32, h.hash_slot_count)
-        h.index_count += 1
-        _I32.pack_into(self.buf, 36, h.index_count)
         self._set_long(24, "end_phy_offset", phy_offset)
         self._set_long(8, "end_timestamp", store_timestamp)
+        h.index_count += 1  # the count last: a crash before it leaves slots naming an uncounted item
+        _I32.pack_into(self.buf, 36, h.index_count)
         return True
 
     # ------------------------------------------------------------------ queries
