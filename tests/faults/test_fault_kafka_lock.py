@@ -134,3 +134,33 @@ def test_lock_of_a_sigkilled_writer_is_released(tmp_path: Path) -> None:
     with PartitionLog.open(d) as log:  # recovers the killed writer's log, keeps its record
         assert not log.had_clean_shutdown
         assert [r.value for r in log.iter_records()] == [b"from-child"]
+
+
+def test_in_place_rebuild_index_takes_the_partition_lock(tmp_path: Path) -> None:
+    """Rebuilding a segment's indexes in place replaces files a live writer maps: refused while a
+    writer (in this process or another) holds the partition; into another directory it is only a
+    reader and works; once the writer is gone the in-place rebuild works and leaves the lock free."""
+    from mqstore.kafka import rebuild_indexes
+
+    d = tmp_path / "t-0"
+    log_file = d / "00000000000000000000.log"
+    out = tmp_path / "out"
+    out.mkdir()
+    with PartitionLog.open(d) as log:
+        log.append_records([SimpleRecord(value=b"a", key=b"k", timestamp=1)])
+        with pytest.raises(StoreLockedError, match="already open for writing in this process"):
+            rebuild_indexes(log_file)
+        assert rebuild_indexes(log_file, out).next_offset == 1
+    holder = _holder(d)
+    try:
+        with pytest.raises(StoreLockedError, match="locked by another writer"):
+            rebuild_indexes(log_file)
+    finally:
+        assert holder.stdin is not None and holder.stdout is not None
+        holder.stdin.write("\n")
+        holder.stdin.flush()
+        assert holder.stdout.readline().strip() == "closed"
+        assert holder.wait() == 0
+    assert rebuild_indexes(log_file).next_offset == 2
+    with PartitionLog.open(d) as log:  # the rebuild released the lock
+        assert log.log_end_offset == 2

@@ -299,3 +299,19 @@ def test_other_process_reads_while_writer_holds_lock(tmp_path: Path) -> None:
         assert lines[0] == "locked"
         assert int(lines[1]) == len([i for i in range(60) if i % 2 == 0 and i % 3 == 0])
         assert int(lines[2]) == len(s.query_by_key("TopicA", "key-0"))
+
+
+def test_in_place_rebuild_takes_the_store_lock(tmp_path: Path) -> None:
+    """The library's in-place rebuild (not only the CLI) refuses to swap files under a writer."""
+    store = tmp_path / "s"
+    with MessageStore.open(store, cfg()) as s:
+        fill(s, 40)
+        with pytest.raises(StoreLockedError):
+            rebuild_indexes(store, config=cfg())
+        with pytest.raises(StoreLockedError):
+            rebuild_indexes(store, store, config=cfg())
+        assert rebuild_indexes(store, tmp_path / "out", config=cfg()).messages == 40  # elsewhere: a reader
+    assert rebuild_indexes(store, config=cfg()).messages == 40
+    assert compare_trees(store, tmp_path / "out") == []
+    with MessageStore.open(store, cfg()) as s:  # the rebuild released the lock
+        assert len(s.query_by_key("TopicA", "key-0")) == len([i for i in range(40) if i % 17 == 0 and i % 2 == 0])

@@ -287,31 +287,20 @@ def rebuild_index(store: Path, out: Path | None, commitlog_file_size: int | None
     from mqstore.storage.rocketmq.rebuild import rebuild_indexes
 
     cfg = _config(store, commitlog_file_size, slots, items, cq_file_size)
-    lock = None
-    if out is None:
-        from mqstore.storage.rocketmq.store import RocketMQStore
-
-        lock = RocketMQStore.__new__(RocketMQStore)
-        lock.root = store
-        lock._lock_fd = None
-        lock._acquire_lock()  # no writer may run while files are swapped
     t0 = time.perf_counter()
-    try:
-        if sys.stderr.isatty() and not as_json:  # rich only when a bar is shown (import cost)
-            from rich.progress import BarColumn, Progress, TransferSpeedColumn
+    # (an in-place rebuild takes the store's writer lock itself)
+    if sys.stderr.isatty() and not as_json:  # rich only when a bar is shown (import cost)
+        from rich.progress import BarColumn, Progress, TransferSpeedColumn
 
-            with Progress("{task.description}", BarColumn(), TransferSpeedColumn(), transient=True) as prog:
-                task = prog.add_task("rebuilding", total=None)
+        with Progress("{task.description}", BarColumn(), TransferSpeedColumn(), transient=True) as prog:
+            task = prog.add_task("rebuilding", total=None)
 
-                def progress(done: int, total: int) -> None:
-                    prog.update(task, completed=done, total=total)
+            def progress(done: int, total: int) -> None:
+                prog.update(task, completed=done, total=total)
 
-                stats = rebuild_indexes(store, out, config=cfg, progress=progress, threads=threads)
-        else:
-            stats = rebuild_indexes(store, out, config=cfg, threads=threads)
-    finally:
-        if lock is not None:
-            lock._release_lock()
+            stats = rebuild_indexes(store, out, config=cfg, progress=progress, threads=threads)
+    else:
+        stats = rebuild_indexes(store, out, config=cfg, threads=threads)
     dt = time.perf_counter() - t0
     result = {"messages": stats.messages, "keys": stats.keys, "consumeQueues": stats.consume_queues,
               "indexFiles": stats.index_files, "commitLogEnd": stats.commit_log_end, "seconds": round(dt, 3),

@@ -283,6 +283,24 @@ def rebuild_indexes(
     if not out.is_dir():
         raise StoreNotFoundError("output directory does not exist", path=str(out))
     _check_index_args(index_interval_bytes, max_index_size)
+    # In place, the partition's writer lock is taken: a live writer's indexes are not replaced
+    # under it (StoreLockedError), and no writer opens the partition meanwhile.
+    lock = _partition_lock(out) if out.resolve() == log_path.parent.resolve() else None
+    try:
+        return _rebuild_into(log_path, base, out, index_interval_bytes, max_index_size, progress)
+    finally:
+        if lock is not None:
+            lock.release()
+
+
+def _partition_lock(directory: Path) -> Any:
+    from mqstore.storage.kafka.log import _PartitionLock
+
+    return _PartitionLock(directory)
+
+
+def _rebuild_into(log_path: Path, base: int, out: Path, index_interval_bytes: int, max_index_size: int,
+                  progress: ProgressFn | None) -> RebuildResult:
     try:
         fd = os.open(log_path, os.O_RDONLY)
     except FileNotFoundError:

@@ -162,6 +162,21 @@ def rebuild_indexes(store: str | os.PathLike[str], out: str | os.PathLike[str] |
     if not cl_dir.is_dir():
         raise StoreNotFoundError(f"{root} has no commitlog/ directory")
     cfg = config or default_rebuild_config(root)
+    if out is None or Path(out).resolve() == root.resolve():
+        # in place: no writer may run while the files are rebuilt and swapped (StoreLockedError)
+        from mqstore.storage.rocketmq.store import StoreLock
+
+        lock = StoreLock(root)
+        try:
+            return _rebuild(root, None, cfg, progress, check_crc, nthreads)
+        finally:
+            lock.release()
+    return _rebuild(root, out, cfg, progress, check_crc, nthreads)
+
+
+def _rebuild(root: Path, out: str | os.PathLike[str] | None, cfg: StoreConfig,
+             progress: Callable[[int, int], None] | None, check_crc: bool, nthreads: int) -> RebuildStats:
+    cl_dir = root / "commitlog"
     in_place, target = rebuild_target(root, out)
     commit_log = CommitLog(cl_dir, cfg.commit_log_file_size, read_only=True)
     commit_log.load()

@@ -92,6 +92,40 @@ class RecoveryReport:
     error: str | None
 
 
+class StoreLock:
+    """The writer lock of a store directory: ``tryLock(0, 1)`` on its ``lock`` file as the broker
+    does (a POSIX record lock, so a Java broker and mqstore exclude each other), plus a per-process
+    registry (POSIX locks do not exclude two opens in one process).  Taken by a writable
+    :class:`RocketMQStore` and by an in-place index rebuild; :class:`StoreLockedError` when held."""
+
+    def __init__(self, root: Path) -> None:
+        path = root / "lock"
+        self.key = str(root.resolve())
+        with _LOCKED_GUARD:
+            if self.key in _LOCKED_STORES:
+                raise StoreLockedError(f"store {root} is already open for writing in this process", path=str(path))
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, 0)
+            except OSError as exc:
+                os.close(fd)
+                raise StoreLockedError(f"store {root} is locked by another writer", path=str(path)) from exc
+            os.pwrite(fd, b"lock", 0)
+            self.fd: int | None = fd
+            _LOCKED_STORES.add(self.key)
+
+    def release(self) -> None:
+        if self.fd is None:
+            return
+        try:
+            fcntl.lockf(self.fd, fcntl.LOCK_UN, 1, 0)
+        finally:
+            os.close(self.fd)
+            self.fd = None
+            with _LOCKED_GUARD:
+                _LOCKED_STORES.discard(self.key)
+
+
 class RocketMQStore:
     def __init__(self, root: str | os.PathLike[str], config: StoreConfig | None = None, *, read_only: bool = False,
                  create: bool = True) -> None:
@@ -106,6 +140,7 @@ class RocketMQStore:
             raise StoreNotFoundError(f"{self.root} is not a directory")
         self._closed = False
         self._lock_fd: int | None = None
+        self._lock: StoreLock | None = None
         self._put_lock = threading.RLock()
         self._dispatch_lock = threading.RLock()
         self._flush_lock = threading.Lock()
@@ -151,34 +186,14 @@ class RocketMQStore:
         return ensure_inside(self.root, self.root / name)
 
     def _acquire_lock(self) -> None:
-        """``tryLock(0, 1)`` on ``lock`` as the broker does (a POSIX record lock, so a Java broker
-        and mqstore exclude each other), plus a per-process registry (POSIX locks do not exclude
-        two opens in one process)."""
-        path = self.root / "lock"
-        key = str(self.root.resolve())
-        with _LOCKED_GUARD:
-            if key in _LOCKED_STORES:
-                raise StoreLockedError(f"store {self.root} is already open for writing in this process", path=str(path))
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-            try:
-                fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, 0)
-            except OSError as exc:
-                os.close(fd)
-                raise StoreLockedError(f"store {self.root} is locked by another writer", path=str(path)) from exc
-            os.pwrite(fd, b"lock", 0)
-            self._lock_fd = fd
-            self._lock_key = key
-            _LOCKED_STORES.add(key)
+        self._lock = StoreLock(self.root)
+        self._lock_fd = self._lock.fd
 
     def _release_lock(self) -> None:
-        if self._lock_fd is not None:
-            try:
-                fcntl.lockf(self._lock_fd, fcntl.LOCK_UN, 1, 0)
-            finally:
-                os.close(self._lock_fd)
-                self._lock_fd = None
-                with _LOCKED_GUARD:
-                    _LOCKED_STORES.discard(self._lock_key)
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
+        self._lock_fd = None
 
     @property
     def consume_queues(self) -> dict[tuple[str, int], ConsumeQueue]:
