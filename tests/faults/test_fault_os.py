@@ -134,6 +134,30 @@ def test_eio_on_flush_is_a_typed_error_and_nothing_acknowledged_is_lost(tmp_path
             assert s.get_by_offset(off).body == b"ok-%d" % i
 
 
+def test_eio_on_index_file_msync_is_a_typed_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """IndexFiles are msynced through ctypes (GIL released) like the segments: an EIO there is a
+    FlushError naming the file too, and the store keeps working."""
+    from mqstore.storage.rocketmq import index as index_mod
+
+    with MessageStore.open(tmp_path, _cfg()) as s:
+        s.put("T", b"a", keys=["k1"])
+        real = index_mod.msync_range
+
+        def eio(*a: object, **k: object) -> None:
+            raise OSError(errno.EIO, "Input/output error")
+
+        monkeypatch.setattr(index_mod, "msync_range", eio)
+        with pytest.raises(FlushError, match="msync failed") as info:
+            s.flush()
+        assert "index" in str(info.value)
+        monkeypatch.setattr(index_mod, "msync_range", real)
+        s.put("T", b"b", keys=["k2"])
+        s.flush()
+    with MessageStore.open(tmp_path, _cfg()) as s:
+        assert [m.body for m in s.query_by_key("T", "k1")] == [b"a"]
+        assert [m.body for m in s.query_by_key("T", "k2")] == [b"b"]
+
+
 def test_kafka_eio_on_fsync_is_a_typed_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     d = tmp_path / "t-0"
     with PartitionLog.open(d, LogConfig(flush_interval_messages=1)) as log:
