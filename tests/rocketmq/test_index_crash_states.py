@@ -68,8 +68,11 @@ def _recover_and_complete(directory: Path, state: bytes, keys: list[tuple[int, i
     try:
         rebuild_from = svc.load(False, TS)
         # the re-dispatch: IndexService.build's resume rule (one key per message here)
-        todo = [(h, phy) for h, phy in keys if phy > svc.resume_offset or (phy == svc.resume_offset
-                                                                          and svc.resume_skip == 0)]
+        todo = [
+            (h, phy)
+            for h, phy in keys
+            if phy > svc.resume_offset or (phy == svc.resume_offset and svc.resume_skip == 0)
+        ]
         if rebuild_from is not None:
             assert rebuild_from == 0 and not svc.files  # dropped: everything is put again
             todo = list(keys)
