@@ -52,6 +52,9 @@ KAFKA_POLICIES = ("every-message", "periodic")
 ROCKETMQ_TARGETS = ("dispatch", "segment_roll", "index_roll", "retention", "put", "flush", "recovery")
 KAFKA_TARGETS = ("append", "roll", "flush", "retention", "recovery")
 T0 = 1_700_000_000_000
+# A child that acknowledges nothing for this long is taken for hung (killed, reported as a failure).
+# Generous: on a starved machine a RocketMQ child's recovery plus first put took over a minute once.
+WATCHDOG_S = float(os.environ.get("MQSTORE_CRASH_WATCHDOG_S", "180"))
 MAX_CHILD_MESSAGES = 250  # a child that never reaches its target phase kills itself after this many
 
 
@@ -270,10 +273,10 @@ def _run_one(layout: str, path: Path, policy: str, start: int, rng: random.Rando
                 phase = PHASES[shm[0]] if shm[0] < len(PHASES) else "?"
                 os.kill(pid, signal.SIGKILL)
                 killed = True
-            ready, _, _ = select.select([r], [], [], 60)
+            ready, _, _ = select.select([r], [], [], WATCHDOG_S)
             if not ready:
                 os.kill(pid, signal.SIGKILL)
-                errors.append("child made no progress for 60 s (hang?)")
+                errors.append(f"child made no progress for {WATCHDOG_S:g} s (hang?)")
                 break
             chunk = os.read(r, 65536)
             if not chunk:
