@@ -179,7 +179,7 @@ class ConsumeQueue:
                 arr["offset"] = offsets[done : done + take]
                 arr["size"] = sizes[done : done + take]
                 arr["tags_code"] = tags[done : done + take]
-                mf.append(arr.tobytes())
+                mf.append(arr.view(np.uint8))  # the units' bytes, no copy
                 self.max_physic_offset = int(offsets[done + take - 1]) + int(sizes[done + take - 1])
                 done += take
                 k -= take
