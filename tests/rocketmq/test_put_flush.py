@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from mqstore import MessageStore, StoreConfig
-from mqstore.errors import FlushError
+from mqstore.errors import FlushError, StoreError
 from mqstore.storage import mapped
 from mqstore.storage.mapped import MappedFile, msync_range
 
@@ -157,3 +157,23 @@ def _race_flush_and_close(tmp_path: Path, errors: list[BaseException]) -> None:
         f.destroy()
         t.join()
         assert f.flush() == f.flushed_position  # closed: nothing to do, no error
+
+
+@pytest.mark.parametrize("kind", ["bytes", "array", "bytearray", "small"])
+def test_write_at_paths_write_the_same_bytes(tmp_path: Path, kind: str) -> None:
+    """Large ``bytes``/``uint8`` writes take the GIL-free memmove, the rest the slice assignment:
+    same bytes either way, and an overflow is a typed error that writes nothing."""
+    size = 1 << 20
+    f = MappedFile(tmp_path / f"{0:020d}", size, create=True)
+    rng = np.random.default_rng(3)
+    n = 100 if kind == "small" else mapped.GIL_FREE_COPY_MIN + 123
+    raw = rng.bytes(n)
+    data = {"bytes": raw, "small": raw, "bytearray": bytearray(raw), "array": np.frombuffer(raw, np.uint8)}[kind]
+    f.write_at(4097, data)
+    assert f.read(4097, n) == raw
+    assert f.append(data) == 0 and f.read(0, n) == raw and f.wrote_position == n
+    before = f.read(size - 10, 10)
+    with pytest.raises(StoreError, match="overflows the segment"):
+        f.write_at(size - 10, data)
+    assert f.read(size - 10, 10) == before
+    f.destroy()

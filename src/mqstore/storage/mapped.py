@@ -179,10 +179,10 @@ class MappedFile:
         if self.read_only:
             raise ReadOnlyStoreError("store is opened read-only", path=str(self.path))
         n = len(data)
+        if pos < 0 or pos + n > self.file_size:
+            raise StoreError(f"write of {n} bytes at {pos} overflows the segment", path=str(self.path))
         if n >= GIL_FREE_COPY_MIN and (type(data) is bytes or _is_u8_array(data)):
             view = self.array  # the export keeps the mapping alive during the copy
-            if pos < 0 or pos + n > len(view):
-                raise StoreError(f"write of {n} bytes at {pos} overflows the segment", path=str(self.path))
             src = data.ctypes.data if isinstance(data, np.ndarray) else data
             ctypes.memmove(view.ctypes.data + pos, src, n)
             return
