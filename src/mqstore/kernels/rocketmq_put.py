@@ -289,16 +289,15 @@ def _build_props(keys, keys_off, keys_len, tags, tags_off, tags_len, head, c0, o
         p = out_off[i]
         kl = keys_len[i]
         if kl >= 0:
-            out[p : p + 5] = kt
+            _copy(out, p, kt, 0, 5)
             p += 5
-            s = keys_off[i]
-            out[p : p + kl] = keys[s : s + kl]
+            _copy(out, p, keys, keys_off[i], kl)
             p += kl
             out[p] = 2
             p += 1
-        out[p : p + 9] = ut
+        _copy(out, p, ut, 0, 9)
         p += 9
-        out[p : p + 28] = head
+        _copy(out, p, head, 0, 28)
         p += 28
         c = (c0 + i) & 0xFFFF
         for k in range(4):
@@ -308,10 +307,9 @@ def _build_props(keys, keys_off, keys_len, tags, tags_off, tags_len, head, c0, o
         p += 1
         tl = tags_len[i]
         if tl >= 0:
-            out[p : p + 5] = tt
+            _copy(out, p, tt, 0, 5)
             p += 5
-            s = tags_off[i]
-            out[p : p + tl] = tags[s : s + tl]
+            _copy(out, p, tags, tags_off[i], tl)
             p += tl
             out[p] = 2
 
