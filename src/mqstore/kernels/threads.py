@@ -62,6 +62,16 @@ def _get_pool(workers: int) -> ThreadPoolExecutor:
         return _pool
 
 
+def shutdown_pool() -> None:
+    """Stop the pool's (idle) worker threads and wait for them; the next parallel call makes a new
+    pool.  The CLI calls it before ending its process."""
+    global _pool, _pool_size
+    with _lock:
+        pool, _pool, _pool_size = _pool, None, 0
+    if pool is not None:
+        pool.shutdown(wait=True)
+
+
 def _forget_pool() -> None:  # in a forked child: the parent's worker threads do not exist here
     global _pool, _pool_size, _lock
     _pool = None
