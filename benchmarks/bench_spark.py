@@ -3,7 +3,8 @@
     python benchmarks/bench_spark.py [--mb 1024] [--masters local[1],local[2]]
 
 For each master a fresh process (one SparkSession, stopped before the next one starts) first runs
-the single-process local rebuild of the same data (the baseline), then the Spark rebuild, and
+the single-process local rebuild of the same data (the baseline, best of two runs so that loading
+the kernels is not counted), then the Spark rebuild, and
 checks that both outputs are byte-identical.  Reported: MB/s, messages (records) per second, the
 ratio to the local rebuild measured in the same process, the speed-up local[2]/local[1] and, for
 RocketMQ, the ratio to the Java anchor (the broker's dispatch, measured on this machine, issue 5).
@@ -92,9 +93,12 @@ def worker(master: str, mb: int, which: list[str]) -> dict[str, Any]:
         if "rocketmq" in which:
             root, _n = make_store(mb)
             cfg = StoreConfig(commit_log_file_size=mb * MB)
-            t = time.perf_counter()
-            rebuild_indexes(root, work / "rmq-local", config=cfg)
-            local_s = time.perf_counter() - t
+            local_s = float("inf")
+            for _ in range(2):  # best of 2: the first run of the process also loads the kernels
+                shutil.rmtree(work / "rmq-local", ignore_errors=True)
+                t = time.perf_counter()
+                rebuild_indexes(root, work / "rmq-local", config=cfg)
+                local_s = min(local_s, time.perf_counter() - t)
             t = time.perf_counter()
             stats = rebuild_rocketmq(spark, root, work / "rmq-spark", commit_log_file_size=mb * MB)
             spark_s = time.perf_counter() - t
@@ -108,10 +112,13 @@ def worker(master: str, mb: int, which: list[str]) -> dict[str, Any]:
         if "kafka" in which:
             part, records = make_kafka_segment(mb)
             log = part / "00000000000000000000.log"
-            (work / "k-local").mkdir()
-            t = time.perf_counter()
-            r = kafka_rebuild(log, work / "k-local")
-            local_s = time.perf_counter() - t
+            local_s = float("inf")
+            for _ in range(2):  # best of 2, as for RocketMQ
+                shutil.rmtree(work / "k-local", ignore_errors=True)
+                (work / "k-local").mkdir()
+                t = time.perf_counter()
+                r = kafka_rebuild(log, work / "k-local")
+                local_s = min(local_s, time.perf_counter() - t)
             t = time.perf_counter()
             ks = rebuild_kafka(spark, part, work / "k-spark")
             spark_s = time.perf_counter() - t
