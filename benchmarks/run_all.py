@@ -124,7 +124,7 @@ def main() -> None:
             JAVA["query_present"])
         add("query by key, batch, absent keys", figure(out, "select_many batch, random"), "lookups/s",
             JAVA["query_absent"])
-        add("query by key, one key per call (kernel)", figure(out, "select_many, one key"), "lookups/s",
+        add("query by key, batch kernel called with 1 key", figure(out, "select_many, one key"), "lookups/s",
             JAVA["query_present"])
     if "store" in only:
         out = run("rocketmq_store", ["benchmarks/bench_rocketmq_store.py", "--mb", str(mb), "--puts", "20000",
