@@ -26,6 +26,7 @@ from mqstore.formats.rocketmq.indexfile import (
     check_geometry,
     index_file_size,
 )
+from mqstore.kernels.intrinsics import prefetch
 from mqstore.kernels.javahash import as_u8
 from mqstore.kernels.rocketmq_scan import rd_i32, rd_i64
 from mqstore.kernels.threads import run_parallel
@@ -161,6 +162,10 @@ def _w_i64(w: np.ndarray, i: int) -> int:
     return np.int64((hi << np.uint64(32)) | lo)
 
 
+#: keys ahead whose hash slot the bulk builders prefetch (see kernels/intrinsics.py)
+_PREFETCH_AHEAD = 16
+
+
 @njit(cache=True, nogil=True)
 def _bulk_put_words(w, slots, index_num, header, key_hash, phy, ts, start):  # fmt: skip
     begin_ts = header[0]
@@ -177,6 +182,9 @@ def _bulk_put_words(w, slots, index_num, header, key_hash, phy, ts, start):  # f
     while i < n:
         if ic >= index_num:
             break
+        if i + _PREFETCH_AHEAD < n:  # the slot of a later key: its random load overlaps this key's work
+            s2 = np.int64(key_hash[i + _PREFETCH_AHEAD]) % slots
+            prefetch(w, 10 + (s2 + slots if s2 < 0 else s2))
         h = np.int64(key_hash[i])
         s = h % slots
         if s < 0:

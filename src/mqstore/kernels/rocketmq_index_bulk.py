@@ -4,11 +4,14 @@ Putting key ``i`` of a bulk put touches two places: its hash slot (read the prev
 write its own) and its item, whose position is fixed in advance (item ``indexCount + i``).  Keys
 whose slots lie in different ranges of the slot table never touch each other's slots, so:
 
-1. **slot phase**: thread ``t`` walks every key but only handles those whose slot falls in its
-   range ``floor(slot * T / slots) == t``: it reads and validates the slot's previous item number
-   (exactly as ``putKey`` does for that key's ``indexCount``), writes the key's item number into
-   the slot, counts the new slots, and appends the previous number to its own compact list (no
-   two threads ever write the same cache line of the slot table, and the lists are private);
+0. the hash slot of every key is computed once (the threads split the keys);
+1. **slot phase**: thread ``t`` lists, in order, the keys whose slot falls in its range
+   ``floor(slot * T / slots) == t`` (a branch-free pass), then for each of them reads and
+   validates the slot's previous item number (exactly as ``putKey`` does for that key's
+   ``indexCount``), writes the key's item number into the slot, counts the new slots, and appends
+   the previous number to its own compact list (no two threads ever write the same cache line of
+   the slot table, and the lists are private); the slot of the key :data:`PREFETCH_AHEAD` places
+   later is prefetched, so several random slot loads are in flight at once;
 2. **item phase**: the keys are split into ``T`` contiguous ranges; each thread writes the 20-byte
    items of its range in order (sequential stores, disjoint bytes), taking each key's previous
    item number from the list of the slot range it belongs to (the slot phase noted where each
@@ -28,8 +31,16 @@ import numpy as np
 from numba import njit
 
 from mqstore.errors import InvalidArgumentError
+from mqstore.kernels.intrinsics import prefetch
 from mqstore.kernels.javahash import as_u8
-from mqstore.kernels.rocketmq_index import _check_inputs, _key_arrays, _word_view, bulk_put, time_diff
+from mqstore.kernels.rocketmq_index import (
+    _PREFETCH_AHEAD,
+    _check_inputs,
+    _key_arrays,
+    _word_view,
+    bulk_put,
+    time_diff,
+)
 from mqstore.kernels.threads import resolve_threads, run_parallel, split_even
 
 #: a bulk put of fewer keys runs sequentially (two pool rounds cost ~0.1 ms)
@@ -45,61 +56,79 @@ def _bswap(v: int) -> np.uint32:
     )  # fmt: skip
 
 
-@njit(cache=True, nogil=True, inline="always")
-def _part_of(h: int, slots: int, parts: int) -> tuple[int, int]:
-    s = h % slots
-    if s < 0:
-        s += slots
-    return s, (s * parts) // slots
+#: keys ahead whose hash slot the slot phase prefetches (the slot loads are random: several in
+#: flight at once instead of one at a time)
+PREFETCH_AHEAD = _PREFETCH_AHEAD
 
 
 @njit(cache=True, nogil=True)
-def _slot_phase(w, slots, ic0, key_hash, start, m, part, parts, key_bounds, prev_out, marks):  # fmt: skip
-    """Slot phase of ``part``: returns the number of slots that were empty (hashSlotCount += n)."""
+def _slots_of(key_hash, start, j0, j1, slots, out):  # fmt: skip
+    """``out[j]`` = the hash slot of key ``start + j`` for ``j0 <= j < j1`` (``putKey``'s
+    ``abs(hash) % slots``; the hash is already non-negative except for ``Integer.MIN_VALUE``)."""
+    for j in range(j0, j1):
+        s = np.int64(key_hash[start + j]) % slots
+        if s < 0:
+            s += slots
+        out[j] = s
+
+
+@njit(cache=True, nogil=True)
+def _slot_phase(w, ic0, sl, m, lo, hi, key_bounds, prev_out, marks):  # fmt: skip
+    """Slot phase of the part owning slots ``lo <= s < hi``: returns the number of slots that were
+    empty (hashSlotCount += n).  First the part's keys are listed in order (no branch), then their
+    slots are read and written with the slot of a later key prefetched.  The list lives in
+    ``prev_out`` itself: entry ``k`` is read (and entry ``k + PREFETCH_AHEAD``) before the previous
+    item number of key ``k`` replaces it."""
+    own = prev_out
     c = 0
-    new_slots = 0
     b = 0
     nb = key_bounds.shape[0]
     for j in range(m):
         while b < nb and key_bounds[b] == j:
             marks[b] = c
             b += 1
-        h = np.int64(key_hash[start + j])
-        s, p = _part_of(h, slots, parts)
-        if p != part:
-            continue
+        s = sl[j]
+        own[c] = j
+        c += (s >= lo) & (s < hi)
+    while b < nb:
+        marks[b] = c
+        b += 1
+    new_slots = 0
+    for k in range(c):
+        if k + PREFETCH_AHEAD < c:
+            prefetch(w, 10 + sl[own[k + PREFETCH_AHEAD]])
+        j = own[k]
+        sw = 10 + sl[j]
         ic = ic0 + j
-        sw = 10 + s
         v = np.int64(_bswap(w[sw]))
         sv = v - 0x100000000 if v >= 0x80000000 else v
         if sv <= 0 or sv > ic:
             sv = 0
             new_slots += 1
-        prev_out[c] = sv
-        c += 1
+        prev_out[k] = sv
         w[sw] = _bswap(ic)
-    while b < nb:
-        marks[b] = c
-        b += 1
     return new_slots
 
 
 @njit(cache=True, nogil=True)
-def _item_phase(w, slots, begin_ts, ic0, key_hash, phy, ts, start, j0, j1, parts, prevs, cursors):  # fmt: skip
+def _item_phase(w, slots, begin_ts, ic0, key_hash, phy, ts, start, j0, j1, sl, bounds, prevs, cursors):  # fmt: skip
     """Items of keys ``j0 <= j < j1`` (``prevs[p, cursors[p]]`` is the next previous item number of
-    slot range ``p``)."""
+    slot range ``p``, which holds the slots ``bounds[p] <= s < bounds[p + 1]``)."""
     items_w = 10 + slots
+    parts = bounds.shape[0] - 1
     for j in range(j0, j1):
         i = start + j
-        h = np.int64(key_hash[i])
-        _, p = _part_of(h, slots, parts)
+        s = sl[j]
+        p = 0
+        while p + 1 < parts and s >= bounds[p + 1]:
+            p += 1
         sv = prevs[p, cursors[p]]
         cursors[p] += 1
         t = ts[i]
         diff = time_diff(t, begin_ts)
         pv = phy[i]
         iw = items_w + (ic0 + j) * 5
-        w[iw] = _bswap(h)
+        w[iw] = _bswap(np.int64(key_hash[i]))
         w[iw + 1] = _bswap(pv >> 32)
         w[iw + 2] = _bswap(pv)
         w[iw + 3] = _bswap(diff)
@@ -150,18 +179,21 @@ def bulk_put_parallel(
     parts = nthreads
     ranges = split_even(m, parts)
     key_bounds = np.array([a for a, _ in ranges], np.int64)
+    # slot range p holds the slots s with floor(s * parts / slots) == p
+    bounds = np.array([(p * slots + parts - 1) // parts for p in range(parts + 1)], np.int64)
+    sl = np.empty(m, np.int32)  # slots < 2**31 (check_geometry)
+    run_parallel(_slots_of, [(kh, np.int64(start), np.int64(a), np.int64(b), np.int64(slots), sl) for a, b in ranges])
     prevs = np.empty((parts, m), np.int32)
     marks = np.zeros((parts, parts), np.int64)
     args = [
-        (w, np.int64(slots), np.int64(ic0), kh, np.int64(start), np.int64(m), np.int64(p), np.int64(parts), key_bounds,
-         prevs[p], marks[p])
+        (w, np.int64(ic0), sl, np.int64(m), bounds[p], bounds[p + 1], key_bounds, prevs[p], marks[p])
         for p in range(parts)
     ]  # fmt: skip
     new_slots = sum(int(v) for v in run_parallel(_slot_phase, args))
     begin_ts = int(header[0])
     item_args = [
         (w, np.int64(slots), np.int64(begin_ts), np.int64(ic0), kh, phy, ts, np.int64(start), np.int64(a), np.int64(b),
-         np.int64(parts), prevs, np.ascontiguousarray(marks[:, u]))
+         sl, bounds, prevs, np.ascontiguousarray(marks[:, u]))
         for u, (a, b) in enumerate(ranges)
     ]  # fmt: skip
     run_parallel(_item_phase, item_args)
