@@ -600,15 +600,21 @@ def _touch_words(w, slots, ic, hashes, order, a, b, curs):  # fmt: skip
     items_w = 10 + slots
     nw = w.shape[0]
     live = 0
-    for j in range(b - a):
+    for j in range(b - a):  # the group's slot loads all in flight before the first is used
         h = np.int64(hashes[order[a + j]])
         s = h % slots
         if s < 0:
             s += slots
-        sv = _w_i32(w, 10 + s)
+        curs[j] = 10 + s
+        prefetch(w, 10 + s)
+    for j in range(b - a):
+        sv = _w_i32(w, curs[j])
         curs[j] = sv if (0 < sv <= ic and ic > 1) else 0
         if curs[j] > 0:
             live += 1
+            iw = items_w + curs[j] * 5
+            if iw + 5 <= nw:
+                prefetch(w, iw)
     steps = 0
     while live > 0 and steps < 64:
         live = 0
@@ -626,6 +632,8 @@ def _touch_words(w, slots, ic, hashes, order, a, b, curs):  # fmt: skip
             else:
                 curs[j] = prev
                 live += 1
+                if items_w + prev * 5 + 5 <= nw:
+                    prefetch(w, items_w + prev * 5)
         steps += 1
 
 
