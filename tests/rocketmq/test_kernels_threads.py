@@ -43,8 +43,15 @@ def test_thread_count_resolution(monkeypatch: pytest.MonkeyPatch) -> None:
     assert 1 <= threads.default_threads() <= threads.MAX_DEFAULT_THREADS
     assert threads.resolve_threads(None) == threads.default_threads()
     assert threads.resolve_threads(3) == 3
+    monkeypatch.setattr(threads.os, "cpu_count", lambda: 3)
+    assert [threads.default_threads(reserve=r) for r in (0, 1, 2, 3, 5)] == [3, 2, 1, 1, 1]
+    monkeypatch.setattr(threads.os, "cpu_count", lambda: 16)
+    assert [threads.default_threads(reserve=r) for r in (0, 1)] == [4, 4]
+    monkeypatch.setattr(threads.os, "cpu_count", lambda: None)
+    assert threads.default_threads(reserve=1) == 1
     monkeypatch.setenv("MQSTORE_THREADS", "7")
     assert threads.default_threads() == 7
+    assert threads.default_threads(reserve=1) == 7  # an explicit setting is taken as given
     for bad in ("0", "-1", "two"):
         monkeypatch.setenv("MQSTORE_THREADS", bad)
         with pytest.raises(InvalidArgumentError):
@@ -310,3 +317,19 @@ def test_scan_split_on_a_large_segment_finds_the_cuts() -> None:
     seq_bad = scan_segment(bytes(bad), 1 << 30, 0, len(bad), check_crc=True, threads=1)
     assert seq_bad.stop == "invalid" and len(seq_bad) == 10_000
     assert_same_batch(scan_segment(bytes(bad), 1 << 30, 0, len(bad), check_crc=True, threads=2), seq_bad)
+
+
+def test_rebuild_leaves_a_cpu_to_its_scan_thread(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    rebuild = rebuild_module
+    (tmp_path / "commitlog").mkdir()
+    seen: list[int] = []
+    monkeypatch.setattr(rebuild, "_rebuild", lambda root, out, cfg, progress, check_crc, n: seen.append(n))
+    monkeypatch.delenv("MQSTORE_THREADS", raising=False)
+    monkeypatch.setattr(threads.os, "cpu_count", lambda: 3)
+    rebuild.rebuild_indexes(tmp_path, tmp_path / "out")  # the default: 3 CPUs, one for the read-ahead scan
+    rebuild.rebuild_indexes(tmp_path, tmp_path / "out", threads=3)
+    monkeypatch.setattr(threads.os, "cpu_count", lambda: 2)
+    rebuild.rebuild_indexes(tmp_path, tmp_path / "out")
+    monkeypatch.setenv("MQSTORE_THREADS", "2")
+    rebuild.rebuild_indexes(tmp_path, tmp_path / "out")
+    assert seen == [2, 3, 1, 2]

@@ -276,7 +276,8 @@ def verify(store: Path, as_json: bool) -> None:
               help="Write consumequeue/, index/ and checkpoint here (default: in place).")
 @_geometry_options
 @click.option("--threads", type=click.IntRange(min=1), default=None,
-              help="Threads for the scan and the index build (default: CPUs, at most 4; 1 = sequential).")
+              help="Threads for the scan and the index build (default: CPUs less the one the read-ahead "
+                   "scan keeps busy, at least 1, at most 4; 1 = sequential).")
 @json_option
 @handle_errors
 def rebuild_index(store: Path, out: Path | None, commitlog_file_size: int | None, slots: int | None,

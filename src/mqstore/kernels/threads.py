@@ -27,8 +27,10 @@ _pool_size = 0
 _lock = threading.Lock()
 
 
-def default_threads() -> int:
-    """``MQSTORE_THREADS`` when set, else ``os.cpu_count()`` capped at :data:`MAX_DEFAULT_THREADS`."""
+def default_threads(reserve: int = 0) -> int:
+    """``MQSTORE_THREADS`` when set, else ``os.cpu_count()`` less ``reserve`` CPUs (kept for the
+    caller's other busy threads, such as the rebuild's read-ahead scan), at least 1 and at most
+    :data:`MAX_DEFAULT_THREADS`."""
     env = os.environ.get("MQSTORE_THREADS", "").strip()
     if env:
         try:
@@ -38,7 +40,7 @@ def default_threads() -> int:
         if n < 1:
             raise InvalidArgumentError(f"MQSTORE_THREADS must be a positive integer, not {env!r}")
         return n
-    return max(1, min(os.cpu_count() or 1, MAX_DEFAULT_THREADS))
+    return max(1, min((os.cpu_count() or 1) - max(0, reserve), MAX_DEFAULT_THREADS))
 
 
 def resolve_threads(threads: int | None) -> int:

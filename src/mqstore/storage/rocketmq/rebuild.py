@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from mqstore.errors import CorruptIndexError, InvalidArgumentError, StoreNotFoundError
-from mqstore.kernels.threads import resolve_threads
+from mqstore.kernels.threads import default_threads, resolve_threads
 from mqstore.storage.mapped import ensure_inside
 from mqstore.storage.rocketmq.checkpoint import StoreCheckpoint
 from mqstore.storage.rocketmq.commitlog import CommitLog
@@ -153,10 +153,11 @@ def rebuild_indexes(store: str | os.PathLike[str], out: str | os.PathLike[str] |
     """Regenerate the ConsumeQueues and IndexFiles of ``store`` into ``out`` (default: in place,
     built next to the old ones and swapped in when complete).  The CommitLog is only read.
 
-    ``threads``: threads of the scan and of the IndexFile bulk build (``None``: the CPUs, at most
-    4; ``1``: the sequential kernels, the scan still reads ahead in one worker thread).  The files
-    are the same bytes whatever the count."""
-    nthreads = resolve_threads(threads)
+    ``threads``: threads of the scan and of the IndexFile bulk build (``None``: the CPUs less the
+    one the read-ahead scan keeps busy, at least 1 and at most 4, or ``MQSTORE_THREADS``; ``1``:
+    the sequential kernels, the scan still reads ahead in one worker thread).  The files are the
+    same bytes whatever the count."""
+    nthreads = resolve_threads(threads) if threads is not None else default_threads(reserve=1)
     root = Path(store)
     cl_dir = root / "commitlog"
     if not cl_dir.is_dir():
