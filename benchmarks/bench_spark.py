@@ -86,7 +86,7 @@ def worker(master: str, mb: int, which: list[str]) -> dict[str, Any]:
                             app_name="bench_spark")
         res["session_s"] = time.perf_counter() - t
         # warm-up: Python workers started, numba caches loaded (not timed)
-        fixtures = HERE.parent.parent / "shared" / "fixtures"
+        fixtures = HERE.parent / "tests" / "fixtures"
         if (fixtures / "rocketmq" / "basic" / "store").is_dir():
             rebuild_rocketmq(spark, fixtures / "rocketmq" / "basic" / "store", work / "warm", hash_slot_num=100,
                              index_num=1000, cq_file_size=320, commit_log_file_size=16384)

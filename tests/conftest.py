@@ -14,12 +14,13 @@ os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared"
+# Reference fixtures made with the real RocketMQ and Kafka classes, kept inside the repository so
+# that a clone with nothing beside it passes its own tests.
+FIXTURES = REPO / "tests" / "fixtures"
 
 
 @pytest.fixture(scope="session")
 def shared_fixtures() -> Path:
-    path = SHARED / "fixtures"
-    if not path.is_dir():
-        pytest.fail(f"reference fixtures not found at {path} (shared/ must sit beside the repository)")
-    return path
+    if not FIXTURES.is_dir():
+        pytest.fail(f"reference fixtures not found at {FIXTURES} (tests/fixtures is part of the repository)")
+    return FIXTURES

@@ -13,7 +13,7 @@ import pytest
 from mqstore.formats.kafka import SimpleRecord, encode_batch
 
 REPO = Path(__file__).resolve().parents[2]
-FIXTURES = REPO.parent / "shared" / "fixtures" / "kafka"
+FIXTURES = REPO / "tests" / "fixtures" / "kafka"
 CASES = ["single_default", "multi_segment_roll_bytes", "append_groups", "unclean_flush", "corrupt_tail_recover"]
 
 

@@ -18,7 +18,7 @@ from mqstore.formats.rocketmq.record import TRANSACTION_MASK, TRANSACTION_ROLLBA
 from mqstore.kernels.rocketmq_scan import STOP_BLANK, DispatchBatch
 
 REPO = Path(__file__).resolve().parents[2]
-FIXTURES = REPO.parent / "shared" / "fixtures" / "rocketmq"
+FIXTURES = REPO / "tests" / "fixtures" / "rocketmq"
 CASES = ("basic", "prop_crc")
 
 

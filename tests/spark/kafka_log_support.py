@@ -23,7 +23,7 @@ from mqstore.formats.kafka import (
 )
 from mqstore.kafka import LogConfig, PartitionLog
 
-SHARED = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "kafka"
+SHARED = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "kafka"
 CASES = ["single_default", "multi_segment_roll_bytes", "append_groups", "unclean_flush", "corrupt_tail_recover"]
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 T0 = 1_700_000_000_000
