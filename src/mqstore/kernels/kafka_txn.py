@@ -1,0 +1,214 @@
+"""Transactions over the batch columns of a Kafka partition: which data batches are committed,
+aborted or still open, the ranges a ``read_committed`` consumer skips, and the exact producer-state
+replay of the broker that yields the ``.txnindex`` entries.
+
+Inputs are per-batch columns in log order (magic-2 batches only; see
+:func:`mqstore.storage.kafka.txn.partition_txn_columns`): ``base_offset``, ``last_offset``,
+``producer_id``, ``attributes`` and ``marker`` (−1 for a batch that is not an end-transaction
+control batch, 0 ABORT, 1 COMMIT).
+
+* :func:`classify_batches` (numpy, O(n log n), no per-batch Python) and its pure-Python twin
+  :func:`classify_batches_py` give every batch a status (:data:`NON_TXN`, :data:`COMMITTED`,
+  :data:`ABORTED`, :data:`OPEN`, :data:`CONTROL`).  A transactional data batch of producer P is
+  decided by the next end marker of P after it, whatever the epochs (recovery and replication
+  accept a marker of any epoch, so Transactions V1 — marker epoch = data epoch — and V2 — marker
+  epoch = data epoch + 1 — are handled alike).
+* :func:`in_ranges` / :func:`in_ranges_py`: which offsets fall inside sorted, disjoint ranges (the
+  row filter of ``read_committed``).
+* :class:`ProducerStateReplay`: the broker's producer-state machine batch by batch (what
+  ``LogSegment.recover`` runs): it yields the aborted-transaction entries with the last stable
+  offset at the time of each ABORT marker, byte for byte what Kafka's recovery appends.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from mqstore.formats.kafka.txn import AbortedTxn, ProducerSnapshotEntry
+
+NON_TXN = 0
+COMMITTED = 1
+ABORTED = 2
+OPEN = 3
+CONTROL = 4
+
+ATTR_TRANSACTIONAL = 0x10
+ATTR_CONTROL = 0x20
+MARKER_NONE = -1
+MARKER_ABORT = 0
+MARKER_COMMIT = 1
+
+
+def _roles(producer_id: np.ndarray, attributes: np.ndarray, marker: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    attrs = np.asarray(attributes, np.int64)
+    pid = np.asarray(producer_id, np.int64)
+    mk = np.asarray(marker, np.int64)
+    is_ctrl = (attrs & ATTR_CONTROL) != 0
+    txn_data = (~is_ctrl) & ((attrs & ATTR_TRANSACTIONAL) != 0) & (pid >= 0)
+    end_marker = is_ctrl & (mk >= 0) & (pid >= 0)
+    return is_ctrl, txn_data, end_marker
+
+
+def classify_batches(producer_id: Any, attributes: Any, marker: Any) -> np.ndarray:
+    """Status of every batch (int8), vectorised: group the transactional rows by producer (stable
+    sort keeps log order inside a producer) and find, for each data row, the next end marker of
+    the same producer with a reversed running minimum (a later producer's rows never qualify:
+    their sorted positions lie past the group's end)."""
+    is_ctrl, txn_data, end_marker = _roles(producer_id, attributes, marker)
+    n = is_ctrl.shape[0]
+    status = np.zeros(n, np.int8)
+    status[is_ctrl] = CONTROL
+    rows = np.nonzero(txn_data | end_marker)[0]
+    if rows.shape[0] == 0:
+        return status
+    pid = np.asarray(producer_id, np.int64)[rows]
+    order = np.argsort(pid, kind="stable")
+    r = rows[order]
+    p = pid[order]
+    m = rows.shape[0]
+    ends = np.append(np.nonzero(p[1:] != p[:-1])[0], m - 1)
+    group_end = ends[np.searchsorted(ends, np.arange(m))]
+    is_m = end_marker[r]
+    val = np.where(is_m, np.arange(m), m + 1)
+    next_m = np.minimum.accumulate(val[::-1])[::-1]
+    data = ~is_m
+    decided = data & (next_m <= group_end)
+    mk = np.asarray(marker, np.int64)
+    kinds = mk[r[np.minimum(next_m, m - 1)]]
+    status[r[decided & (kinds == MARKER_ABORT)]] = ABORTED
+    status[r[decided & (kinds != MARKER_ABORT)]] = COMMITTED
+    status[r[data & ~decided]] = OPEN
+    return status
+
+
+def classify_batches_py(producer_id: Any, attributes: Any, marker: Any) -> np.ndarray:
+    """Reference twin of :func:`classify_batches`: one pass in log order, pending rows per producer."""
+    n = len(producer_id)
+    status = np.zeros(n, np.int8)
+    pending: dict[int, list[int]] = {}
+    for i in range(n):
+        a, pid, mk = int(attributes[i]), int(producer_id[i]), int(marker[i])
+        if a & ATTR_CONTROL:
+            status[i] = CONTROL
+            if mk >= 0 and pid >= 0:
+                for j in pending.pop(pid, []):
+                    status[j] = ABORTED if mk == MARKER_ABORT else COMMITTED
+        elif a & ATTR_TRANSACTIONAL and pid >= 0:
+            status[i] = OPEN
+            pending.setdefault(pid, []).append(i)
+    return status
+
+
+def last_stable_offset(base_offset: Any, status: np.ndarray, log_end: int) -> int:
+    """The LSO of a whole log read offline (high watermark = log end): the first offset of the
+    earliest still-open transaction, else the log end."""
+    open_rows = np.nonzero(status == OPEN)[0]
+    return int(np.asarray(base_offset)[open_rows[0]]) if open_rows.shape[0] else int(log_end)
+
+
+def excluded_ranges(base_offset: Any, last_offset: Any, status: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(starts, ends)`` (inclusive, sorted) of the batches a ``read_committed`` consumer never
+    returns: aborted data batches and every control batch."""
+    sel = (status == ABORTED) | (status == CONTROL)
+    return (np.asarray(base_offset, np.int64)[sel], np.asarray(last_offset, np.int64)[sel])
+
+
+def in_ranges(offsets: Any, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Boolean mask: ``offsets[k]`` lies in some ``[starts[i], ends[i]]`` (ranges sorted, disjoint)."""
+    off = np.asarray(offsets, np.int64)
+    if starts.shape[0] == 0:
+        return np.zeros(off.shape[0], bool)
+    i = np.searchsorted(starts, off, side="right") - 1
+    ok = i >= 0
+    return ok & (off <= ends[np.maximum(i, 0)])
+
+
+def in_ranges_py(offsets: Any, starts: Any, ends: Any) -> np.ndarray:
+    out = np.zeros(len(offsets), bool)
+    for k, o in enumerate(offsets):
+        out[k] = any(int(s) <= int(o) <= int(e) for s, e in zip(starts, ends, strict=True))
+    return out
+
+
+# ----------------------------------------------------------------------------- exact replay
+NUM_BATCHES_TO_RETAIN = 5
+
+
+@dataclass
+class _Producer:
+    producer_id: int
+    epoch: int = -1
+    coordinator_epoch: int = -1
+    last_timestamp: int = -1
+    current_txn_first_offset: int = -1
+    batches: deque[tuple[int, int, int, int]] = field(default_factory=lambda: deque(maxlen=NUM_BATCHES_TO_RETAIN))
+
+    def set_epoch(self, epoch: int) -> None:
+        if epoch != self.epoch:  # a new epoch forgets the retained batches (Kafka's rule)
+            self.batches.clear()
+            self.epoch = epoch
+
+    def entry(self) -> ProducerSnapshotEntry:
+        last = self.batches[-1] if self.batches else (-1, -1, 0, -1)
+        return ProducerSnapshotEntry(self.producer_id, self.epoch, last[0], last[1], last[2], self.last_timestamp,
+                                     self.coordinator_epoch, self.current_txn_first_offset)
+
+
+class ProducerStateReplay:
+    """The broker's producer-state rebuild (replication origin: epochs and sequences are not
+    enforced, a marker of any epoch completes the open transaction).  Feed it the batches that
+    carry a producer id, in log order; :meth:`append` returns the :class:`AbortedTxn` Kafka's
+    recovery appends to the ``.txnindex`` for that batch, or ``None``."""
+
+    def __init__(self, seed: list[ProducerSnapshotEntry] | None = None) -> None:
+        self.producers: dict[int, _Producer] = {}
+        self.ongoing: dict[int, int] = {}  # first offset of an open transaction -> producer id
+        for e in seed or []:
+            p = _Producer(e.producer_id, e.epoch, e.coordinator_epoch, e.timestamp, e.current_txn_first_offset)
+            if e.last_offset >= 0:
+                p.batches.append((e.last_sequence, e.last_offset, e.offset_delta, e.timestamp))
+            self.producers[e.producer_id] = p
+            if e.current_txn_first_offset >= 0:
+                self.ongoing[e.current_txn_first_offset] = e.producer_id
+
+    def _lso(self, producer_id: int, marker_offset: int) -> int:
+        others = [first for first, pid in self.ongoing.items() if pid != producer_id]
+        return min(others) if others else marker_offset + 1
+
+    def append(self, *, base_offset: int, last_offset: int, producer_id: int, epoch: int, last_sequence: int,
+               max_timestamp: int, transactional: bool, control: bool, marker: int = MARKER_NONE,
+               coordinator_epoch: int = 0, marker_timestamp: int = -1) -> AbortedTxn | None:
+        p = self.producers.get(producer_id)
+        if p is None:
+            p = self.producers[producer_id] = _Producer(producer_id)
+        if control:
+            if marker < 0:
+                return None  # an empty control batch (cleaned) or a non-transaction control record
+            out = None
+            if p.current_txn_first_offset >= 0:
+                first = p.current_txn_first_offset
+                if marker == MARKER_ABORT:
+                    out = AbortedTxn(producer_id, first, base_offset, self._lso(producer_id, base_offset))
+                self.ongoing.pop(first, None)
+            p.set_epoch(epoch)
+            p.coordinator_epoch = coordinator_epoch
+            p.current_txn_first_offset = -1
+            p.last_timestamp = marker_timestamp
+            return out
+        p.set_epoch(epoch)
+        p.batches.append((last_sequence, last_offset, last_offset - base_offset, max_timestamp))
+        p.last_timestamp = max_timestamp
+        if transactional and p.current_txn_first_offset < 0:
+            p.current_txn_first_offset = base_offset
+            self.ongoing[base_offset] = producer_id
+        return None
+
+    def first_unstable_offset(self) -> int | None:
+        return min(self.ongoing) if self.ongoing else None
+
+    def entries(self) -> list[ProducerSnapshotEntry]:
+        return [p.entry() for p in sorted(self.producers.values(), key=lambda q: q.producer_id)]
