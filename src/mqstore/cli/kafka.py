@@ -44,16 +44,19 @@ def _existing(path: str) -> Path:
     return p
 
 
+_DUMP_ORDER = {".log": 0, ".index": 1, ".timeindex": 2, ".txnindex": 3, ".snapshot": 4}
+
+
 def _files_for_dump(p: Path) -> list[Path]:
     if p.is_dir():
         files = sorted(f for f in p.iterdir()
-                       if f.suffix in (".log", ".index", ".timeindex") and f.name.split(".", 1)[0].isdigit())
+                       if f.suffix in _DUMP_ORDER and f.name.split(".", 1)[0].isdigit())
         if not files:
             raise StoreNotFoundError("no Kafka segment files in directory", path=str(p))
-        order = {".log": 0, ".index": 1, ".timeindex": 2}
-        return sorted(files, key=lambda f: (f.name.split(".", 1)[0], order[f.suffix]))
-    if p.suffix not in (".log", ".index", ".timeindex"):
-        raise InvalidArgumentError("expected a partition directory or a .log/.index/.timeindex file", path=str(p))
+        return sorted(files, key=lambda f: (f.name.split(".", 1)[0], _DUMP_ORDER[f.suffix]))
+    if p.suffix not in _DUMP_ORDER:
+        raise InvalidArgumentError("expected a partition directory or a .log/.index/.timeindex/.txnindex/.snapshot "
+                                   "file", path=str(p))
     return [p]
 
 
@@ -94,6 +97,13 @@ def _text_line(obj: dict[str, Any]) -> str:
         return f"offset: {obj['offset']} position: {obj['position']}"
     if t == "time_index_entry":
         return f"timestamp: {obj['timestamp']} offset: {obj['offset']}"
+    if t == "aborted_txn":
+        return (f"version: {obj['version']} producerId: {obj['producerId']} firstOffset: {obj['firstOffset']} "
+                f"lastOffset: {obj['lastOffset']} lastStableOffset: {obj['lastStableOffset']}")
+    if t == "snapshot":
+        return f"version: {obj['version']} crc: {obj['crc']} producers: {obj['producers']}"
+    if t == "producer_entry":
+        return " ".join(f"{k}: {v}" for k, v in obj.items() if k != "type")
     if t == "tail":
         return f"invalid tail: {obj['bytes']} bytes from position {obj['position']} ({obj['reason']})"
     return str(obj)
@@ -102,14 +112,29 @@ def _text_line(obj: dict[str, Any]) -> str:
 @group.command("dump")
 @click.argument("path", type=click.Path())
 @click.option("--print-data", is_flag=True, help="Also print every record (key, value, headers).")
+@click.option("--isolation", type=click.Choice(["read_uncommitted", "read_committed"]), default="read_uncommitted",
+              show_default=True, help="read_committed: only the batches a read_committed consumer receives "
+              "(no control batches, no aborted transactions, nothing from the last stable offset on).")
 @json_option
 @handle_errors
-def dump(path: str, print_data: bool, as_json: bool) -> None:
-    """Print the batches of a .log, the entries of a .index/.timeindex, or a whole partition directory."""
-    from mqstore.storage.kafka.tools import dump_index, dump_log
+def dump(path: str, print_data: bool, isolation: str, as_json: bool) -> None:
+    """Print the batches of a .log, the entries of a .index/.timeindex/.txnindex, a producer .snapshot,
+    or a whole partition directory."""
+    from mqstore.storage.kafka.tools import dump_index, dump_log, dump_snapshot, dump_txn_index
 
-    for f in _files_for_dump(_existing(path)):
-        objs = dump_log(f, print_data=print_data) if f.suffix == ".log" else dump_index(f)
+    p = _existing(path)
+    committed = _committed_filter(p) if isolation == "read_committed" else None
+    for f in _files_for_dump(p):
+        if f.suffix == ".log":
+            objs: Any = dump_log(f, print_data=print_data)
+            if committed is not None:
+                objs = committed(objs)
+        elif f.suffix == ".txnindex":
+            objs = dump_txn_index(f)
+        elif f.suffix == ".snapshot":
+            objs = dump_snapshot(f)
+        else:
+            objs = dump_index(f)
         if as_json:
             echo_json_lines({"file": str(f), **o} for o in objs)
             continue
@@ -118,8 +143,24 @@ def dump(path: str, print_data: bool, as_json: bool) -> None:
         for o in objs:
             click.echo(_text_line(o))
             n += 1
-        if n == 0 and f.suffix != ".log":
+        if n == 0 and f.suffix not in (".log", ".snapshot"):
             click.echo(f"{f} is empty.")
+
+
+def _committed_filter(p: Path) -> Callable[[Any], Iterator[dict[str, Any]]]:
+    """Drop the batches (and their records) a read_committed consumer of the partition never gets."""
+    from mqstore.storage.kafka.txn import partition_txn_state
+
+    state = partition_txn_state(p if p.is_dir() else p.parent)
+
+    def keep(objs: Any) -> Iterator[dict[str, Any]]:
+        show = True
+        for o in objs:
+            if o["type"] == "batch":
+                show = state.is_visible(o["baseOffset"] if "baseOffset" in o else o["offset"])
+            if o["type"] not in ("batch", "record") or show:
+                yield o
+    return keep
 
 
 @group.command("verify")
@@ -182,17 +223,30 @@ def rebuild_index(path: str, out_dir: str | None, index_interval_bytes: int, max
             r = rebuild_indexes(f, out_dir, index_interval_bytes=index_interval_bytes,
                                 max_index_size=max_index_bytes, progress=prog)
             rows.append(r)
+    txn = _rebuild_txn(p, logs, out_dir)
     if as_json:
-        echo_json_lines(vars(r) for r in rows)
+        echo_json_lines({**vars(r), "txn_index_path": txn[r.base_offset][0], "aborted_txns": txn[r.base_offset][1]}
+                        for r in rows)
     else:
         print_table("rebuilt indexes", ["segment", "batches", "valid bytes", "offset entries", "time entries",
-                                        "next offset"],
+                                        "aborted txns", "next offset"],
                     [(Path(r.log_path).name, r.batches, r.valid_bytes, r.offset_entries, r.time_entries,
-                      r.next_offset) for r in rows])
+                      txn[r.base_offset][1], r.next_offset) for r in rows])
     for r in rows:
         if r.truncated_bytes:
             click.echo(f"warning: {r.log_path}: {r.truncated_bytes} invalid bytes from position {r.valid_bytes} "
                        f"({r.error or r.stop}); indexes cover the valid prefix, the .log was not modified", err=True)
+
+
+def _rebuild_txn(p: Path, logs: list[Path], out_dir: str | None) -> dict[int, tuple[str | None, int]]:
+    """The .txnindex of the rebuilt segments (from a replay over the whole partition, since a
+    transaction may begin in an earlier segment): base offset → (file written or None, entries)."""
+    from mqstore.storage.kafka.txn import rebuild_txn_indexes
+
+    directory = p if p.is_dir() else p.parent
+    bases = {int(f.name.split(".", 1)[0]) for f in logs}
+    res = rebuild_txn_indexes(directory, out_dir, only=bases)
+    return {r.segment: (r.path if r.written else None, r.entries) for r in res}
 
 
 @group.command("lookup")

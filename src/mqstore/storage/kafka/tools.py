@@ -240,6 +240,10 @@ def verify_path(path: str | os.PathLike[str], *, strict: bool = False,
         if not f.exists():
             raise StoreNotFoundError("segment log file not found", path=str(f))
         verify_segment(f, report, strict=strict, progress=progress)
+    if p.is_dir():
+        from mqstore.storage.kafka.txn import verify_txn_indexes
+
+        verify_txn_indexes(p, report)
     return report
 
 
@@ -319,3 +323,25 @@ def dump_index(path: Path) -> Iterator[dict[str, Any]]:
     else:
         raise InvalidArgumentError("not an index file", path=str(path))
     idx.close()
+
+
+def dump_txn_index(path: Path) -> Iterator[dict[str, Any]]:
+    """Entries of a ``.txnindex`` (typed error on a partial entry or an unknown version)."""
+    from mqstore.storage.kafka.txn import read_txn_index
+
+    for t in read_txn_index(path):
+        yield {"type": "aborted_txn", "version": t.version, "producerId": t.producer_id,
+               "firstOffset": t.first_offset, "lastOffset": t.last_offset, "lastStableOffset": t.last_stable_offset}
+
+
+def dump_snapshot(path: Path) -> Iterator[dict[str, Any]]:
+    """Header and producer entries of a producer-state ``.snapshot`` (CRC checked)."""
+    from mqstore.storage.kafka.txn import read_producer_snapshot
+
+    snap = read_producer_snapshot(path)
+    yield {"type": "snapshot", "version": snap.version, "crc": snap.crc, "producers": len(snap.entries)}
+    for e in snap.entries:
+        yield {"type": "producer_entry", "producerId": e.producer_id, "producerEpoch": e.epoch,
+               "lastSequence": e.last_sequence, "lastOffset": e.last_offset, "offsetDelta": e.offset_delta,
+               "timestamp": e.timestamp, "coordinatorEpoch": e.coordinator_epoch,
+               "currentTxnFirstOffset": e.current_txn_first_offset}

@@ -46,7 +46,13 @@ from mqstore.kernels.kafka_txn import (
     in_ranges,
     last_stable_offset,
 )
-from mqstore.storage.kafka.rebuild import MappedLog, analyze_log, atomic_write, parse_base_offset
+from mqstore.storage.kafka.rebuild import (
+    MappedLog,
+    _partition_lock,
+    analyze_log,
+    atomic_write,
+    parse_base_offset,
+)
 
 ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
 
@@ -182,12 +188,14 @@ def _segment_logs_of(directory: Path) -> list[Path]:
     return sorted(f for f in directory.iterdir() if f.suffix == ".log" and f.name.split(".", 1)[0].isdigit())
 
 
-def partition_txn_columns(path: str | os.PathLike[str]) -> TxnColumns:
-    """Scan every segment of a partition directory (or one ``.log``) read-only into :class:`TxnColumns`."""
+def partition_txn_columns(path: str | os.PathLike[str], *, logs: list[Path] | None = None) -> TxnColumns:
+    """Scan every segment of a partition directory (or one ``.log``, or the given ``logs`` in
+    order) read-only into :class:`TxnColumns`."""
     p = Path(path)
-    if not p.exists():
-        raise StoreNotFoundError("path not found", path=str(p))
-    logs = _segment_logs_of(p) if p.is_dir() else [p]
+    if logs is None:
+        if not p.exists():
+            raise StoreNotFoundError("path not found", path=str(p))
+        logs = _segment_logs_of(p) if p.is_dir() else [p]
     parts = [_segment_columns(f) for f in logs]
     names = ("base_offset", "last_offset", "max_timestamp", "attributes", "producer_id", "producer_epoch",
              "base_sequence", "marker", "coordinator_epoch", "marker_timestamp")
@@ -290,6 +298,17 @@ def rebuild_txn_indexes(path: str | os.PathLike[str], out_dir: str | os.PathLike
     p = Path(path)
     directory = p if p.is_dir() else p.parent
     out = Path(out_dir) if out_dir is not None else directory
+    if not out.is_dir():
+        raise StoreNotFoundError("output directory does not exist", path=str(out))
+    lock = _partition_lock(out) if out.resolve() == directory.resolve() else None
+    try:
+        return _rebuild_txn_into(directory, out, only)
+    finally:
+        if lock is not None:
+            lock.release()
+
+
+def _rebuild_txn_into(directory: Path, out: Path, only: set[int] | None) -> list[TxnIndexResult]:
     expected = expected_txn_indexes(directory)
     results = []
     for base, txns in expected.items():
