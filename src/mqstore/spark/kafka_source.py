@@ -100,18 +100,21 @@ class KafkaLogPartition(InputPartition):
     include_headers: bool
     max_records: int
     fail_on_data_loss: bool
+    read_committed: bool = False
 
 
 def _read(partition: KafkaLogPartition) -> Iterator[Any]:
     from mqstore.spark._kafka_read import read_arrow
 
     yield from read_arrow(partition.range, include_headers=partition.include_headers,
-                          max_records=partition.max_records, fail_on_data_loss=partition.fail_on_data_loss)
+                          max_records=partition.max_records, fail_on_data_loss=partition.fail_on_data_loss,
+                          read_committed=partition.read_committed)
 
 
 def _partitions(opts: KafkaLogOptions, ranges: list[OffsetRange]) -> list[KafkaLogPartition]:
     pieces = split_ranges(ranges, opts.min_partitions)
-    return [KafkaLogPartition(r, opts.include_headers, opts.max_records_per_batch, opts.fail_on_data_loss)
+    return [KafkaLogPartition(r, opts.include_headers, opts.max_records_per_batch, opts.fail_on_data_loss,
+                              opts.read_committed)
             for r in pieces]
 
 
