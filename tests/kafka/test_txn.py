@@ -368,3 +368,26 @@ def test_missing_paths_are_typed(tmp_path: Path) -> None:
     with pytest.raises(StoreNotFoundError):
         partition_txn_columns(tmp_path / "nope")
     assert read_txn_index(tmp_path / "00000000000000000000.txnindex") == []
+
+
+@pytest.mark.parametrize("tv2", [False, True], ids=["txn-v1", "txn-v2"])
+def test_verify_snapshot_against_replayed_producer_state(tmp_path: Path, tv2: bool) -> None:
+    """Producer state after data (offsets 0-1, seq 0-1, max timestamp 1001) and a COMMIT marker at
+    offset 2 (timestamp 5002, coordinator epoch 3): V1 keeps the batch metadata; V2's marker epoch
+    (data epoch + 1) becomes the producer's epoch and drops it, exactly as the broker's entry."""
+    m = build([Op("txn", 1, 2), Op("end", 1, commit=True), Op("plain")], tv2=tv2)
+    d = tmp_path / "s-0"
+    write_partition(d, m)
+    v1 = ProducerSnapshotEntry(1, 0, 1, 1, 1, 5002, 3, -1)
+    v2 = ProducerSnapshotEntry(1, 1, -1, -1, 0, 5002, 3, -1)
+    snap = d / f"{3:020d}.snapshot"
+    snap.write_bytes(encode_producer_snapshot([v2 if tv2 else v1]))
+    assert verify_path(d).ok
+    snap.write_bytes(encode_producer_snapshot([v1 if tv2 else v2]))
+    (p,) = verify_path(d).problems
+    assert p.kind == "snapshot_mismatch" and "producer 1" in p.message
+    # mid-transaction snapshot (offset 2: data appended, marker not yet): the open txn is recorded
+    mid = d / f"{2:020d}.snapshot"
+    snap.unlink()
+    mid.write_bytes(encode_producer_snapshot([ProducerSnapshotEntry(1, 0, 1, 1, 1, 1001, -1, 0)]))
+    assert verify_path(d).ok

@@ -32,6 +32,7 @@ from mqstore.formats.kafka.batch import decode_batch, decode_control_record
 from mqstore.formats.kafka.txn import (
     AbortedTxn,
     ProducerSnapshot,
+    ProducerSnapshotEntry,
     decode_producer_snapshot,
     decode_txn_index,
     encode_txn_index,
@@ -258,16 +259,33 @@ def _seed(directory: Path, first_base: int) -> tuple[list[Any], Path | None]:
 def expected_txn_indexes(path: str | os.PathLike[str], cols: TxnColumns | None = None) -> dict[int, list[AbortedTxn]]:
     """Aborted transactions per segment (base offset → entries) that Kafka's recovery of every
     segment writes, from a replay of the producer state over the whole partition."""
+    return _replay(path, cols).per_segment
+
+
+@dataclass
+class _ReplayResult:
+    per_segment: dict[int, list[AbortedTxn]]
+    states: dict[int, dict[int, ProducerSnapshotEntry]]  # capture offset → producer id → state
+    complete: bool  # the replay knows the whole history (log from 0, or seeded from a snapshot)
+    seed: Path | None
+
+
+def _replay(path: str | os.PathLike[str], cols: TxnColumns | None = None,
+            capture: list[int] | None = None) -> _ReplayResult:
     p = Path(path)
     directory = p if p.is_dir() else p.parent
     cols = cols if cols is not None else partition_txn_columns(p if p.is_dir() else directory)
     out: dict[int, list[AbortedTxn]] = {b: [] for b in cols.segments}
-    seed, _ = _seed(directory, cols.segments[0]) if cols.segments else ([], None)
+    seed, seed_file = _seed(directory, cols.segments[0]) if cols.segments else ([], None)
     replay = ProducerStateReplay(seed)
+    pending = sorted(capture or [])
+    states: dict[int, dict[int, ProducerSnapshotEntry]] = {}
     rows = np.nonzero(cols.producer_id >= 0)[0]
     a = cols.attributes
     for i in rows.tolist():
         base, last = int(cols.base_offset[i]), int(cols.last_offset[i])
+        while pending and pending[0] <= base:
+            states[pending.pop(0)] = {e.producer_id: e for e in replay.entries()}
         seq = int(cols.base_sequence[i])
         last_seq = -1 if seq < 0 else (seq + (last - base)) % (1 << 31)
         t = replay.append(base_offset=base, last_offset=last, producer_id=int(cols.producer_id[i]),
@@ -278,7 +296,11 @@ def expected_txn_indexes(path: str | os.PathLike[str], cols: TxnColumns | None =
                           marker_timestamp=int(cols.marker_timestamp[i]))
         if t is not None:
             out[int(cols.segment[i])].append(t)
-    return out
+    for off in pending:
+        if off <= cols.log_end:
+            states[off] = {e.producer_id: e for e in replay.entries()}
+    complete = seed_file is not None or (bool(cols.segments) and cols.segments[0] == 0)
+    return _ReplayResult(out, states, complete, seed_file)
 
 
 @dataclass
@@ -325,34 +347,61 @@ def _rebuild_txn_into(directory: Path, out: Path, only: set[int] | None) -> list
 
 def verify_txn_indexes(directory: Path, report: Any, cols: TxnColumns | None = None) -> None:
     """Compare every segment's ``.txnindex`` with the replay (problems: ``txnindex_corrupt``,
-    ``txnindex_missing``, ``txnindex_mismatch``) and check every ``.snapshot``
-    (``snapshot_corrupt``)."""
-    for _off, f in snapshot_files(directory):
+    ``txnindex_missing``, ``txnindex_mismatch``) and check every ``.snapshot``: CRC and layout
+    (``snapshot_corrupt``), and each producer entry against the replayed producer state at the
+    snapshot's offset (``snapshot_mismatch``) when the replay knows the partition's whole history."""
+    snaps: dict[int, tuple[Path, ProducerSnapshot]] = {}
+    for off, f in snapshot_files(directory):
         try:
-            read_producer_snapshot(f)
+            snaps[off] = (f, read_producer_snapshot(f))
         except MqStoreError as exc:
-            report.add("snapshot_corrupt", f, exc.offset, exc.message if hasattr(exc, "message") else str(exc))
-    expected = expected_txn_indexes(directory, cols)
-    for base, want in expected.items():
+            report.add("snapshot_corrupt", f, exc.offset, exc.message)
+    res = _replay(directory, cols, capture=list(snaps))
+    for off, (f, snap) in snaps.items():
+        if f == res.seed:
+            continue
+        state = res.states.get(off)
+        if state is None:
+            report.note("snapshot_unchecked", f, None, "snapshot offset outside the log's offsets: not compared")
+            continue
+        for k, e in enumerate(snap.entries):
+            want = state.get(e.producer_id)
+            if want is None and not res.complete:
+                report.note("snapshot_unchecked", f, 10 + 46 * k,
+                            f"producer {e.producer_id}: its batches precede the first segment")
+                continue
+            if want != e:
+                report.add("snapshot_mismatch", f, 10 + 46 * k,
+                           f"producer {e.producer_id}: snapshot has {_fmt_entry(e)}, the log gives {_fmt_entry(want)}")
+    for base, want_txns in res.per_segment.items():
         f = directory / f"{base:020d}.txnindex"
         if not f.exists():
-            if want:
+            if want_txns:
                 report.add("txnindex_missing", f, None,
-                           f"{len(want)} aborted transaction(s) end in this segment but it has no transaction index "
-                           "(read_committed consumers fed from this file would see aborted records)")
+                           f"{len(want_txns)} aborted transaction(s) end in this segment but it has no transaction "
+                           "index (read_committed consumers fed from this file would see aborted records)")
             continue
         try:
             have = read_txn_index(f, base_offset=base)
         except MqStoreError as exc:
-            report.add("txnindex_corrupt", f, exc.offset, exc.message if hasattr(exc, "message") else str(exc))
+            report.add("txnindex_corrupt", f, exc.offset, exc.message)
             continue
-        if have != want:
-            k = next((i for i, (h, w) in enumerate(zip(have, want, strict=False)) if h != w), min(len(have), len(want)))
+        if have != want_txns:
+            k = next((i for i, (h, w) in enumerate(zip(have, want_txns, strict=False)) if h != w),
+                     min(len(have), len(want_txns)))
             got = have[k] if k < len(have) else None
-            exp = want[k] if k < len(want) else None
+            exp = want_txns[k] if k < len(want_txns) else None
             report.add("txnindex_mismatch", f, k * 34,
                        f"entry {k}: file has {_fmt(got)}, the log gives {_fmt(exp)} "
-                       f"({len(have)} vs {len(want)} entries)")
+                       f"({len(have)} vs {len(want_txns)} entries)")
+
+
+def _fmt_entry(e: ProducerSnapshotEntry | None) -> str:
+    if e is None:
+        return "no such producer"
+    return (f"epoch {e.epoch} lastSequence {e.last_sequence} lastOffset {e.last_offset} offsetDelta "
+            f"{e.offset_delta} timestamp {e.timestamp} coordinatorEpoch {e.coordinator_epoch} "
+            f"currentTxnFirstOffset {e.current_txn_first_offset}")
 
 
 def _fmt(t: AbortedTxn | None) -> str:
