@@ -15,7 +15,12 @@ Verification problems (any of them makes ``verify`` fail):
   offset of a later batch of the same append is what a follower writes: it is reported as a note
   (``multi_batch_entry``), a problem only with ``strict=True`` (Kafka would list it);
 * ``time_index_offset_not_found`` / ``time_index_timestamp_mismatch`` /
-  ``time_index_out_of_order`` – Kafka's ``dumpTimeIndex`` checks.
+  ``time_index_out_of_order`` – Kafka's ``dumpTimeIndex`` checks;
+* ``txnindex_corrupt`` / ``txnindex_mismatch`` – a ``.txnindex`` that is cut, of an unknown
+  version, or differs from the aborted transactions replayed from the log (a missing one is the
+  note ``txnindex_missing``); ``snapshot_corrupt`` / ``snapshot_mismatch`` – a
+  producer ``.snapshot`` failing its CRC/layout or disagreeing with the replayed producer state
+  (see :mod:`mqstore.storage.kafka.txn`).
 """
 
 from __future__ import annotations

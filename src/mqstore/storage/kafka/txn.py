@@ -347,9 +347,15 @@ def _rebuild_txn_into(directory: Path, out: Path, only: set[int] | None) -> list
 
 def verify_txn_indexes(directory: Path, report: Any, cols: TxnColumns | None = None) -> None:
     """Compare every segment's ``.txnindex`` with the replay (problems: ``txnindex_corrupt``,
-    ``txnindex_missing``, ``txnindex_mismatch``) and check every ``.snapshot``: CRC and layout
+    ``txnindex_mismatch``) and check every ``.snapshot``: CRC and layout
     (``snapshot_corrupt``), and each producer entry against the replayed producer state at the
-    snapshot's offset (``snapshot_mismatch``) when the replay knows the partition's whole history."""
+    snapshot's offset (``snapshot_mismatch``) when the replay knows the partition's whole history.
+
+    A missing ``.txnindex`` of a segment where aborted transactions end is a note
+    (``txnindex_missing``): a broker's own appends always write it,
+    but directories written segment by segment (mqstore's writer, Kafka's ``LogSegment`` alone)
+    have none and Kafka's recovery rebuilds it; below the recovery point Kafka trusts the
+    missing file, so read_committed consumers would receive the aborted records."""
     snaps: dict[int, tuple[Path, ProducerSnapshot]] = {}
     for off, f in snapshot_files(directory):
         try:
@@ -377,9 +383,10 @@ def verify_txn_indexes(directory: Path, report: Any, cols: TxnColumns | None = N
         f = directory / f"{base:020d}.txnindex"
         if not f.exists():
             if want_txns:
-                report.add("txnindex_missing", f, None,
+                report.note("txnindex_missing", f, None,
                            f"{len(want_txns)} aborted transaction(s) end in this segment but it has no transaction "
-                           "index (read_committed consumers fed from this file would see aborted records)")
+                           "index (read_committed consumers fed from this file would see aborted records; "
+                            "rebuild-index writes it)")
             continue
         try:
             have = read_txn_index(f, base_offset=base)
