@@ -57,3 +57,22 @@ def test_spark_read_committed(spark, part) -> None:
     assert sorted(r["offset"] for r in df.select("offset").collect()) == m.committed_offsets()
     raw = spark.read.format("kafka-log").load(str(d))
     assert raw.count() == m.log_end - len(m.markers)
+
+
+def test_planner_hands_each_task_its_excluded_ranges(part) -> None:
+    from mqstore.spark._kafka_options import parse_options
+    from mqstore.spark._kafka_plan import discover_partitions, plan_batch_ranges
+    from mqstore.spark.kafka_source import _partitions
+
+    d, m = part
+    opts = parse_options({"path": str(d), "kafka.isolation.level": "read_committed", "minPartitions": "3"},
+                         streaming=False)
+    parts = _partitions(opts, plan_batch_ranges(opts, discover_partitions(opts)))
+    assert len(parts) >= 2 and all(p.committed is not None for p in parts)
+    assert parts[-1].range.end == m.lso
+    got = []
+    for p in parts:
+        assert all(s < p.range.end and e >= p.range.start
+                   for s, e in zip(p.committed.excluded_starts, p.committed.excluded_ends, strict=True))
+        got += _offsets(list(read_arrow(p.range, committed=p.committed)))
+    assert sorted(got) == m.committed_offsets()

@@ -39,7 +39,7 @@ from mqstore.kernels.kafka import STOP_BAD_SIZE, check_crcs, decode_records_colu
 from mqstore.spark._kafka_kernels import ERR_UNSUPPORTED, ERROR_MESSAGES, OK, gather, parse_bodies
 from mqstore.spark._kafka_plan import OffsetRange, segment_files
 from mqstore.storage.kafka.segment import LogSegment
-from mqstore.storage.kafka.txn import partition_txn_state
+from mqstore.storage.kafka.txn import CommittedRanges, partition_txn_state
 
 HEADER_TYPE = pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())])
 HEADERS_TYPE = pa.list_(pa.field("element", HEADER_TYPE))
@@ -236,16 +236,18 @@ def _window_fast(view: memoryview, scan: dict[str, Any], idx: np.ndarray, lo: in
 
 def read_arrow(rng: OffsetRange, *, include_headers: bool = False, max_records: int = 10_000,
                fail_on_data_loss: bool = True, fast: bool = True,
-               read_committed: bool = False) -> Iterator[pa.RecordBatch]:
+               read_committed: bool = False, committed: CommittedRanges | None = None) -> Iterator[pa.RecordBatch]:
     """Record batches (≤ ``max_records`` rows each) of the records ``rng.start ≤ offset < rng.end``.
 
     ``fast`` (default) decodes v2 batches with the numba kernels of :mod:`._kafka_kernels`;
     ``False`` (and legacy magic 0/1 data) uses :func:`~mqstore.kernels.kafka.decode_records_columnar`.
+    ``read_committed`` drops the rows a read_committed consumer never gets, with the ranges of
+    ``committed`` (computed once by the planner) or, without it, from a scan of the partition.
     """
     if rng.size == 0:
         return
-    if read_committed:
-        state = partition_txn_state(rng.path)
+    if read_committed or committed is not None:
+        state = committed if committed is not None else partition_txn_state(rng.path).restrict(rng.start, rng.end)
         for rb in read_arrow(rng, include_headers=include_headers, max_records=max_records,
                              fail_on_data_loss=fail_on_data_loss, fast=fast):
             mask = state.committed_mask(rb.column(4).to_numpy(zero_copy_only=False))

@@ -211,6 +211,21 @@ def partition_txn_columns(path: str | os.PathLike[str], *, logs: list[Path] | No
 
 
 # ----------------------------------------------------------------------------- read_committed
+@dataclass(frozen=True)
+class CommittedRanges:
+    """The part of a :class:`TxnState` one reader needs (small, picklable): the last stable offset
+    and the excluded offset ranges (inclusive, sorted, disjoint)."""
+
+    last_stable_offset: int
+    excluded_starts: np.ndarray
+    excluded_ends: np.ndarray
+
+    def committed_mask(self, offsets: Any) -> np.ndarray:
+        """Rows (record offsets) a ``read_committed`` consumer returns (vectorised)."""
+        off = np.asarray(offsets, np.int64)
+        return (off < self.last_stable_offset) & ~in_ranges(off, self.excluded_starts, self.excluded_ends)
+
+
 @dataclass
 class TxnState:
     """What a ``read_committed`` consumer of the whole log sees: the last stable offset and the
@@ -224,8 +239,16 @@ class TxnState:
 
     def committed_mask(self, offsets: Any) -> np.ndarray:
         """Rows (record offsets) a ``read_committed`` consumer returns."""
-        off = np.asarray(offsets, np.int64)
-        return (off < self.last_stable_offset) & ~in_ranges(off, self.excluded_starts, self.excluded_ends)
+        return self.restrict().committed_mask(offsets)
+
+    def restrict(self, start: int | None = None, end: int | None = None) -> CommittedRanges:
+        """The excluded ranges overlapping ``[start, end)`` (all by default) with the LSO."""
+        sel = np.ones(self.excluded_starts.shape[0], bool)
+        if start is not None:
+            sel &= self.excluded_ends >= start
+        if end is not None:
+            sel &= self.excluded_starts < end
+        return CommittedRanges(self.last_stable_offset, self.excluded_starts[sel], self.excluded_ends[sel])
 
     def is_visible(self, offset: int) -> bool:
         return bool(self.committed_mask(np.array([offset], np.int64))[0])
