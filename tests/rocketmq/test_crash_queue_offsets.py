@@ -149,10 +149,24 @@ def test_dispatch_disabled_writer_continues_after_its_killed_tail(tmp_path: Path
         assert s.put("A", b"w", queue_id=0).queue_offset == 17
         assert s.put("A", b"w", queue_id=1).queue_offset == 10
         assert duplicates(s) == []
-    # the external dispatcher lost a whole queue (its ConsumeQueue directory is gone)
-    shutil.rmtree(store / "consumequeue" / "A" / "0")
+
+
+def test_dispatch_disabled_open_looks_past_a_lagging_consume_queue(tmp_path: Path) -> None:
+    """An external dispatcher killed mid-batch wrote the units of one queue and not of another:
+    the common end of the ConsumeQueues is no bound, the records behind it still count."""
+    store = tmp_path / "s"
+    with MessageStore.open(store, small()) as s:
+        for i in range(10):
+            s.put("A", b"x%d" % i, queue_id=0)
+        for _ in range(10):
+            s.put("A", b"y", queue_id=1)
+    cq = next((store / "consumequeue" / "A" / "0").iterdir())
+    raw = bytearray(cq.read_bytes())
+    raw[6 * 20 : 10 * 20] = bytes(4 * 20)  # units 6..9 of A/0 not written by the dispatcher
+    cq.write_bytes(bytes(raw))
     with MessageStore.open(store, small(dispatch_enabled=False)) as s:
-        assert s.put("A", b"v", queue_id=0).queue_offset == 18
+        assert s.put("A", b"z", queue_id=0).queue_offset == 10
+        assert s.put("A", b"z", queue_id=1).queue_offset == 10
         assert duplicates(s) == []
 
 

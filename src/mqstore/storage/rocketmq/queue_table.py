@@ -63,18 +63,38 @@ class _Columns:
         return np.concatenate(self.codes), np.concatenate(self.queue_offsets), np.concatenate(self.offsets)
 
 
-def next_queue_offsets(batches: Iterable[DispatchBatch]) -> dict[QueueKey, int]:
-    """One past the highest queue offset of each (topic, queue) among the ConsumeQueue records
-    (transaction type NOT or COMMIT) of ``batches``."""
-    cols = _Columns()
-    for batch in batches:
+class NextQueueOffsets:
+    """Feed dispatch batches with :meth:`add`; :meth:`table` gives one past the highest queue
+    offset of each (topic, queue) among their ConsumeQueue records (transaction type NOT or
+    COMMIT).  Keeps one running maximum per queue, not the rows."""
+
+    def __init__(self) -> None:
+        self._cols = _Columns()
+        self._best = np.empty(0, np.int64)
+
+    def add(self, batch: DispatchBatch) -> None:
+        cols = self._cols
         cols.add(batch)
-    codes, qos, _ = cols.arrays()
-    if len(codes) == 0:
-        return {}
-    best = np.full(len(cols.keys), -1, np.int64)
-    np.maximum.at(best, codes, qos)
-    return {key: int(v) + 1 for key, v in zip(cols.keys, best.tolist(), strict=True)}
+        if not cols.codes:
+            return
+        codes, qos, _ = cols.arrays()
+        cols.codes.clear()
+        cols.queue_offsets.clear()
+        cols.offsets.clear()
+        if len(self._best) < len(cols.keys):
+            self._best = np.r_[self._best, np.full(len(cols.keys) - len(self._best), -1, np.int64)]
+        np.maximum.at(self._best, codes, qos)
+
+    def table(self) -> dict[QueueKey, int]:
+        return {key: int(v) + 1 for key, v in zip(self._cols.keys, self._best.tolist(), strict=True)}
+
+
+def next_queue_offsets(batches: Iterable[DispatchBatch]) -> dict[QueueKey, int]:
+    """:class:`NextQueueOffsets` of ``batches``."""
+    nxt = NextQueueOffsets()
+    for batch in batches:
+        nxt.add(batch)
+    return nxt.table()
 
 
 @dataclass(frozen=True, slots=True)
