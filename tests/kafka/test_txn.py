@@ -266,7 +266,7 @@ def test_snapshot_seed_for_transaction_started_in_deleted_segment(tmp_path: Path
     assert expected_txn_indexes(d)[10] == [AbortedTxn(7, 10, 12, 13)]
     (d / f"{10:020d}.snapshot").write_bytes(encode_producer_snapshot(
         [ProducerSnapshotEntry(7, 0, 5, 9, 1, 900, 3, 4)]))
-    assert expected_txn_indexes(d)[10] == [AbortedTxn(7, 4, 12, 13)]
+    assert expected_txn_indexes(d)[10] == [AbortedTxn(7, 4, 12, 13)] == expected_txn_indexes(d, replay=True)[10]
     assert read_producer_snapshot(d / f"{10:020d}.snapshot").entries[0].current_txn_first_offset == 4
 
 
@@ -317,7 +317,7 @@ def test_property_read_committed_equals_marker_replay(tmp_path_factory: pytest.T
     m = build([Op("plain"), *ops], tv2=tv2)
     d = tmp_path_factory.mktemp("prop") / "p-0"
     bases = write_partition(d, m, cuts=cuts)
-    assert expected_txn_indexes(d) == expected_by_segment(m, bases)
+    assert expected_txn_indexes(d) == expected_by_segment(m, bases) == expected_txn_indexes(d, replay=True)
     cols = partition_txn_columns(d)
     assert np.array_equal(classify_batches(cols.producer_id, cols.attributes, cols.marker),
                           classify_batches_py(cols.producer_id, cols.attributes, cols.marker))
@@ -431,7 +431,38 @@ def test_reference_fixtures_transactions(case: str) -> None:
                 visible += offs
     lso = min(open_first.values()) if open_first else man["log_end_offset"]
     assert sum(len(v) for v in want.values()) > 0  # the fixture really has aborted transactions
-    assert expected_txn_indexes(d) == want
+    assert expected_txn_indexes(d) == want == expected_txn_indexes(d, replay=True)
     with PartitionLog.open(d, read_only=True) as log:
         assert log.last_stable_offset() == lso
         assert [r.offset for r in log.iter_records(isolation="read_committed")] == sorted(o for o in visible if o < lso)
+
+
+@settings(max_examples=150, deadline=None)
+@given(OPS, st.booleans(), st.permutations(range(5)), st.lists(st.integers(0, 99), unique=True, max_size=3))
+def test_aborted_transactions_vectorised_equals_replay(ops: list[Op], tv2: bool, pids: list[int],
+                                                       firsts: list[int]) -> None:
+    """The vectorised .txnindex derivation equals the per-batch broker replay, also when a
+    snapshot seeds transactions opened before the first batch (distinct offsets 0..99, log from 100)."""
+    from mqstore.formats.kafka import decode_batch
+    from mqstore.kernels.kafka_txn import aborted_transactions
+
+    seed = dict(zip(pids, firsts, strict=False))
+    m = build(ops, tv2=tv2, start=100)
+    pid, attrs, marker = _columns_of(m)
+    base = np.array(m.bases, np.int64)
+    rows, fast = aborted_transactions(base, pid, attrs, marker, seed)
+    replay = ProducerStateReplay([ProducerSnapshotEntry(p, 0, -1, -1, 0, -1, -1, f) for p, f in seed.items()])
+    slow, slow_rows = [], []
+    for i, raw in enumerate(m.batches):
+        h = decode_batch(raw).header
+        if h.producer_id < 0:
+            continue
+        t = replay.append(base_offset=h.base_offset, last_offset=h.last_offset, producer_id=h.producer_id,
+                          epoch=h.producer_epoch, last_sequence=h.last_sequence, max_timestamp=h.max_timestamp,
+                          transactional=h.is_transactional, control=h.is_control, marker=int(marker[i]))
+        if t is not None:
+            slow.append(t)
+            slow_rows.append(i)
+    assert fast == slow and rows.tolist() == slow_rows
+    if not seed:
+        assert fast == m.aborted

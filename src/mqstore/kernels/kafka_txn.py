@@ -15,9 +15,11 @@ control batch, 0 ABORT, 1 COMMIT).
   epoch = data epoch + 1 — are handled alike).
 * :func:`in_ranges` / :func:`in_ranges_py`: which offsets fall inside sorted, disjoint ranges (the
   row filter of ``read_committed``).
-* :class:`ProducerStateReplay`: the broker's producer-state machine batch by batch (what
-  ``LogSegment.recover`` runs): it yields the aborted-transaction entries with the last stable
-  offset at the time of each ABORT marker, byte for byte what Kafka's recovery appends.
+* :func:`aborted_transactions` (vectorised grouping + one sweep over the transactions) and its
+  per-batch twin :class:`ProducerStateReplay`, the broker's producer-state machine (what
+  ``LogSegment.recover`` runs): the aborted-transaction entries with the last stable offset at
+  the time of each ABORT marker, byte for byte what Kafka's recovery appends.  The replay also
+  gives the producer entries a ``.snapshot`` holds.
 """
 
 from __future__ import annotations
@@ -132,6 +134,83 @@ def in_ranges_py(offsets: Any, starts: Any, ends: Any) -> np.ndarray:
     for k, o in enumerate(offsets):
         out[k] = any(int(s) <= int(o) <= int(e) for s, e in zip(starts, ends, strict=True))
     return out
+
+
+def aborted_transactions(base_offset: Any, producer_id: Any, attributes: Any, marker: Any,
+                         seed_open: dict[int, int] | None = None) -> tuple[np.ndarray, list[AbortedTxn]]:
+    """The ``.txnindex`` entries of a whole log, vectorised: returns the batch row of each ABORT
+    marker that closes a non-empty transaction and its :class:`AbortedTxn`, in log order — the
+    answer of :class:`ProducerStateReplay` (the per-batch twin).
+
+    Transactions come from the producer grouping of :func:`classify_batches`: a run of data
+    batches of P up to P's next end marker (``seed_open`` maps a producer to the first offset of a
+    transaction already open before the first batch, from a snapshot).  The last stable offset of
+    an ABORT at offset m is the smallest first offset among the *other* transactions alive at m
+    (first < m < end; the aborted one ends at m itself, so it never qualifies): with the
+    transactions sorted by first offset and a running maximum of their ends, the earliest alive
+    one is found by one ``searchsorted`` per marker."""
+    seeded = {int(k): int(v) for k, v in (seed_open or {}).items() if int(v) >= 0}
+    _ctrl, txn_data, end_marker = _roles(producer_id, attributes, marker)
+    rows = np.nonzero(txn_data | end_marker)[0]
+    base = np.asarray(base_offset, np.int64)
+    mk_all = np.asarray(marker, np.int64)
+    pid_rows = np.asarray(producer_id, np.int64)[rows]
+    order = np.argsort(pid_rows, kind="stable")
+    r = rows[order]
+    p = pid_rows[order]
+    m = int(r.shape[0])
+    idx = np.arange(m)
+    starts = np.flatnonzero(np.r_[True, p[1:] != p[:-1]]) if m else np.zeros(0, np.int64)
+    group_start = starts[np.searchsorted(starts, idx, side="right") - 1] if m else idx
+    is_m = end_marker[r]
+    last_m = np.maximum.accumulate(np.where(is_m, idx, -1)) if m else idx  # last marker at or before
+    prev_m = np.r_[-1, last_m[:-1]] if m else idx  # last marker strictly before
+    run_start = np.maximum(prev_m + 1, group_start)
+    # transactions closed by a marker
+    js = np.flatnonzero(is_m)
+    first = np.where(run_start[js] <= js - 1, base[r[np.minimum(run_start[js], max(m - 1, 0))]], -1)
+    first_in_group = prev_m[js] < group_start[js]
+    for k in np.flatnonzero(first_in_group).tolist():  # at most one per producer
+        f = seeded.pop(int(p[js[k]]), None)
+        if f is not None:
+            first[k] = f
+    closed = first >= 0
+    t_first = [first[closed]]
+    t_end = [base[r[js[closed]]]]
+    # transactions still open at the end: data after the group's last marker, or a seed never closed
+    if m:
+        gend = np.r_[starts[1:] - 1, m - 1]
+        lm = last_m[gend]
+        has_open = lm < gend
+        open_first = base[r[np.minimum(np.maximum(lm + 1, starts), m - 1)]]
+        no_marker = lm < starts
+        for k in np.flatnonzero(no_marker).tolist():
+            f = seeded.pop(int(p[starts[k]]), None)
+            if f is not None:
+                open_first[k] = f
+                has_open[k] = True
+        t_first.append(open_first[has_open])
+        t_end.append(np.full(int(has_open.sum()), np.iinfo(np.int64).max, np.int64))
+    if seeded:
+        t_first.append(np.array(list(seeded.values()), np.int64))
+        t_end.append(np.full(len(seeded), np.iinfo(np.int64).max, np.int64))
+    all_first = np.concatenate(t_first)
+    all_end = np.concatenate(t_end)
+    o = np.argsort(all_first, kind="stable")
+    sf, se = all_first[o], all_end[o]
+    run_max_end = np.maximum.accumulate(se) if se.shape[0] else se
+    ab = closed & (mk_all[r[js]] == MARKER_ABORT)
+    a_rows = r[js[ab]]
+    a_first = first[ab]
+    a_end = base[a_rows]
+    i = np.searchsorted(run_max_end, a_end, side="right")
+    ok = i < sf.shape[0]
+    cand = sf[np.minimum(i, max(sf.shape[0] - 1, 0))] if sf.shape[0] else np.zeros(0, np.int64)
+    lso = np.where(ok & (cand < a_end), cand, a_end + 1)
+    lo = np.argsort(a_rows, kind="stable")  # log order
+    a_pid = np.asarray(producer_id, np.int64)[a_rows]
+    out = [AbortedTxn(int(a_pid[k]), int(a_first[k]), int(a_end[k]), int(lso[k])) for k in lo.tolist()]
+    return a_rows[lo].astype(np.int64), out
 
 
 # ----------------------------------------------------------------------------- exact replay

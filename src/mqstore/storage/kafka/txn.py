@@ -42,6 +42,7 @@ from mqstore.kernels.kafka_txn import (
     MARKER_COMMIT,
     MARKER_NONE,
     ProducerStateReplay,
+    aborted_transactions,
     classify_batches,
     excluded_ranges,
     in_ranges,
@@ -279,10 +280,23 @@ def _seed(directory: Path, first_base: int) -> tuple[list[Any], Path | None]:
     return [], None
 
 
-def expected_txn_indexes(path: str | os.PathLike[str], cols: TxnColumns | None = None) -> dict[int, list[AbortedTxn]]:
+def expected_txn_indexes(path: str | os.PathLike[str], cols: TxnColumns | None = None, *,
+                         replay: bool = False) -> dict[int, list[AbortedTxn]]:
     """Aborted transactions per segment (base offset → entries) that Kafka's recovery of every
-    segment writes, from a replay of the producer state over the whole partition."""
-    return _replay(path, cols).per_segment
+    segment writes, for the whole partition: vectorised (:func:`aborted_transactions`), or with
+    ``replay`` by the per-batch producer-state replay (the twin; same answer)."""
+    if replay:
+        return _replay(path, cols).per_segment
+    p = Path(path)
+    directory = p if p.is_dir() else p.parent
+    cols = cols if cols is not None else partition_txn_columns(p if p.is_dir() else directory)
+    out: dict[int, list[AbortedTxn]] = {b: [] for b in cols.segments}
+    seed, _ = _seed(directory, cols.segments[0]) if cols.segments else ([], None)
+    seed_open = {e.producer_id: e.current_txn_first_offset for e in seed if e.current_txn_first_offset >= 0}
+    rows, txns = aborted_transactions(cols.base_offset, cols.producer_id, cols.attributes, cols.marker, seed_open)
+    for row, t in zip(rows.tolist(), txns, strict=True):
+        out[int(cols.segment[row])].append(t)
+    return out
 
 
 @dataclass
@@ -385,7 +399,11 @@ def verify_txn_indexes(directory: Path, report: Any, cols: TxnColumns | None = N
             snaps[off] = (f, read_producer_snapshot(f))
         except MqStoreError as exc:
             report.add("snapshot_corrupt", f, exc.offset, exc.message)
-    res = _replay(directory, cols, capture=list(snaps))
+    cols = cols if cols is not None else partition_txn_columns(directory)
+    if snaps:  # the per-batch replay gives the producer states the snapshots are compared with
+        res = _replay(directory, cols, capture=list(snaps))
+    else:
+        res = _ReplayResult(expected_txn_indexes(directory, cols), {}, False, None)
     for off, (f, snap) in snaps.items():
         if f == res.seed:
             continue
