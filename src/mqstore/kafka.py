@@ -28,6 +28,13 @@ from mqstore.formats.kafka import (
     encode_end_txn_marker_batch,
 )
 from mqstore.formats.kafka.index_entry import OffsetPosition, TimestampOffset
+from mqstore.formats.kafka.txn import (
+    AbortedTxn,
+    ProducerSnapshot,
+    ProducerSnapshotEntry,
+    decode_producer_snapshot,
+    decode_txn_index,
+)
 from mqstore.kernels.kafka import decode_records_columnar, scan_batches
 from mqstore.storage.kafka.index import OffsetIndex, TimeIndex
 from mqstore.storage.kafka.log import (
@@ -49,11 +56,19 @@ from mqstore.storage.kafka.segment import (
     TimestampAndOffset,
 )
 from mqstore.storage.kafka.tools import VerifyProblem, VerifyReport, verify_path
+from mqstore.storage.kafka.txn import (
+    TxnState,
+    partition_txn_state,
+    read_producer_snapshot,
+    read_txn_index,
+    rebuild_txn_indexes,
+)
 
 __all__ = [
     "EARLIEST_TIMESTAMP",
     "LATEST_TIMESTAMP",
     "MAX_TIMESTAMP",
+    "AbortedTxn",
     "BatchHeader",
     "Compression",
     "ControlRecord",
@@ -69,6 +84,8 @@ __all__ = [
     "OffsetLookup",
     "OffsetPosition",
     "PartitionLog",
+    "ProducerSnapshot",
+    "ProducerSnapshotEntry",
     "RebuildResult",
     "Record",
     "RecordBatch",
@@ -78,15 +95,22 @@ __all__ = [
     "TimestampLookup",
     "TimestampOffset",
     "TimestampType",
+    "TxnState",
     "VerifyProblem",
     "VerifyReport",
     "decode_batch",
     "decode_batch_header",
     "decode_control_record",
+    "decode_producer_snapshot",
     "decode_records_columnar",
+    "decode_txn_index",
     "encode_batch",
     "encode_end_txn_marker_batch",
+    "partition_txn_state",
+    "read_producer_snapshot",
+    "read_txn_index",
     "rebuild_indexes",
+    "rebuild_txn_indexes",
     "scan_batches",
     "verify_path",
 ]

@@ -20,6 +20,7 @@ other indexes).  The ``.log`` files are never modified.
 
 from __future__ import annotations
 
+import bisect
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -239,8 +240,9 @@ class TxnState:
     columns: TxnColumns
 
     def committed_mask(self, offsets: Any) -> np.ndarray:
-        """Rows (record offsets) a ``read_committed`` consumer returns."""
-        return self.restrict().committed_mask(offsets)
+        """Rows (record offsets) a ``read_committed`` consumer returns (vectorised)."""
+        off = np.asarray(offsets, np.int64)
+        return (off < self.last_stable_offset) & ~in_ranges(off, self.excluded_starts, self.excluded_ends)
 
     def restrict(self, start: int | None = None, end: int | None = None) -> CommittedRanges:
         """The excluded ranges overlapping ``[start, end)`` (all by default) with the LSO."""
@@ -252,7 +254,15 @@ class TxnState:
         return CommittedRanges(self.last_stable_offset, self.excluded_starts[sel], self.excluded_ends[sel])
 
     def is_visible(self, offset: int) -> bool:
-        return bool(self.committed_mask(np.array([offset], np.int64))[0])
+        """One offset (O(log n)): below the LSO and outside every excluded range."""
+        if offset >= self.last_stable_offset:
+            return False
+        i = bisect.bisect_right(self._starts, offset) - 1
+        return i < 0 or offset > self._ends[i]
+
+    def __post_init__(self) -> None:
+        self._starts = self.excluded_starts.tolist()
+        self._ends = self.excluded_ends.tolist()
 
 
 def txn_state_of(cols: TxnColumns, log_start: int | None = None) -> TxnState:
