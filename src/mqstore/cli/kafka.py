@@ -45,15 +45,14 @@ def _existing(path: str) -> Path:
 
 
 def _files_for_dump(p: Path) -> list[Path]:
+    from mqstore.storage.kafka.layout import DUMP_SUFFIXES, log_of, segment_files
+
     if p.is_dir():
-        files = sorted(f for f in p.iterdir()
-                       if f.suffix in (".log", ".index", ".timeindex") and f.name.split(".", 1)[0].isdigit())
+        files = segment_files(p, DUMP_SUFFIXES)
         if not files:
             raise StoreNotFoundError("no Kafka segment files in directory", path=str(p))
-        order = {".log": 0, ".index": 1, ".timeindex": 2}
-        return sorted(files, key=lambda f: (f.name.split(".", 1)[0], order[f.suffix]))
-    if p.suffix not in (".log", ".index", ".timeindex"):
-        raise InvalidArgumentError("expected a partition directory or a .log/.index/.timeindex file", path=str(p))
+        return files
+    log_of(p)  # InvalidArgumentError for any other file
     return [p]
 
 
@@ -163,17 +162,14 @@ def verify(path: str, strict: bool, as_json: bool) -> None:
 def rebuild_index(path: str, out_dir: str | None, index_interval_bytes: int, max_index_bytes: int,
                   as_json: bool) -> None:
     """Regenerate .index/.timeindex from .log files exactly as Kafka's recovery writes them."""
+    from mqstore.storage.kafka.layout import segment_logs
     from mqstore.storage.kafka.rebuild import rebuild_indexes
-    from mqstore.storage.kafka.tools import _segment_logs
 
     if index_interval_bytes < 0:
         raise InvalidArgumentError(f"--index-interval-bytes must be ≥ 0, got {index_interval_bytes}")
     if max_index_bytes < 12:
         raise InvalidArgumentError(f"--max-index-bytes must be ≥ 12, got {max_index_bytes}")
-    p = _existing(path)
-    logs = _segment_logs(p)
-    if not logs:
-        raise StoreNotFoundError("no .log segment files in directory", path=str(p))
+    logs = segment_logs(_existing(path))
     if out_dir is not None:
         Path(out_dir).mkdir(parents=True, exist_ok=True)
     rows = []
@@ -203,6 +199,7 @@ def rebuild_index(path: str, out_dir: str | None, index_interval_bytes: int, max
 @handle_errors
 def lookup(path: str, offset: int | None, timestamp: int | None, as_json: bool) -> None:
     """Kafka's translate-offset (--offset) or offset-for-timestamp (--timestamp) over a partition or segment."""
+    from mqstore.storage.kafka.layout import log_of
     from mqstore.storage.kafka.log import PartitionLog
     from mqstore.storage.kafka.segment import LogSegment
 
@@ -219,9 +216,7 @@ def lookup(path: str, offset: int | None, timestamp: int | None, as_json: bool) 
         finally:
             log.close()
     else:
-        if p.suffix in (".index", ".timeindex"):
-            p = p.with_suffix(".log")
-        seg = LogSegment.open(p)
+        seg = LogSegment.open(log_of(p))
         try:
             if offset is not None:
                 if offset < 0:

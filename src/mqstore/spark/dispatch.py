@@ -12,7 +12,7 @@ as Arrow record batches.
 The *sink* (same format, write side) stages each task's rows in an Arrow IPC file and the
 driver-side ``commit`` applies the staged batches in CommitLog order with the store's own
 :class:`~mqstore.storage.rocketmq.dispatch.IndexWriters` and
-:class:`~mqstore.storage.rocketmq.index.IndexService` (one writer, under ``dispatch.lock``).
+:class:`~mqstore.storage.rocketmq.index.IndexService` (one dispatcher, under the store's dispatch lock).
 Writes are idempotent: ConsumeQueue units already written are skipped (and checked to point at the
 same physical offset), index keys at or below the index's resume point are skipped, so a replayed
 micro-batch writes nothing twice and a restart from the Spark checkpoint is exactly-once.  The
@@ -24,7 +24,6 @@ The store's writer must not dispatch by itself: open it with ``StoreConfig(dispa
 
 from __future__ import annotations
 
-import fcntl
 import mmap
 import os
 import uuid
@@ -369,7 +368,10 @@ class ApplyStats:
 def apply_dispatch(store: str | os.PathLike[str], batches: Sequence[DispatchBatch], config: StoreConfig) -> ApplyStats:
     """Apply dispatch batches (in CommitLog order) to a store's consumequeue/ and index/ with
     the shared writers, idempotently, then flush them and the checkpoint's logics/index
-    timestamps.  One writer at a time (an exclusive lock on ``STORE/dispatch.lock``)."""
+    timestamps.  One dispatcher at a time: it takes the store's dispatch lock
+    (:class:`~mqstore.storage.locks.StoreLock` on ``dispatch.lock``; :class:`StoreLockedError`
+    while another dispatcher, or a store that dispatches itself, holds it)."""
+    from mqstore.storage.locks import DISPATCH_LOCK_FILE, StoreLock
     from mqstore.storage.rocketmq.checkpoint import StoreCheckpoint
     from mqstore.storage.rocketmq.dispatch import IndexWriters
     from mqstore.storage.rocketmq.index import IndexService
@@ -378,9 +380,7 @@ def apply_dispatch(store: str | os.PathLike[str], batches: Sequence[DispatchBatc
     if not (root / "commitlog").is_dir():
         raise StoreNotFoundError(f"{root} has no commitlog/ directory")
     stats = ApplyStats()
-    lock_fd = os.open(root / "dispatch.lock", os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(lock_fd, fcntl.LOCK_EX)
+    with StoreLock(root, DISPATCH_LOCK_FILE):
         index = IndexService(root / "index", config.hash_slot_num, config.index_num) if config.message_index_enable else None
         writers = IndexWriters(root, config.mapped_file_size_consume_queue, index)
         full_end_ts: list[int] = []
@@ -417,9 +417,6 @@ def apply_dispatch(store: str | os.PathLike[str], batches: Sequence[DispatchBatc
         finally:
             writers.close()
             checkpoint.close()
-    finally:
-        fcntl.flock(lock_fd, fcntl.LOCK_UN)
-        os.close(lock_fd)
     return stats
 
 

@@ -151,7 +151,7 @@ def rebuild_rocketmq(spark: SparkSession, store: str | os.PathLike[str], out: st
     the driver with the tasks done.
     """
     from mqstore.spark import _rebuild_rocketmq as rr
-    from mqstore.storage.rocketmq.rebuild import rebuild_target, swap_in, write_rebuild_checkpoint
+    from mqstore.storage.locks import DISPATCH_LOCK_FILE, StoreLock
 
     t0 = time.perf_counter()
     root = Path(store)
@@ -163,6 +163,21 @@ def rebuild_rocketmq(spark: SparkSession, store: str | os.PathLike[str], out: st
     split = split_bytes or rr.DEFAULT_SPLIT_BYTES
     cfg = _rocketmq_config(root, hash_slot_num, index_num, cq_file_size, commit_log_file_size)
     in_place = _check_out(root, Path(out))
+    # in place: no writer nor dispatcher may run while the files are rebuilt and swapped, as in
+    # the local rebuild (StoreLockedError)
+    locks = [StoreLock(root), StoreLock(root, DISPATCH_LOCK_FILE)] if in_place else []
+    try:
+        return _rebuild_rocketmq(spark, root, out, in_place, cfg, split, check_crc, progress, t0)
+    finally:
+        for lock in reversed(locks):
+            lock.release()
+
+
+def _rebuild_rocketmq(spark: SparkSession, root: Path, out: str | os.PathLike[str], in_place: bool, cfg: Any,
+                      split: int, check_crc: bool, progress: ProgressFn | None, t0: float) -> RocketMQRebuildStats:
+    from mqstore.spark import _rebuild_rocketmq as rr
+    from mqstore.storage.rocketmq.rebuild import rebuild_target, swap_in, write_rebuild_checkpoint
+
     segments = _segments(root, cfg.commit_log_file_size)
     sc = spark.sparkContext
     _, target = rebuild_target(root, None if in_place else out)

@@ -30,27 +30,14 @@ from mqstore.kernels.kafka import (
     scan_batches,
     scan_check_file,
 )
+from mqstore.storage.kafka.layout import INDEX_SUFFIX, LOG_SUFFIX, TIMEINDEX_SUFFIX, parse_base_offset
+from mqstore.storage.locks import PartitionLock
 
 DEFAULT_INDEX_INTERVAL_BYTES = 4096
 DEFAULT_MAX_INDEX_SIZE = 10 * 1024 * 1024
 SCAN_CHUNK = 64 * 1024 * 1024
 
 ProgressFn = Callable[[int, int], None]
-
-
-def parse_base_offset(path: str | os.PathLike[str]) -> int:
-    """The base offset encoded in a segment file name (text before the first ``.``)."""
-    name = Path(path).name
-    stem = name.split(".", 1)[0]
-    if not stem.isdigit():
-        raise InvalidArgumentError(f"not a Kafka segment file name (expected 20 digits): {name}", path=str(path))
-    return int(stem)
-
-
-def segment_file_name(base_offset: int, suffix: str) -> str:
-    if base_offset < 0:
-        raise InvalidArgumentError(f"negative base offset {base_offset}")
-    return f"{base_offset:020d}{suffix}"
 
 
 @dataclass
@@ -276,7 +263,7 @@ def rebuild_indexes(
     Deterministic: any process (CLI, Spark task) produces byte-identical output.
     """
     log_path = Path(segment_log_path)
-    if log_path.suffix != ".log":
+    if log_path.suffix != LOG_SUFFIX:
         raise InvalidArgumentError("rebuild-index needs a .log file", path=str(log_path))
     base = parse_base_offset(log_path)
     out = Path(out_dir) if out_dir is not None else log_path.parent
@@ -294,9 +281,7 @@ def rebuild_indexes(
 
 
 def _partition_lock(directory: Path) -> Any:
-    from mqstore.storage.kafka.log import _PartitionLock
-
-    return _PartitionLock(directory)
+    return PartitionLock(directory)
 
 
 def _rebuild_into(log_path: Path, base: int, out: Path, index_interval_bytes: int, max_index_size: int,
@@ -313,9 +298,9 @@ def _rebuild_into(log_path: Path, base: int, out: Path, index_interval_bytes: in
         os.close(fd)
     oi, ti = indexes_of(analysis, base, index_interval_bytes=index_interval_bytes, max_index_size=max_index_size,
                         path=str(log_path))
-    stem = log_path.name[: -len(".log")]
-    oi_path = out / f"{stem}.index"
-    ti_path = out / f"{stem}.timeindex"
+    stem = log_path.name[: -len(LOG_SUFFIX)]
+    oi_path = out / f"{stem}{INDEX_SUFFIX}"
+    ti_path = out / f"{stem}{TIMEINDEX_SUFFIX}"
     atomic_write(oi_path, oi)
     atomic_write(ti_path, ti)
     n = analysis.n_valid

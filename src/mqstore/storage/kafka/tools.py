@@ -37,6 +37,7 @@ from mqstore.formats.kafka.batch import (
     iter_records,
 )
 from mqstore.storage.kafka.index import OffsetIndex, TimeIndex
+from mqstore.storage.kafka.layout import INDEX_SUFFIXES, segment_files, segment_logs
 from mqstore.storage.kafka.rebuild import MappedLog, analyze_log, parse_base_offset
 
 ProgressFn = Callable[[int, int], None]
@@ -210,32 +211,17 @@ def verify_segment(log_path: Path, report: VerifyReport, *, strict: bool = False
             valid_oi.close()
 
 
-def _segment_logs(path: Path) -> list[Path]:
-    if path.is_dir():
-        return sorted(f for f in path.iterdir() if f.suffix == ".log" and f.name.split(".", 1)[0].isdigit())
-    if path.suffix in (".index", ".timeindex"):
-        return [path.with_suffix(".log")]
-    if path.suffix == ".log":
-        return [path]
-    raise InvalidArgumentError("expected a partition directory or a .log/.index/.timeindex file", path=str(path))
-
-
 def verify_path(path: str | os.PathLike[str], *, strict: bool = False,
                 progress: ProgressFn | None = None) -> VerifyReport:
     """Verify a partition directory or one segment (given by its ``.log``, ``.index`` or ``.timeindex``)."""
     p = Path(path)
-    if not p.exists():
-        raise StoreNotFoundError("path not found", path=str(p))
-    logs = _segment_logs(p)
+    logs = segment_logs(p)
     report = VerifyReport()
     if p.is_dir():
-        if not logs:
-            raise StoreNotFoundError("no .log segment files in directory", path=str(p))
         bases = {parse_base_offset(f) for f in logs}
-        for f in sorted(p.iterdir()):
-            if f.suffix in (".index", ".timeindex", ".txnindex") and f.name.split(".", 1)[0].isdigit():
-                if parse_base_offset(f) not in bases:
-                    report.note("stray_index", f, None, "index file without a .log (Kafka deletes it on load)")
+        for f in segment_files(p, INDEX_SUFFIXES):
+            if parse_base_offset(f) not in bases:
+                report.note("stray_index", f, None, "index file without a .log (Kafka deletes it on load)")
     for f in logs:
         if not f.exists():
             raise StoreNotFoundError("segment log file not found", path=str(f))

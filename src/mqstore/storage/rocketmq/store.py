@@ -10,7 +10,6 @@ for the reput thread: every read first dispatches what is pending (read-your-wri
 
 from __future__ import annotations
 
-import fcntl
 import os
 import struct
 import threading
@@ -27,7 +26,6 @@ from mqstore.errors import (
     MqStoreError,
     ReadOnlyStoreError,
     StoreClosedError,
-    StoreLockedError,
     StoreNotFoundError,
 )
 from mqstore.formats.rocketmq.record import (
@@ -45,6 +43,7 @@ from mqstore.formats.rocketmq.record import (
 )
 from mqstore.kernels.rocketmq_put import RecordColumns, crc32, encode_records_into, queue_ranks
 from mqstore.kernels.rocketmq_scan import DispatchBatch
+from mqstore.storage.locks import DISPATCH_LOCK_FILE, StoreLock
 from mqstore.storage.mapped import MappedFile, ensure_inside
 from mqstore.storage.rocketmq.checkpoint import StoreCheckpoint
 from mqstore.storage.rocketmq.commitlog import CommitLog, RecoveryResult
@@ -70,8 +69,6 @@ _REC_V1_V4: dict[tuple[int, int, bytes], struct.Struct] = {}
 _REC_V1_V4_MAX = 4096
 _crc32 = crc32
 _time_ns = time.time_ns
-_LOCKED_STORES: set[str] = set()
-_LOCKED_GUARD = threading.Lock()
 
 
 @dataclass(slots=True)
@@ -90,40 +87,6 @@ class RecoveryReport:
     redispatched_from: int | None
     index_rebuilt_from: int | None
     error: str | None
-
-
-class StoreLock:
-    """The writer lock of a store directory: ``tryLock(0, 1)`` on its ``lock`` file as the broker
-    does (a POSIX record lock, so a Java broker and mqstore exclude each other), plus a per-process
-    registry (POSIX locks do not exclude two opens in one process).  Taken by a writable
-    :class:`RocketMQStore` and by an in-place index rebuild; :class:`StoreLockedError` when held."""
-
-    def __init__(self, root: Path) -> None:
-        path = root / "lock"
-        self.key = str(root.resolve())
-        with _LOCKED_GUARD:
-            if self.key in _LOCKED_STORES:
-                raise StoreLockedError(f"store {root} is already open for writing in this process", path=str(path))
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-            try:
-                fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, 0)
-            except OSError as exc:
-                os.close(fd)
-                raise StoreLockedError(f"store {root} is locked by another writer", path=str(path)) from exc
-            os.pwrite(fd, b"lock", 0)
-            self.fd: int | None = fd
-            _LOCKED_STORES.add(self.key)
-
-    def release(self) -> None:
-        if self.fd is None:
-            return
-        try:
-            fcntl.lockf(self.fd, fcntl.LOCK_UN, 1, 0)
-        finally:
-            os.close(self.fd)
-            self.fd = None
-            with _LOCKED_GUARD:
-                _LOCKED_STORES.discard(self.key)
 
 
 class RocketMQStore:
@@ -186,10 +149,22 @@ class RocketMQStore:
         return ensure_inside(self.root, self.root / name)
 
     def _acquire_lock(self) -> None:
+        """The writer lock; a store that dispatches itself also takes the dispatch lock, so no
+        external dispatcher (``mqstore spark dispatch``) writes the same ConsumeQueues."""
         self._lock = StoreLock(self.root)
         self._lock_fd = self._lock.fd
+        if self.config.dispatch_enabled:
+            try:
+                self._dispatch_file_lock: StoreLock | None = StoreLock(self.root, DISPATCH_LOCK_FILE)
+            except BaseException:
+                self._release_lock()
+                raise
 
     def _release_lock(self) -> None:
+        dl = getattr(self, "_dispatch_file_lock", None)
+        if dl is not None:
+            dl.release()
+            self._dispatch_file_lock = None
         if self._lock is not None:
             self._lock.release()
             self._lock = None
