@@ -8,7 +8,6 @@ Everything here opens the partition directories **read-only** (``PartitionLog.op
 from __future__ import annotations
 
 import math
-import mmap
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -34,6 +33,7 @@ from mqstore.storage.kafka.layout import (
 )
 from mqstore.storage.kafka.log import PartitionLog
 from mqstore.storage.kafka.segment import LogSegment
+from mqstore.storage.mapped import ReadOnlyMap
 
 
 @dataclass(frozen=True)
@@ -343,8 +343,8 @@ def _bytes_cut(path: str, start: int, end: int, budget: int) -> tuple[int, int]:
             if seg.size == 0:
                 continue
             pos = seg.offset_index.lookup(off).position if off > base else 0
-            with open(log_path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-                scan = scan_batches(mm, pos)
+            with ReadOnlyMap(log_path, what="Kafka segment") as m:
+                scan = scan_batches(m.mm, pos)
         n = scan["count"]
         if n == 0:
             continue

@@ -129,13 +129,11 @@ def _candidates(batches: Iterator[pa.RecordBatch], *, stores: tuple[str, ...], t
                 geometry: tuple[tuple[int, int, int], ...]) -> Iterator[pa.RecordBatch]:
     """(storeIndex, file, key) rows → candidates (storeIndex, segmentBase, key, commitLogOffset),
     one chain walk per index file for all its keys."""
-    import mmap
-
     import pyarrow as pa
 
-    from mqstore.formats.rocketmq.indexfile import IndexHeader
     from mqstore.kernels.javahash import index_hash_strings
-    from mqstore.kernels.rocketmq_index import header_array, select_many
+    from mqstore.storage.rocketmq.index import IndexFile
+    from mqstore.storage.rocketmq.layout import index_dir
 
     wbegin = max(0, begin - 1000)
     out_schema = pa.schema([("storeIndex", pa.int32()), ("segmentBase", pa.int64()), ("key", pa.string()),
@@ -151,25 +149,17 @@ def _candidates(batches: Iterator[pa.RecordBatch], *, stores: tuple[str, ...], t
             groups.setdefault((s, f), []).append(i)
         for (s, f), rows in groups.items():
             _, slots, items = geometry[s]
-            path = Path(stores[s]) / "index" / f
+            path = index_dir(stores[s]) / f
             try:
-                fh = open(path, "rb")
+                ixf = IndexFile(path, slots, items, read_only=True)
             except FileNotFoundError:
                 continue  # deleted by retention since planning: its messages are gone too
-            with fh:
-                mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
             try:
-                u8 = np.frombuffer(mm, np.uint8)
-                header = header_array(IndexHeader.decode(mm[:40]))
                 gkeys = [keys[i] for i in rows]
                 hashes = index_hash_strings([f"{topic}#{k}" for k in gkeys])
-                offsets, splits = select_many(u8, slots, items, header, hashes, LONG_MAX, wbegin, end)
-                del u8
+                offsets, splits = ixf.select_many(hashes, wbegin, end)
             finally:
-                try:
-                    mm.close()
-                except BufferError:  # pragma: no cover - a view is still alive
-                    pass
+                ixf.close()
             counts = np.diff(splits)
             if not len(offsets):
                 continue
@@ -190,6 +180,7 @@ def _fetch(batches: Iterator[pa.RecordBatch], *, stores: tuple[str, ...], broker
 
     from mqstore.kernels.rocketmq_scan import decode_columns
     from mqstore.spark._rocketmq_read import close_map, columns_to_arrow, open_segment
+    from mqstore.storage.rocketmq.layout import commitlog_dir, segment_name
 
     seen: set[tuple[int, str, int]] = set()  # over the whole partition
     for rb in batches:
@@ -219,7 +210,7 @@ def _fetch(batches: Iterator[pa.RecordBatch], *, stores: tuple[str, ...], broker
                 j += 1
             rows = order[i:j]
             i = j
-            path = os.path.join(stores[s], "commitlog", f"{base:020d}")
+            path = str(commitlog_dir(stores[s]) / segment_name(base))
             if not os.path.exists(path):
                 continue  # the segment was deleted by retention: its messages are gone (as locally)
             mm, u8 = open_segment(path)

@@ -253,6 +253,14 @@ def _rebuild_rocketmq(spark: SparkSession, root: Path, out: str | os.PathLike[st
 
 
 # ============================================================================ Kafka
+def find_kafka_segments(path: str | os.PathLike[str], out: str | os.PathLike[str]) -> list[tuple[str, Path, Path]]:
+    """``(partition, log file, output directory)`` of every segment :func:`rebuild_kafka` would
+    rebuild (a bad path fails here, before a session is started)."""
+    from mqstore.spark._rebuild_kafka import find_segments
+
+    return find_segments(Path(path), Path(out))
+
+
 def rebuild_kafka(spark: SparkSession, path: str | os.PathLike[str], out: str | os.PathLike[str], *,
                   index_interval_bytes: int = 4096, max_index_bytes: int = 10485760,
                   progress: ProgressFn | None = None) -> KafkaRebuildStats:

@@ -28,6 +28,7 @@ from mqstore.errors import (
     PathOutsideStoreError,
     ReadOnlyStoreError,
     StoreError,
+    StoreNotFoundError,
 )
 from mqstore.storage.layout import offset_files, offset_name
 
@@ -100,6 +101,45 @@ def ensure_inside(root: Path, path: Path) -> Path:
     if real != real_root and real_root not in real.parents:
         raise PathOutsideStoreError(f"{path} leads outside the store directory {root}")
     return real
+
+
+class ReadOnlyMap:
+    """A whole file mapped read-only, for readers that only look (the Spark tasks, the tools):
+    ``mm`` (``None`` for an empty file) and ``array``, a zero-copy ``uint8`` view.  Never
+    changes the file.  :meth:`close` leaves the mapping to the garbage collector when a view is
+    still referenced (an exception's traceback may hold one).  A missing file is a
+    :class:`StoreNotFoundError` naming ``what``."""
+
+    def __init__(self, path: str | os.PathLike[str], *, what: str = "file", size: int | None = None) -> None:
+        self.path = str(path)
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except FileNotFoundError:
+            raise StoreNotFoundError(f"{what} does not exist", path=self.path) from None
+        try:
+            n = os.fstat(fd).st_size if size is None else size
+            self.mm: mmap.mmap | None = mmap.mmap(fd, n, access=mmap.ACCESS_READ) if n else None
+        finally:
+            os.close(fd)
+        self.array: np.ndarray = np.frombuffer(self.mm, np.uint8) if self.mm is not None else np.empty(0, np.uint8)
+
+    def __len__(self) -> int:
+        return len(self.array)
+
+    def close(self) -> None:
+        self.array = np.empty(0, np.uint8)
+        if self.mm is not None:
+            try:
+                self.mm.close()
+            except BufferError:
+                pass
+            self.mm = None
+
+    def __enter__(self) -> ReadOnlyMap:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 class MappedFile:

@@ -93,6 +93,21 @@ class IndexFile:
     def header(self):
         return self.buffer.header
 
+    def select_many(self, key_hashes: np.ndarray, begin: int, end: int,
+                    max_num: int = LONG_MAX) -> tuple[np.ndarray, np.ndarray]:
+        """The physical offsets of many hashed keys stored in ``[begin, end]`` (ms; the file keeps
+        seconds), one batch chain walk: ``(offsets, splits)``, the offsets of key ``i`` being
+        ``offsets[splits[i]:splits[i + 1]]``.  Hash collisions are not filtered."""
+        from mqstore.kernels.rocketmq_index import header_array, select_many
+
+        buf = self.buffer
+        u8 = np.frombuffer(self.mm, np.uint8)
+        try:
+            return select_many(u8, buf.hash_slot_num, buf.index_num, header_array(buf.header), key_hashes,
+                               max_num, begin, end)
+        finally:
+            del u8
+
     def is_write_full(self) -> bool:
         return self.buffer.is_write_full()
 
