@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from kafka_support import CASES, batch, case_dir, load_manifest
 
 import mqstore.kernels.kafka as kk
-from mqstore.errors import TruncatedRecordError
+from mqstore.errors import InvalidArgumentError, TruncatedRecordError
 from mqstore.formats.kafka import encode_legacy_message
 from mqstore.storage.kafka.rebuild import analyze_log, analyze_log_file
 
@@ -138,7 +138,7 @@ def test_file_shorter_than_announced_is_a_typed_error(tmp_path: Path) -> None:
             kk.scan_check_file(fd, len(data) + 500, buffer_size=64)
         with pytest.raises(TruncatedRecordError):
             kk.scan_check_file_py(fd, len(data) + 500)
-        with pytest.raises(Exception, match="buffer_size"):
+        with pytest.raises(InvalidArgumentError, match="buffer_size"):
             kk.scan_check_file(fd, len(data), buffer_size=8)
     finally:
         os.close(fd)
