@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import mmap
 import os
-import struct
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -172,23 +171,6 @@ class RebuildResult:
     next_offset: int
 
 
-def compute_indexes(
-    buf: Any,
-    base_offset: int,
-    *,
-    index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES,
-    max_index_size: int = DEFAULT_MAX_INDEX_SIZE,
-    path: str | None = None,
-    progress: ProgressFn | None = None,
-) -> tuple[LogAnalysis, bytes, bytes]:
-    """Analyse ``buf`` and return ``(analysis, offset_index_bytes, time_index_bytes)``."""
-    _check_index_args(index_interval_bytes, max_index_size)
-    analysis = analyze_log(buf, progress=progress)
-    oi, ti = indexes_of(analysis, base_offset, index_interval_bytes=index_interval_bytes,
-                        max_index_size=max_index_size, path=path)
-    return analysis, oi, ti
-
-
 def _check_index_args(index_interval_bytes: int, max_index_size: int) -> None:
     if index_interval_bytes < 0:
         raise InvalidArgumentError(f"index interval bytes must be ≥ 0, got {index_interval_bytes}")
@@ -310,11 +292,3 @@ def _rebuild_into(log_path: Path, base: int, out: Path, index_interval_bytes: in
         analysis.stop, analysis.error, str(oi_path), str(ti_path), len(oi) // 8, len(ti) // 12, next_offset,
     )
 
-
-def read_index_entries(data: bytes, kind: str, base_offset: int) -> list[tuple[int, int]]:
-    """Decode raw index bytes into absolute entries (``kind`` is ``"offset"`` or ``"time"``)."""
-    if kind == "offset":
-        return [(base_offset + r, p) for r, p in struct.iter_unpack(">ii", data[: len(data) // 8 * 8])]
-    if kind == "time":
-        return [(t, base_offset + r) for t, r in struct.iter_unpack(">qi", data[: len(data) // 12 * 12])]
-    raise CorruptDataError(f"unknown index kind {kind}")
