@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextvars
+import functools
 import sys
 from pathlib import Path
 
@@ -21,17 +23,51 @@ def _geometry_options(f):
                         help="CommitLog segment size (default: detected from the files).")(f)
 
 
+#: (--commitlog, --readonly-commitlog) of the running command (set by _commitlog_options)
+_COMMITLOG: contextvars.ContextVar[tuple[str | None, str | None]] = contextvars.ContextVar(
+    "mqstore_rocketmq_commitlog", default=(None, None))
+
+
+def _commitlog_options(f):
+    """``--commitlog DIR[,DIR...]`` and ``--readonly-commitlog DIR[,DIR...]`` for a command: the
+    broker's ``storePathCommitLog`` and ``readOnlyCommitLogStorePaths``."""
+
+    @functools.wraps(f)
+    def wrapper(*args, commitlog=None, readonly_commitlog=None, **kwargs):
+        token = _COMMITLOG.set((commitlog, readonly_commitlog))
+        try:
+            return f(*args, **kwargs)
+        finally:
+            _COMMITLOG.reset(token)
+
+    wrapper = click.option("--readonly-commitlog", "readonly_commitlog", default=None, metavar="DIR[,DIR...]",
+                           help="readOnlyCommitLogStorePaths: CommitLog directories read but never written.")(wrapper)
+    return click.option("--commitlog", "commitlog", default=None, metavar="DIR[,DIR...]",
+                        help="storePathCommitLog: the CommitLog directory, or a comma-separated list of "
+                             "directories (default: STORE/commitlog).")(wrapper)
+
+
 def _config(store: Path, commitlog_file_size=None, slots=None, items=None, cq_file_size=None):
     from mqstore.errors import StoreNotFoundError
+    from mqstore.storage.rocketmq.commitlog import commit_log_dirs
     from mqstore.storage.rocketmq.config import StoreConfig
-    from mqstore.storage.rocketmq.rebuild import detect_segment_size
+    from mqstore.storage.rocketmq.rebuild import detect_ext_file_size, detect_segment_size
 
     if not store.is_dir():
         raise StoreNotFoundError(f"store directory {store} does not exist")
-    kw: dict[str, int] = {}
-    seg = commitlog_file_size or (detect_segment_size(store / "commitlog") if (store / "commitlog").is_dir() else None)
+    commitlog, readonly = _COMMITLOG.get()
+    kw: dict[str, object] = {"store_path_commit_log": commitlog, "read_only_commit_log_store_paths": readonly}
+    if commitlog is not None or readonly is not None or (store / "commitlog").exists():
+        paths, ro = commit_log_dirs(store, commitlog, readonly)
+        seg = commitlog_file_size or detect_segment_size(paths + ro)
+    else:
+        seg = commitlog_file_size
     if seg:
         kw["commit_log_file_size"] = seg
+    ext = detect_ext_file_size(store)
+    if ext:
+        kw["enable_consume_queue_ext"] = True
+        kw["mapped_file_size_consume_queue_ext"] = ext
     if slots:
         kw["hash_slot_num"] = slots
     if items:
@@ -46,7 +82,7 @@ def _config(store: Path, commitlog_file_size=None, slots=None, items=None, cq_fi
         cq = _detect_cq_size(store)
         if cq:
             kw["consume_queue_file_size"] = cq
-    return StoreConfig(background_services=False, **kw)
+    return StoreConfig(background_services=False, **kw)  # type: ignore[arg-type]
 
 
 def _detect_cq_size(store: Path) -> int | None:
@@ -112,6 +148,7 @@ def group() -> None:
 
 @group.command()
 @store_arg
+@_commitlog_options
 @json_option
 @handle_errors
 def inspect(store: Path, as_json: bool) -> None:
@@ -153,6 +190,7 @@ def inspect(store: Path, as_json: bool) -> None:
 
 @group.command()
 @store_arg
+@_commitlog_options
 @click.option("--topic", default=None, help="Only messages of this topic.")
 @click.option("--from-offset", type=click.IntRange(min=0), default=0, help="CommitLog offset to start at.")
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="At most this many messages.")
@@ -195,6 +233,7 @@ def dump(store: Path, topic: str | None, from_offset: int, limit: int | None, as
 
 @group.command()
 @store_arg
+@_commitlog_options
 @click.option("--topic", required=True)
 @click.option("--queue", "queue_id", type=click.IntRange(min=0), required=True)
 @click.option("--offset", type=click.IntRange(min=0), required=True, help="Queue offset.")
@@ -209,6 +248,7 @@ def get(store: Path, topic: str, queue_id: int, offset: int, count: int, as_json
 
 @group.command("query-key")
 @store_arg
+@_commitlog_options
 @click.option("--topic", required=True)
 @click.option("--key", required=True)
 @click.option("--begin", type=int, default=None, help="Store time from (ms, inclusive).")
@@ -232,6 +272,7 @@ def query_key(store: Path, topic: str, key: str, begin: int | None, end: int | N
 
 @group.command("query-time")
 @store_arg
+@_commitlog_options
 @click.option("--topic", required=True)
 @click.option("--queue", "queue_id", type=click.IntRange(min=0), required=True)
 @click.option("--timestamp", type=int, required=True, help="Store time (ms).")
@@ -251,6 +292,7 @@ def query_time(store: Path, topic: str, queue_id: int, timestamp: int, boundary:
 
 @group.command()
 @store_arg
+@_commitlog_options
 @json_option
 @handle_errors
 def verify(store: Path, as_json: bool) -> None:
@@ -272,6 +314,7 @@ def verify(store: Path, as_json: bool) -> None:
 
 @group.command("rebuild-index")
 @store_arg
+@_commitlog_options
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Write consumequeue/, index/ and checkpoint here (default: in place).")
 @_geometry_options

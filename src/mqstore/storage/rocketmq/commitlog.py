@@ -25,7 +25,7 @@ from mqstore.formats.rocketmq.record import (
     store_timestamp_position,
 )
 from mqstore.kernels.rocketmq_scan import STOP_BLANK, STOP_LIMIT, DispatchBatch, scan_segment
-from mqstore.storage.mapped import MappedFile, MappedFileQueue
+from mqstore.storage.mapped import MappedFile, MappedFileQueue, MultiPathMappedFileQueue, ensure_inside
 
 DEFAULT_COMMIT_LOG_FILE_SIZE = 1024 * 1024 * 1024
 WARM_AHEAD_BYTES = 64 << 20  # how far ahead of the write position warm_ahead() populates pages
@@ -40,15 +40,42 @@ class RecoveryResult:
     error: str | None  # why the scan stopped before the written end, if it did
 
 
+def commit_log_dirs(root: Path, store_path_commit_log: str | None = None,
+                    read_only_paths: str | None = None) -> tuple[list[str], list[str]]:
+    """The CommitLog directories of a store: ``(paths, read-only paths)``.  Without a
+    ``storePathCommitLog`` setting it is ``root/commitlog``, which must lie inside the store
+    (a symlink out of it is refused: name the real directory with ``--commitlog``)."""
+    from mqstore.errors import PathOutsideStoreError
+    from mqstore.storage.rocketmq.config import split_paths
+
+    paths = split_paths(store_path_commit_log)
+    ro = split_paths(read_only_paths)
+    if not paths:
+        try:
+            paths = [str(ensure_inside(root, root / "commitlog"))]
+        except PathOutsideStoreError as exc:
+            raise PathOutsideStoreError(
+                f"{root / 'commitlog'} leads outside the store directory {root}; give the CommitLog "
+                "directory explicitly (--commitlog DIR, StoreConfig.store_path_commit_log)") from exc
+    return paths, ro
+
+
 class CommitLog:
-    def __init__(self, directory: Path, file_size: int = DEFAULT_COMMIT_LOG_FILE_SIZE, *, read_only: bool = False) -> None:
+    def __init__(self, directory: Path, file_size: int = DEFAULT_COMMIT_LOG_FILE_SIZE, *, read_only: bool = False,
+                 paths: list[str] | None = None, readonly_paths: list[str] | None = None) -> None:
+        """``directory``: the one CommitLog directory; or ``paths`` (+ ``readonly_paths``), the
+        broker's multi-path CommitLog (:class:`MultiPathMappedFileQueue`)."""
         if file_size < 64:
             from mqstore.errors import InvalidArgumentError
 
             raise InvalidArgumentError(f"CommitLog segment size {file_size} is too small")
-        self.directory = Path(directory)
         self.file_size = file_size
-        self.queue = MappedFileQueue(self.directory, file_size, read_only=read_only)
+        if paths and (len(paths) > 1 or readonly_paths):
+            self.queue: MappedFileQueue = MultiPathMappedFileQueue(list(paths), list(readonly_paths or []), file_size,
+                                                                   read_only=read_only)
+        else:
+            self.queue = MappedFileQueue(Path(paths[0]) if paths else Path(directory), file_size, read_only=read_only)
+        self.directory = self.queue.directory
         self.read_only = read_only
         self._warmed = (-1, 0)  # (segment start offset, position populated up to)
 
