@@ -114,7 +114,7 @@ class StoreView:
             cq = self.cqs.get(key)
             if cq is None or first >= end:
                 continue
-            u0, u1 = cq.get_unit(first), cq.get_unit(end - 1)
+            u0, u1 = cq.get_unit(first, resolve_ext=False), cq.get_unit(end - 1, resolve_ext=False)
             if u0 is None or u1 is None:
                 continue
             a, b = u0.commit_log_offset, u1.commit_log_offset + u1.size

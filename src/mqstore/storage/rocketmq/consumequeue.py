@@ -145,7 +145,7 @@ class ConsumeQueue:
         files = self.queue.files
         if not files:
             return
-        last_unit = self.get_unit(self.max_offset_in_queue - 1) if self.max_offset_in_queue > 0 else None
+        last_unit = self.get_unit(self.max_offset_in_queue - 1, resolve_ext=False) if self.max_offset_in_queue > 0 else None
         if last_unit is not None and last_unit.commit_log_offset < min_commit_log_offset:
             self.min_logic_offset = self.queue.max_offset
             return

@@ -12,6 +12,7 @@ from mqstore.formats.rocketmq.consumequeue import CQ_DTYPE, CQ_UNIT_SIZE, INT_MA
 from mqstore.formats.rocketmq.consumequeue_ext import MAX_ADDR, undecorate
 from mqstore.formats.rocketmq.indexfile import time_diff_seconds
 from mqstore.kernels.rocketmq_scan import STOP_INVALID
+from mqstore.storage.rocketmq.config_files import list_config_files
 from mqstore.storage.rocketmq.store import RocketMQStore
 
 
@@ -120,6 +121,9 @@ def verify_store(root: str | Path, config=None, *, max_problems: int = 1000) -> 
                     problem(f"index/{f.name}: item {item} has a negative time difference")
             for text in store.index.verify_chains():
                 problem(f"index/{text}")
+        for c in list_config_files(Path(root)):
+            if c.error is not None:
+                problem(f"config/{c.name}: {c.error}")
     finally:
         store.close()
     return rep
