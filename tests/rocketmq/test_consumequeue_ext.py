@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from hypothesis import given
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mqstore.api.rocketmq import MessageStore
@@ -64,6 +64,7 @@ def make_store(root: Path, n: int = 23, queues: int = 2) -> list:
 
 
 # ------------------------------------------------------------------ codec
+@settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.integers(-(2**63), 2**63 - 1), st.integers(-(2**63), 2**63 - 1), st.binary(max_size=300))
 def test_ext_unit_round_trip(tags: int, store_time: int, bitmap: bytes) -> None:
     unit = ExtUnit(tags, store_time, bitmap)

@@ -38,12 +38,22 @@ class Segment:
         return self.base + self.size
 
 
-def list_segments(store: str) -> list[Segment]:
+def commit_log_dirs_of(store: str, commit_log: str | None = None) -> list[Path]:
+    """The CommitLog directories of a store: ``commit_log`` (the option ``commitLogPath``: one
+    directory or a comma-separated list, as the broker's ``storePathCommitLog``) or
+    ``STORE/commitlog``."""
+    from mqstore.storage.rocketmq.config import split_paths
+
+    return [Path(d) for d in split_paths(commit_log)] or [Path(store) / "commitlog"]
+
+
+def list_segments(store: str, commit_log: str | None = None) -> list[Segment]:
     """The CommitLog segment files of a store, ascending (an empty last file is left out)."""
-    cl_dir = Path(store) / "commitlog"
-    if not cl_dir.is_dir():
-        raise StoreNotFoundError("not a RocketMQ store: no commitlog directory", path=str(store))
-    entries = sorted((p for p in cl_dir.iterdir() if p.name.isdigit() and p.is_file()), key=lambda p: int(p.name))
+    dirs = commit_log_dirs_of(store, commit_log)
+    if not any(d.is_dir() for d in dirs):
+        raise StoreNotFoundError("not a RocketMQ store: no commitlog directory", path=str(dirs[0]))
+    entries = sorted((p for d in dirs if d.is_dir() for p in d.iterdir() if p.name.isdigit() and p.is_file()),
+                     key=lambda p: int(p.name))
     segs = [Segment(str(p), int(p.name), p.stat().st_size) for p in entries]
     if segs and segs[-1].size == 0:
         segs.pop()
@@ -58,10 +68,11 @@ def list_segments(store: str) -> list[Segment]:
 class StoreView:
     """A store opened read-only for planning (close it, or use it as a context manager)."""
 
-    def __init__(self, path: str, broker_name: str, *, with_queues: bool = True) -> None:
+    def __init__(self, path: str, broker_name: str, *, with_queues: bool = True, commit_log: str | None = None) -> None:
         self.path = str(path)
         self.broker_name = broker_name
-        self.segments = list_segments(self.path)
+        self.commit_log_option = commit_log
+        self.segments = list_segments(self.path, commit_log)
         self.file_size = self.segments[0].size if self.segments else 0
         self.commit_log: CommitLog | None = None
         self.cqs: dict[tuple[str, int], ConsumeQueue] = {}
@@ -70,7 +81,8 @@ class StoreView:
 
     def _open_queues(self) -> None:
         if self.segments:
-            self.commit_log = CommitLog(Path(self.path) / "commitlog", self.file_size, read_only=True)
+            dirs = [str(d) for d in commit_log_dirs_of(self.path, self.commit_log_option)]
+            self.commit_log = CommitLog(Path(dirs[0]), self.file_size, read_only=True, paths=dirs)
             self.commit_log.load()
         min_phy = self.segments[0].base if self.segments else 0
         cq_root = Path(self.path) / "consumequeue"
