@@ -25,7 +25,7 @@ from mqstore.formats.rocketmq.record import (
     store_timestamp_position,
 )
 from mqstore.kernels.rocketmq_scan import STOP_BLANK, STOP_LIMIT, DispatchBatch, scan_segment
-from mqstore.storage.mapped import MappedFile, MappedFileQueue, MultiPathMappedFileQueue, ensure_inside
+from mqstore.storage.mapped import MappedFile, MappedFileQueue, MultiPathMappedFileQueue
 
 DEFAULT_COMMIT_LOG_FILE_SIZE = 1024 * 1024 * 1024
 WARM_AHEAD_BYTES = 64 << 20  # how far ahead of the write position warm_ahead() populates pages
@@ -38,26 +38,6 @@ class RecoveryResult:
     start_offset: int  # where the scan began (start of the chosen segment)
     truncated_bytes: int  # bytes of torn/invalid data dropped at the tail
     error: str | None  # why the scan stopped before the written end, if it did
-
-
-def commit_log_dirs(root: Path, store_path_commit_log: str | None = None,
-                    read_only_paths: str | None = None) -> tuple[list[str], list[str]]:
-    """The CommitLog directories of a store: ``(paths, read-only paths)``.  Without a
-    ``storePathCommitLog`` setting it is ``root/commitlog``, which must lie inside the store
-    (a symlink out of it is refused: name the real directory with ``--commitlog``)."""
-    from mqstore.errors import PathOutsideStoreError
-    from mqstore.storage.rocketmq.config import split_paths
-
-    paths = split_paths(store_path_commit_log)
-    ro = split_paths(read_only_paths)
-    if not paths:
-        try:
-            paths = [str(ensure_inside(root, root / "commitlog"))]
-        except PathOutsideStoreError as exc:
-            raise PathOutsideStoreError(
-                f"{root / 'commitlog'} leads outside the store directory {root}; give the CommitLog "
-                "directory explicitly (--commitlog DIR, StoreConfig.store_path_commit_log)") from exc
-    return paths, ro
 
 
 class CommitLog:

@@ -18,12 +18,13 @@ from mqstore.errors import CorruptIndexError, InvalidArgumentError, StoreNotFoun
 from mqstore.kernels.threads import default_threads, resolve_threads
 from mqstore.storage.mapped import ensure_inside
 from mqstore.storage.rocketmq.checkpoint import StoreCheckpoint
-from mqstore.storage.rocketmq.commitlog import CommitLog, commit_log_dirs
+from mqstore.storage.rocketmq.commitlog import CommitLog
 from mqstore.storage.rocketmq.config import StoreConfig, validate_topic
 from mqstore.storage.rocketmq.consumequeue import ConsumeQueue
 from mqstore.storage.rocketmq.dispatch import IndexWriters
 from mqstore.storage.rocketmq.index import IndexFile, IndexService
 from mqstore.storage.rocketmq.index import _bulk_put as bulk_put_into
+from mqstore.storage.rocketmq.layout import commit_log_dirs, resolve_config
 
 
 @dataclass(slots=True)
@@ -34,43 +35,6 @@ class RebuildStats:
     consume_queues: int
     index_files: int
     stop_error: str | None
-
-
-def detect_segment_size(commitlog_dir: Path | list[str] | list[Path]) -> int | None:
-    """The size of the segments of a CommitLog directory, or of all the directories of a
-    multi-path CommitLog (all but an empty last one agree)."""
-    dirs = [Path(d) for d in commitlog_dir] if isinstance(commitlog_dir, list) else [Path(commitlog_dir)]
-    sizes = {p.stat().st_size for d in dirs if d.is_dir() for p in d.iterdir()
-             if p.is_file() and p.name.isdigit() and p.stat().st_size}
-    return sizes.pop() if len(sizes) == 1 else None
-
-
-def detect_ext_file_size(root: Path) -> int | None:
-    """The size of the ConsumeQueueExt files of a store (``None``: it has none)."""
-    base = root / "consumequeue_ext"
-    if not base.is_dir():
-        return None
-    for p in base.glob("*/*/*"):
-        if p.is_file() and p.name.isdigit() and p.stat().st_size:
-            return p.stat().st_size
-    return None
-
-
-def default_rebuild_config(root: Path, store_path_commit_log: str | None = None,
-                           read_only_commit_log_store_paths: str | None = None) -> StoreConfig:
-    """The configuration a rebuild uses when none is given: defaults, with the CommitLog segment
-    size detected from the files and the ConsumeQueueExt on when the store has ext files."""
-    paths, ro = commit_log_dirs(root, store_path_commit_log, read_only_commit_log_store_paths)
-    kw: dict[str, object] = {"store_path_commit_log": store_path_commit_log,
-                             "read_only_commit_log_store_paths": read_only_commit_log_store_paths}
-    seg = detect_segment_size(paths + ro)
-    if seg is not None:
-        kw["commit_log_file_size"] = seg
-    ext = detect_ext_file_size(root)
-    if ext is not None:
-        kw["enable_consume_queue_ext"] = True
-        kw["mapped_file_size_consume_queue_ext"] = ext
-    return StoreConfig(**kw)  # type: ignore[arg-type]
 
 
 def rebuild_target(root: Path, out: str | os.PathLike[str] | None) -> tuple[bool, Path]:
@@ -184,7 +148,7 @@ def rebuild_indexes(store: str | os.PathLike[str], out: str | os.PathLike[str] |
     same bytes whatever the count."""
     nthreads = resolve_threads(threads) if threads is not None else default_threads(reserve=1)
     root = Path(store)
-    cfg = config or default_rebuild_config(root)
+    cfg = resolve_config(root, config)
     paths, ro = commit_log_dirs(root, cfg.store_path_commit_log, cfg.read_only_commit_log_store_paths)
     if not any(Path(p).is_dir() for p in paths + ro):
         raise StoreNotFoundError(f"{root} has no CommitLog directory ({', '.join(paths + ro)})")
