@@ -231,3 +231,23 @@ def test_ext_truncated_with_the_consume_queue_on_recovery(tmp_path: Path) -> Non
         cq = s.engine.consume_queue("ExtTopic", 0)
         assert cq is not None and cq.max_offset_in_queue == 8
     assert verify_store(tmp_path / "s", ext_config()).problems == []
+
+
+def test_retention_drops_ext_files_before_the_first_live_unit(tmp_path: Path) -> None:
+    cfg = ext_config(commit_log_file_size=4096, consume_queue_file_size=100, file_reserved_time_hours=1,
+                     delete_file_batch_max=10)
+    with MessageStore.open(tmp_path / "s", cfg) as s:
+        for i in range(60):
+            s.put("ExtTopic", b"b" * 1000, 0, tags=TAGS[i % 3])
+        assert s.engine.delete_expired(force=True, now_ms=2_000_000_000_000) == 10
+        cq = s.engine.consume_queue("ExtTopic", 0)
+        assert cq is not None and cq.min_offset_in_queue > 0
+        first = cq.get_unit(cq.min_offset_in_queue, resolve_ext=False)
+        assert first is not None
+        real = undecorate(first.tags_code)
+        files = cq.ext.queue.files if cq.ext is not None else []
+        assert files[0].file_from_offset <= real <= files[0].end_offset  # the broker keeps a file whose end is not below it
+        assert files[0].file_from_offset > 0
+        live = s.get("ExtTopic", 0, cq.min_offset_in_queue, 100)
+        assert [m.tags for m in live] == [TAGS[m.queue_offset % 3] for m in live] and len(live) > 10
+    assert verify_store(tmp_path / "s", cfg).problems == []

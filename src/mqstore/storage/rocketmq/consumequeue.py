@@ -22,7 +22,7 @@ from mqstore.formats.rocketmq.consumequeue import (
     decode_unit,
     encode_unit,
 )
-from mqstore.formats.rocketmq.consumequeue_ext import MAX_ADDR, is_ext_addr
+from mqstore.formats.rocketmq.consumequeue_ext import MAX_ADDR, is_ext_addr, undecorate
 from mqstore.storage.mapped import MappedFile, MappedFileQueue
 from mqstore.storage.rocketmq.consumequeue_ext import ConsumeQueueExt
 
@@ -401,7 +401,21 @@ class ConsumeQueue:
         if n:
             self.min_logic_offset = max(self.min_logic_offset, self.queue.files[0].file_from_offset if self.queue.files else 0)
         self.correct_min_offset(min_commit_log_offset)
+        self._delete_expired_ext()
         return n
+
+    def _delete_expired_ext(self) -> None:
+        """The broker's ``truncateByMinAddress``: drop the ext files that end before the ext unit of
+        the first live ConsumeQueue unit."""
+        if self.ext is None or self.read_only or not self.ext.queue.files:
+            return
+        unit = self.get_unit(self.min_offset_in_queue, resolve_ext=False)
+        if unit is None or not is_ext_addr(unit.tags_code):
+            return
+        real = undecorate(unit.tags_code)
+        victims = [f for f in self.ext.queue.files[:-1] if f.end_offset < real]
+        if victims:
+            self.ext.queue.delete_files(victims)
 
     def flush(self, least_pages: int = 0) -> None:
         self.queue.flush(least_pages)
