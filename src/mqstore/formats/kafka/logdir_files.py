@@ -94,7 +94,8 @@ def _int(s: str, what: str, path: str | None, line: int) -> int:
             raise ValueError
         return int(s)
     except ValueError:
-        raise CorruptDataError(f"line {line}: {what} is not an integer: {s[:40]!r}", path=path) from None
+        where = f"line {line}: " if line > 0 else ""
+        raise CorruptDataError(f"{where}{what} is not an integer: {s[:40]!r}", path=path) from None
 
 
 def _checkpoint_lines(data: bytes, path: str | None, fields: int, expected_version: int = 0

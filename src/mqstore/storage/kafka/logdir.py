@@ -528,10 +528,19 @@ def _verify_remote_cache(d: Path, kinds: dict[str, str], rep: Any) -> None:
                         f"{size} bytes is not a whole number of {TXN_ENTRY_SIZE}-byte entries")
 
 
+PARALLEL_MIN_BYTES = 256 << 20
+
+
 def verify_log_dir(path: str | os.PathLike[str], *, strict: bool = False, workers: int | None = None,
+                   parallel_min_bytes: int = PARALLEL_MIN_BYTES,
                    on_partition: Callable[[PartitionVerify], None] | None = None) -> LogDirVerify:
-    """Verify every partition (in parallel over the CPUs: a process pool) and the log directory's
-    own files.  Partitions scheduled for deletion (``-delete``) are listed, not verified."""
+    """Verify every partition and the log directory's own files.
+
+    Partitions are verified in parallel over the CPUs (a process pool of ``workers``, default the
+    CPU count; ``forkserver`` workers) when their ``.log`` files hold at least
+    ``parallel_min_bytes`` together — below that, starting the workers costs more than it saves.
+    Partitions scheduled for deletion (``-delete``) are listed, not verified.  Results come back in
+    partition-name order whatever the pool's timing."""
     from mqstore.storage.kafka.tools import VerifyReport
 
     layout = scan_log_dir(path)
@@ -557,6 +566,8 @@ def verify_log_dir(path: str | os.PathLike[str], *, strict: bool = False, worker
         if p.name.state == "delete":
             top.note("partition_deleted", p.path, None, "scheduled for deletion (Kafka deletes it): not verified")
     n_workers = max(1, min(workers or os.cpu_count() or 1, len(todo)))
+    if sum(os.stat(f).st_size for p in todo for f in p.logs) < parallel_min_bytes:
+        n_workers = 1
     jobs = [_job_args(p, strict) for p in todo]
     if n_workers == 1:
         results = map(_verify_partition_job, jobs)
