@@ -29,7 +29,8 @@ def test_dump_log_json_and_text() -> None:
     assert code == 0
     assert out.count("| offset:") == sum(len(b["records"]) for b in m["batches"])
     assert "endTxnMarker: COMMIT" in out and "endTxnMarker: ABORT" in out
-    assert out.splitlines()[1].startswith("baseOffset: 0 lastOffset: 8 count: 9")
+    assert out.splitlines()[1] == "Log starting offset: 0"  # as kafka-dump-log
+    assert out.splitlines()[2].startswith("baseOffset: 0 lastOffset: 8 count: 9")
 
 
 def test_dump_indexes_and_directory() -> None:

@@ -57,6 +57,21 @@ def _files_for_dump(p: Path) -> list[Path]:
     return [p]
 
 
+def _control_text(obj: dict[str, Any]) -> str:
+    from mqstore.formats.kafka.kraft_control import SCHEMAS, kraft_control_text
+
+    ctype = obj["controlType"]
+    if "coordinatorEpoch" in obj:
+        return f" endTxnMarker: {ctype} coordinatorEpoch: {obj['coordinatorEpoch']}"
+    if "control" in obj:
+        return " " + kraft_control_text(obj["controlTypeId"], obj["control"])
+    if "controlError" in obj:
+        return f" {SCHEMAS[obj['controlTypeId']][0]}: invalid value ({obj['controlError']})"
+    if ctype == "INVALID":
+        return " controlType: INVALID"
+    return f" controlType: UNKNOWN({obj.get('controlTypeId')})"
+
+
 def _fmt_bytes(b: bytes | None) -> str:
     if b is None:
         return "null"
@@ -66,36 +81,47 @@ def _fmt_bytes(b: bytes | None) -> str:
         return "0x" + b.hex()
 
 
+def _jbool(v: Any) -> str:
+    return ("true" if v else "false") if isinstance(v, bool) else str(v)
+
+
 def _text_line(obj: dict[str, Any]) -> str:
+    """One line as Kafka's kafka-dump-log prints it (docs/kafka.md lists the differences left)."""
     t = obj["type"]
     if t == "batch" and "baseOffset" in obj:
-        return ("baseOffset: {baseOffset} lastOffset: {lastOffset} count: {count} baseSequence: {baseSequence} "
-                "lastSequence: {lastSequence} producerId: {producerId} producerEpoch: {producerEpoch} "
-                "partitionLeaderEpoch: {partitionLeaderEpoch} isTransactional: {isTransactional} "
-                "isControl: {isControl} deleteHorizonMs: {deleteHorizonMs} position: {position} "
-                "{timestampType}: {maxTimestamp} size: {size} magic: {magic} compresscodec: {compresscodec} "
-                "crc: {crc} isvalid: {isvalid}").format(**obj).replace("True", "true").replace("False", "false")
+        horizon = f"OptionalLong[{obj['deleteHorizonMs']}]" if obj.get("hasDeleteHorizon") else "OptionalLong.empty"
+        return (f"baseOffset: {obj['baseOffset']} lastOffset: {obj['lastOffset']} count: {obj['count']} "
+                f"baseSequence: {obj['baseSequence']} lastSequence: {obj['lastSequence']} "
+                f"producerId: {obj['producerId']} producerEpoch: {obj['producerEpoch']} "
+                f"partitionLeaderEpoch: {obj['partitionLeaderEpoch']} isTransactional: "
+                f"{_jbool(obj['isTransactional'])} isControl: {_jbool(obj['isControl'])} deleteHorizonMs: {horizon} "
+                f"position: {obj['position']} {obj['timestampType']}: {obj['maxTimestamp']} size: {obj['size']} "
+                f"magic: {obj['magic']} compresscodec: {obj['compresscodec']} crc: {obj['crc']} "
+                f"isvalid: {_jbool(obj['isvalid'])}")
     if t == "batch":
-        return ("offset: {offset} position: {position} magic: {magic} size: {size} crc: {crc} "
-                "isvalid: {isvalid}").format(**obj)
+        return (f"offset: {obj['offset']} position: {obj['position']} "
+                f"{obj.get('timestampType', 'NoTimestampType')}: {obj['maxTimestamp']} size: {obj['size']} "
+                f"magic: {obj['magic']} compresscodec: {obj.get('compresscodec', 'none')} crc: {obj['crc']} "
+                f"isvalid: {_jbool(obj['isvalid'])}")
     if t == "record":
         s = (f"| offset: {obj['offset']} {obj.get('timestampType', 'CreateTime')}: {obj['timestamp']} "
              f"keySize: {obj['keySize']} valueSize: {obj['valueSize']}")
         if "sequence" in obj:
             s += f" sequence: {obj['sequence']} headerKeys: [{','.join(obj['headerKeys'])}]"
         if "controlType" in obj:
-            s += f" endTxnMarker: {obj['controlType']} coordinatorEpoch: {obj['coordinatorEpoch']}"
+            s += _control_text(obj)
         else:
-            s += f" key: {_fmt_bytes(obj['key'])} payload: {_fmt_bytes(obj['value'])}"
-            if obj.get("headers"):
-                s += " headers: " + ",".join(f"{h['key']}={_fmt_bytes(h['value'])}" for h in obj["headers"])
+            if obj["key"] is not None:
+                s += f" key: {_fmt_bytes(obj['key'])}"
+            if obj["value"] is not None:
+                s += f" payload: {_fmt_bytes(obj['value'])}"
         return s
     if t == "offset_index_entry":
         return f"offset: {obj['offset']} position: {obj['position']}"
     if t == "time_index_entry":
         return f"timestamp: {obj['timestamp']} offset: {obj['offset']}"
     if t == "tail":
-        return f"invalid tail: {obj['bytes']} bytes from position {obj['position']} ({obj['reason']})"
+        return f"Found {obj['bytes']} invalid bytes at the end of {Path(obj['file']).name}"
     return str(obj)
 
 
@@ -217,9 +243,11 @@ def dump(path: str, print_data: bool, as_json: bool) -> None:
             echo_json_lines({"file": str(f), **o} for o in objs)
             continue
         click.echo(f"Dumping {f}")
+        if f.suffix == ".log":
+            click.echo(f"Log starting offset: {int(f.name.split('.', 1)[0])}")
         n = 0
         for o in objs:
-            click.echo(_text_line(o))
+            click.echo(_text_line({"file": str(f), **o}))
             n += 1
         if n == 0 and f.suffix != ".log":
             click.echo(f"{f} is empty.")

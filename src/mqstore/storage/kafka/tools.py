@@ -36,6 +36,8 @@ from mqstore.formats.kafka.batch import (
     iter_legacy_records,
     iter_records,
 )
+from mqstore.formats.kafka.kraft_control import SCHEMAS as KRAFT_SCHEMAS
+from mqstore.formats.kafka.kraft_control import decode_kraft_control
 from mqstore.storage.kafka.index import OffsetIndex, TimeIndex, live_entry_count
 from mqstore.storage.kafka.rebuild import MappedLog, analyze_log, parse_base_offset
 
@@ -308,7 +310,8 @@ def dump_log(log_path: Path, *, print_data: bool = False) -> Iterator[dict[str, 
                     "count": h.records_count, "baseSequence": h.base_sequence, "lastSequence": h.last_sequence,
                     "producerId": h.producer_id, "producerEpoch": h.producer_epoch,
                     "partitionLeaderEpoch": h.partition_leader_epoch, "isTransactional": h.is_transactional,
-                    "isControl": h.is_control, "deleteHorizonMs": h.delete_horizon_ms, "position": p,
+                    "isControl": h.is_control, "deleteHorizonMs": h.delete_horizon_ms,
+                    "hasDeleteHorizon": h.has_delete_horizon, "position": p,
                     "timestampType": h.timestamp_type.label, "maxTimestamp": h.max_timestamp,
                     "baseTimestamp": h.base_timestamp, "size": h.size, "magic": h.magic,
                     "compresscodec": h.compression.name.lower(), "crc": h.crc, "isvalid": valid,
@@ -325,26 +328,47 @@ def dump_log(log_path: Path, *, print_data: bool = False) -> Iterator[dict[str, 
                             "headers": [{"key": x.key, "value": x.value} for x in r.headers],
                         }
                         if h.is_control:
-                            try:
-                                c = decode_control_record(r, path=lp)
-                                rec["controlType"] = c.type_name
-                                rec["coordinatorEpoch"] = c.coordinator_epoch
-                            except CorruptDataError:
-                                rec["controlType"] = "INVALID"
+                            rec.update(_control_fields(r, lp))
                         yield rec
             else:
-                yield {"type": "batch", "offset": int(scan["last_offset"][i]), "position": p, "magic": m,
-                       "size": int(scan["size"][i]), "crc": int(scan["crc"][i]), "isvalid": valid,
-                       "maxTimestamp": int(scan["max_timestamp"][i])}
-                if print_data and valid and m < 2:
-                    msg = decode_legacy_message(mm, p, path=lp)
+                obj: dict[str, Any] = {"type": "batch", "offset": int(scan["last_offset"][i]), "position": p,
+                                       "magic": m, "size": int(scan["size"][i]), "crc": int(scan["crc"][i]),
+                                       "isvalid": valid, "maxTimestamp": int(scan["max_timestamp"][i])}
+                msg = None
+                if m < 2:
+                    try:
+                        msg = decode_legacy_message(mm, p, validate=False, path=lp)
+                        obj["timestampType"] = msg.timestamp_type.label
+                        obj["compresscodec"] = msg.compression.name.lower()
+                    except CorruptDataError:
+                        msg = None
+                yield obj
+                if print_data and valid and msg is not None:
                     for r in iter_legacy_records(msg, path=lp):
-                        yield {"type": "record", "offset": r.offset, "timestamp": r.timestamp,
-                               "keySize": -1 if r.key is None else len(r.key),
+                        yield {"type": "record", "offset": r.offset, "timestampType": msg.timestamp_type.label,
+                               "timestamp": r.timestamp, "keySize": -1 if r.key is None else len(r.key),
                                "valueSize": -1 if r.value is None else len(r.value), "key": r.key, "value": r.value}
         if a.stop != "end" or scan["valid_end"] < a.log_size:
             yield {"type": "tail", "position": int(scan["valid_end"]), "bytes": a.log_size - int(scan["valid_end"]),
                    "reason": a.stop if a.stop != "end" else "torn"}
+
+
+def _control_fields(r: Any, path: str) -> dict[str, Any]:
+    """What a control record holds: end-transaction markers (type 0/1) and the KRaft control
+    records (types 2–6, their values decoded); ``controlType`` ``INVALID`` when undecodable."""
+    try:
+        c = decode_control_record(r, path=path)
+    except CorruptDataError:
+        return {"controlType": "INVALID"}
+    out: dict[str, Any] = {"controlType": c.type_name, "controlTypeId": c.type}
+    if c.coordinator_epoch is not None:
+        out["coordinatorEpoch"] = c.coordinator_epoch
+    elif c.type in KRAFT_SCHEMAS:
+        try:
+            out["control"] = decode_kraft_control(c.type, r.value)
+        except CorruptDataError as exc:
+            out["controlError"] = exc.message
+    return out
 
 
 def dump_index(path: Path) -> Iterator[dict[str, Any]]:
