@@ -246,8 +246,10 @@ def test_rebuild_index_log_dir(logdir: Path, tmp_path: Path) -> None:
     assert len(rows) == 11  # orders-0 (5), orders-1 (2), its -future copy (2), compacted-0 (2)
     assert sorted(p.name for p in out.iterdir()) == ["compacted-0", "orders-0", "orders-1",
                                                      "orders-1.0123456789abcdef0123456789abcdef-future"]
-    assert err.splitlines() == ["skipped: old-2.fedcba9876543210fedcba9876543210-delete (delete: Kafka does not load it)",
-                                "skipped: orders-7.00112233445566778899aabbccddeeff-stray (stray: Kafka does not load it)"]
+    assert err.splitlines() == [
+        "skipped: old-2.fedcba9876543210fedcba9876543210-delete (-delete: Kafka loads it only to delete it)",
+        "skipped: orders-7.00112233445566778899aabbccddeeff-stray (-stray: Kafka keeps it out of service until it "
+        "deletes it)"]
     assert tree_hash(logdir) == before
     # the same bytes as rebuilding one partition at a time
     single = tmp_path / "single"

@@ -343,7 +343,9 @@ def rebuild_index(path: str, out_dir: str | None, index_interval_bytes: int, max
         # every partition Kafka loads (live and -future); -delete/-stray ones are left alone
         for info in scan_log_dir(p).partitions:
             if info.name.state in ("delete", "stray"):
-                click.echo(f"skipped: {info.label} ({info.name.state}: Kafka does not load it)", err=True)
+                why = ("Kafka loads it only to delete it" if info.name.state == "delete"
+                       else "Kafka keeps it out of service until it deletes it")
+                click.echo(f"skipped: {info.label} (-{info.name.state}: {why})", err=True)
                 continue
             sub = None if out_dir is None else str(Path(out_dir) / info.label)
             jobs += [(Path(f), sub) for f in info.logs]
