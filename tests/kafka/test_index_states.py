@@ -168,3 +168,29 @@ def test_verify_padding_on_a_rolled_segment_or_with_stale_bytes_is_a_problem(tmp
     rep = verify_path(part)
     # Kafka trusts the length of such a file: its last "entry" (0, base) also fails the sanity check
     assert [p.kind for p in rep.problems] == ["index_padded", "time_index_stale_entries", "time_index_sanity"]
+
+
+def test_long_tail_scan_compiled_and_pread_paths_agree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A missing time index on a large segment: the compiled header walk (tail > 1 MiB) and the
+    batch-by-batch walk give the same largest timestamp and the same lookups."""
+    import mqstore.storage.kafka.segment as segmod
+
+    part = tmp_path / "big-0"
+    records = write_partition(part, n_batches=1500, per_batch=20, segment_bytes=8 << 20, max_index_size=1 << 20)
+    bases = _bases(part)
+    assert len(bases) == 1 and (part / f"{bases[0]:020d}.log").stat().st_size > 1 << 20
+    (part / f"{bases[0]:020d}.timeindex").unlink()
+    (part / f"{bases[0]:020d}.index").unlink()
+    targets = [ts_of(o) for o in (0, 7, 4000, 9001, 39999)] + [ts_of(39999) + 1]
+    answers = []
+    for limit in (segmod._SCAN_MAPPED_BYTES, 1 << 40):
+        monkeypatch.setattr(segmod, "_SCAN_MAPPED_BYTES", limit)
+        with PartitionLog.open(part, read_only=True) as log:
+            seg = log.segments[0]
+            answers.append(((seg.max_timestamp_so_far, seg.offset_of_max_timestamp_so_far),
+                            [log.offset_for_timestamp(t) for t in targets]))
+    assert answers[0] == answers[1]
+    top = max(records, key=lambda r: r[1])
+    assert answers[0][0] == (top[1], (top[0] // 20) * 20 + 19)
+    assert [None if a is None else (a.offset, a.timestamp) for a in answers[0][1]] == \
+        [expected_for_timestamp(records, bases, t) for t in targets]

@@ -40,10 +40,12 @@ from mqstore.formats.kafka.batch import (
     validate_batch,
 )
 from mqstore.formats.kafka.index_entry import OffsetPosition, TimestampOffset
+from mqstore.kernels.kafka import scan_batches
 from mqstore.storage.kafka.index import OffsetIndex, TimeIndex
 from mqstore.storage.kafka.rebuild import (
     DEFAULT_INDEX_INTERVAL_BYTES,
     DEFAULT_MAX_INDEX_SIZE,
+    MappedLog,
     analyze_log_file,
     atomic_write,
     indexes_of,
@@ -53,6 +55,7 @@ from mqstore.storage.kafka.rebuild import (
 
 INT32_MAX = (1 << 31) - 1
 LONG_MAX = (1 << 63) - 1
+_SCAN_MAPPED_BYTES = 1 << 20
 
 
 def now_ms() -> int:
@@ -330,9 +333,17 @@ class LogSegment:
         self._max_ts_and_offset = last
         pos = self._index_position(last.offset)
         best_ts, best_off = -1, -1
-        for ref in self.batches(pos):
-            if ref.max_timestamp > best_ts:
-                best_ts, best_off = ref.max_timestamp, ref.last_offset
+        if self._size - pos > _SCAN_MAPPED_BYTES:  # long tail (index missing or sparse): compiled header walk
+            with MappedLog(self.log_path) as ml:
+                scan = scan_batches(ml.mm, pos)
+                if scan["count"]:
+                    i = int(np.argmax(scan["max_timestamp"]))  # first batch holding the maximum
+                    best_ts, best_off = int(scan["max_timestamp"][i]), int(scan["last_offset"][i])
+                del scan
+        else:
+            for ref in self.batches(pos):
+                if ref.max_timestamp > best_ts:
+                    best_ts, best_off = ref.max_timestamp, ref.last_offset
         if best_ts > last.timestamp:
             self._max_ts_and_offset = TimestampOffset(best_ts, best_off)
 
