@@ -270,3 +270,25 @@ def test_is_log_dir(logdir: Path, tmp_path: Path) -> None:
     assert not is_log_dir(empty)
     layout = scan_log_dir(logdir)
     assert [p.label for p in layout.partitions][:2] == ["compacted-0", "old-2.fedcba9876543210fedcba9876543210-delete"]
+
+
+def test_partition_dir_dump_and_verify_name_every_file(logdir: Path) -> None:
+    part = logdir / "orders-0"
+    (part / "notes.txt").write_text("x")
+    before = tree_hash(part)
+    code, out, _ = run("dump", str(part))
+    assert code == 0
+    assert [x for x in out.splitlines() if x.startswith("file: ")] == [
+        "file: 00000000000000000000.log.deleted kind: deleted",
+        "file: 00000000000000000000.txnindex kind: txnindex",
+        "file: 00000000000000000150.snapshot kind: snapshot",
+        "file: leader-epoch-checkpoint kind: leader_epoch_checkpoint",
+        "file: notes.txt kind: unknown",
+        "file: partition.metadata kind: partition_metadata"]
+    code, out, _ = run("dump", str(part), "--json")
+    kinds = {Path(o["file"]).name: o["kind"] for o in map(json.loads, out.splitlines()) if o["type"] == "file"}
+    assert kinds["notes.txt"] == "unknown" and kinds["00000000000000000150.snapshot"] == "snapshot"
+    code, out, _ = run("verify", str(part))
+    assert code == 0
+    assert f"note: unknown_file: not a Kafka partition file (Kafka ignores it) ({part / 'notes.txt'})" in out
+    assert tree_hash(part) == before

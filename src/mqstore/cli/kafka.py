@@ -147,6 +147,23 @@ def _dump_text_file(p: Path, as_json: bool) -> None:
         click.echo(" ".join(f"{k}: {'null' if v is None else v}" for k, v in obj.items() if k != "type"))
 
 
+def _dump_other_files(p: Path, as_json: bool) -> None:
+    """A partition directory's files other than segments and their indexes, each with its kind
+    (nothing is skipped silently; ``unknown`` for what is not Kafka's)."""
+    from mqstore.storage.kafka.logdir import classify_partition_file
+
+    rows = []
+    for f in sorted(p.iterdir()):
+        kind = classify_partition_file(f.name).kind if f.is_file() else "unknown"
+        if kind not in ("log", "index", "timeindex"):
+            rows.append((f, kind))
+    if as_json:
+        echo_json_lines({"type": "file", "file": str(f), "kind": k} for f, k in rows)
+    else:
+        for f, k in rows:
+            click.echo(f"file: {f.name} kind: {k}")
+
+
 def _plain_table(columns: list[str], rows: list[tuple[Any, ...]]) -> None:
     """An aligned plain-text table (stable, greppable output whatever the terminal width)."""
     cells = [columns] + [["-" if v is None else str(v) for v in r] for r in rows]
@@ -237,6 +254,8 @@ def dump(path: str, print_data: bool, as_json: bool) -> None:
     if is_log_dir(p):
         _dump_log_dir(p, as_json)
         return
+    if p.is_dir():
+        _dump_other_files(p, as_json)
     for f in _files_for_dump(p):
         objs = dump_log(f, print_data=print_data) if f.suffix == ".log" else dump_index(f)
         if as_json:

@@ -272,6 +272,7 @@ def verify_path(path: str | os.PathLike[str], *, strict: bool = False,
     if p.is_dir():
         if not logs:
             raise StoreNotFoundError("no .log segment files in directory", path=str(p))
+        _note_other_files(p, report)
         bases = {parse_base_offset(f) for f in logs}
         for f in sorted(p.iterdir()):
             if f.suffix in (".index", ".timeindex", ".txnindex") and f.name.split(".", 1)[0].isdigit():
@@ -283,6 +284,19 @@ def verify_path(path: str | os.PathLike[str], *, strict: bool = False,
             raise StoreNotFoundError("segment log file not found", path=str(f))
         verify_segment(f, report, strict=strict, progress=progress, active=last is not None and f == last)
     return report
+
+
+def _note_other_files(directory: Path, report: VerifyReport) -> None:
+    """Files of a partition directory that are neither segments nor their indexes: unknown ones
+    and the temporaries Kafka settles on load are notes (never skipped silently)."""
+    from mqstore.storage.kafka.logdir import PARTITION_FILE_KINDS, classify_partition_file
+
+    for f in sorted(directory.iterdir()):
+        kind = classify_partition_file(f.name).kind if f.is_file() else "unknown"
+        if kind == "unknown":
+            report.note("unknown_file", f, None, "not a Kafka partition file (Kafka ignores it)")
+        elif kind in ("deleted", "cleaned", "swap", "checkpoint_tmp", "kraft_snapshot_partial"):
+            report.note(kind + "_file", f, None, PARTITION_FILE_KINDS[kind])
 
 
 def _last_segment_log(directory: Path) -> Path | None:
