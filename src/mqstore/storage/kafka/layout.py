@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 from mqstore.errors import InvalidArgumentError, StoreNotFoundError
@@ -29,7 +30,34 @@ INDEX_SUFFIXES = (INDEX_SUFFIX, TIMEINDEX_SUFFIX, TXNINDEX_SUFFIX)
 SEGMENT_SUFFIXES = (LOG_SUFFIX, *INDEX_SUFFIXES)
 #: the files of a segment the tools dump, in the order they list them
 DUMP_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIMEINDEX_SUFFIX)
-_PARTITION_DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
+CLEAN_SHUTDOWN = ".kafka_cleanshutdown"
+LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
+PARTITION_METADATA = "partition.metadata"
+_SEGMENT_FILE = re.compile(r"^(\d{20})\.(log|index|timeindex|txnindex|snapshot)(\.(deleted|cleaned|swap))?$")
+_KRAFT_SNAPSHOT = re.compile(r"^(\d{20})-(\d{10})\.checkpoint(\.part|\.deleted)?$")
+_SPECIAL_DIR = re.compile(r"^(\S+)-(\S+)\.(\S+)-(delete|future|stray)$")
+
+PARTITION_FILE_KINDS = {
+    "log": "segment data (record batches)",
+    "index": "offset index",
+    "timeindex": "time index",
+    "txnindex": "aborted-transaction index",
+    "snapshot": "producer-state snapshot",
+    "deleted": "segment file scheduled for deletion (Kafka deletes it on load)",
+    "cleaned": "log-cleaner output not yet swapped in (Kafka deletes it on load)",
+    "swap": "segment file being swapped in (Kafka completes or drops the swap on load)",
+    "leader_epoch_checkpoint": "leader epoch cache",
+    "partition_metadata": "topic id",
+    "checkpoint_tmp": "temporary of an interrupted checkpoint write (ignored, overwritten by Kafka)",
+    "kraft_snapshot": "KRaft metadata snapshot",
+    "kraft_snapshot_partial": "KRaft snapshot being written (.checkpoint.part, Kafka deletes it)",
+    "kraft_snapshot_deleted": "KRaft snapshot scheduled for deletion",
+    "quorum_state": "KRaft quorum state",
+    "mqstore_recovery_point": "mqstore's per-partition recovery point (PartitionLog)",
+    "mqstore_clean_shutdown": "mqstore's per-partition clean-shutdown marker (PartitionLog)",
+    "unknown": "not a Kafka file",
+}
+
 
 
 def segment_file_name(base_offset: int, suffix: str) -> str:
@@ -116,16 +144,75 @@ def has_segments(directory: str | os.PathLike[str]) -> bool:
 
 
 def topic_partition_of(directory: str | os.PathLike[str]) -> tuple[str, int]:
-    """``orders-3`` → ``("orders", 3)``; any other name is partition 0 of a topic of that name."""
+    """``orders-3`` → ``("orders", 3)``; any other name (also a ``-delete``/``-future``/``-stray``
+    one) is partition 0 of a topic of that name (mqstore's rule for a lone partition directory)."""
     name = Path(directory).name
-    m = _PARTITION_DIR.match(name)
-    if m:
-        return m.group("topic"), int(m.group("partition"))
+    p = parse_partition_dir_name(name)
+    if p is not None and p.state == "live":
+        return p.topic, p.partition
     return name, 0
 
 
 def is_partition_dir_name(name: str) -> bool:
-    return _PARTITION_DIR.match(name) is not None
+    """Whether ``name`` is a live partition directory name (``<topic>-<partition>``)."""
+    p = parse_partition_dir_name(name)
+    return p is not None and p.state == "live"
+
+
+@dataclass(frozen=True)
+class PartitionDirName:
+    topic: str
+    partition: int
+    state: str  # "live" | "delete" | "future" | "stray"
+    unique_id: str | None = None
+
+
+def parse_partition_dir_name(name: str) -> PartitionDirName | None:
+    """``<topic>-<partition>`` or ``<topic>-<partition>.<uniqueId>-delete|-future|-stray``
+    (Kafka's ``UnifiedLog.parseTopicPartitionName``); ``None`` for any other name."""
+    m = _SPECIAL_DIR.match(name)
+    if m:
+        topic, part, uid, state = m.groups()
+        if not part.isdigit():
+            return None
+        return PartitionDirName(topic, int(part), state, uid)
+    topic, sep, part = name.rpartition("-")
+    if not sep or not topic or not part.isdigit() or "." in part:
+        return None
+    return PartitionDirName(topic, int(part), "live")
+
+
+@dataclass(frozen=True)
+class FileKind:
+    kind: str
+    base_offset: int | None = None
+    suffix: str | None = None  # the segment suffix (".log", ...) of segment files and their temporaries
+
+
+def classify_partition_file(name: str) -> FileKind:
+    """Kind of one file inside a partition directory (the single segment-file name parser)."""
+    m = _SEGMENT_FILE.match(name)
+    if m:
+        base, suffix, _, temp = m.groups()
+        return FileKind(temp or suffix, int(base), "." + suffix)
+    m = _KRAFT_SNAPSHOT.match(name)
+    if m:
+        extra = m.group(3)
+        kind = {None: "kraft_snapshot", ".part": "kraft_snapshot_partial", ".deleted": "kraft_snapshot_deleted"}[extra]
+        return FileKind(kind, int(m.group(1)))
+    if name == LEADER_EPOCH_CHECKPOINT:
+        return FileKind("leader_epoch_checkpoint")
+    if name == PARTITION_METADATA:
+        return FileKind("partition_metadata")
+    if name in (LEADER_EPOCH_CHECKPOINT + ".tmp", PARTITION_METADATA + ".tmp"):
+        return FileKind("checkpoint_tmp")
+    if name == "quorum-state":
+        return FileKind("quorum_state")
+    if name == "recovery-point-offset-checkpoint":
+        return FileKind("mqstore_recovery_point")
+    if name == CLEAN_SHUTDOWN:
+        return FileKind("mqstore_clean_shutdown")
+    return FileKind("unknown")
 
 
 def partition_dirs(log_dir: str | os.PathLike[str]) -> list[Path]:
