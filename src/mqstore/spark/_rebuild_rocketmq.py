@@ -147,8 +147,11 @@ def scan_chunk(c: ChunkDesc) -> ChunkScan:
 
 # ----------------------------------------------------------------------------- driver plan
 def included_chunks(summaries: list[ChunkSummary], segments: list[SegmentDesc]) -> list[ChunkSummary]:
-    """The chunks the local scan would dispatch, in order: it moves to the next segment only
-    after an end-of-segment blank, and to the next chunk only when a chunk was read to its end."""
+    """The chunks the local scan would dispatch, in order, decided by storage's stop rule
+    (:func:`mqstore.storage.rocketmq.commitlog.scan_step`): the next segment only after an
+    end-of-segment blank, the next chunk only when a chunk inside a segment was read to its end."""
+    from mqstore.storage.rocketmq.commitlog import SCAN_CONTINUE, SCAN_NEXT_SEGMENT, scan_step
+
     by_seg: dict[int, list[ChunkSummary]] = {}
     for s in sorted(summaries, key=lambda s: s.index):
         by_seg.setdefault(s.segment, []).append(s)
@@ -156,9 +159,10 @@ def included_chunks(summaries: list[ChunkSummary], segments: list[SegmentDesc]) 
     for seg in segments:
         for s in by_seg.get(seg.index, []):
             out.append(s)
-            if s.stop == "blank":
+            step = scan_step(s.stop, range_cut=s.next_offset == s.end_offset and not s.last_in_segment)
+            if step == SCAN_NEXT_SEGMENT:
                 break  # the rest of the segment is filler: continue with the next segment
-            if s.stop == "end" and s.next_offset == s.end_offset and not s.last_in_segment:
+            if step == SCAN_CONTINUE:
                 continue
             return out  # the scan stops here (end of data, invalid record)
         else:
