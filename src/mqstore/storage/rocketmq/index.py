@@ -33,7 +33,7 @@ from mqstore.kernels.rocketmq_index import (
     select_one,
 )
 from mqstore.kernels.rocketmq_scan import DispatchBatch
-from mqstore.storage.mapped import msync_range, size_file
+from mqstore.storage.mapped import MappedFile, msync_range, size_file
 from mqstore.storage.rocketmq.layout import (
     index_tmp_name,
     is_index_tmp_name,
@@ -69,11 +69,8 @@ class IndexFile:
                 f"index file is {actual} bytes but {hash_slot_num} slots x {index_num} items need {size}",
                 path=str(self.path),
             )
-        fd = os.open(self.path, os.O_RDONLY if read_only else os.O_RDWR)
-        try:
-            self.mm = mmap.mmap(fd, size, access=mmap.ACCESS_READ if read_only else mmap.ACCESS_WRITE)
-        finally:
-            os.close(fd)
+        self._file = MappedFile(self.path, size, read_only=read_only)  # the mapping (storage/mapped.py)
+        self.mm = self._file.mm
         self.buffer = IndexFileBuffer(self.mm, hash_slot_num, index_num, load=not create)
         self._words: np.ndarray | bool | None = None  # cached uint32 view for queries (False: none)
 
@@ -146,17 +143,11 @@ class IndexFile:
 
     def close(self) -> None:
         self._words = None  # release the query view's export of the mapping first
-        try:
-            self.mm.close()
-        except BufferError:
-            pass
+        self._file.close()
 
     def destroy(self) -> None:
-        self.close()
-        try:
-            self.path.unlink()
-        except FileNotFoundError:
-            pass
+        self._words = None
+        self._file.destroy()
 
 
 @dataclass(slots=True)
