@@ -145,14 +145,17 @@ class ReadOnlyMap:
 class MappedFile:
     """One mapped segment file."""
 
-    def __init__(self, path: Path, file_size: int, *, read_only: bool = False, create: bool = False) -> None:
+    def __init__(self, path: Path, file_size: int, *, read_only: bool = False, create: bool = False,
+                 named_by_offset: bool = True) -> None:
         self.path = Path(path)
         self.file_size = file_size
         self.read_only = read_only
-        try:
-            self.file_from_offset = int(self.path.name)
-        except ValueError as exc:
-            raise StoreError(f"segment file name is not a number: {self.path.name}", path=str(self.path)) from exc
+        self.file_from_offset = 0
+        if named_by_offset:  # a segment of a queue (IndexFiles and temporaries are named otherwise)
+            try:
+                self.file_from_offset = int(self.path.name)
+            except ValueError as exc:
+                raise StoreError(f"segment file name is not a number: {self.path.name}", path=str(self.path)) from exc
         if create:
             if read_only:
                 raise ReadOnlyStoreError("cannot create a segment in a read-only store", path=str(self.path))

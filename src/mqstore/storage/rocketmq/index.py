@@ -69,7 +69,7 @@ class IndexFile:
                 f"index file is {actual} bytes but {hash_slot_num} slots x {index_num} items need {size}",
                 path=str(self.path),
             )
-        self._file = MappedFile(self.path, size, read_only=read_only)  # the mapping (storage/mapped.py)
+        self._file = MappedFile(self.path, size, read_only=read_only, named_by_offset=False)
         self.mm = self._file.mm
         self.buffer = IndexFileBuffer(self.mm, hash_slot_num, index_num, load=not create)
         self._words: np.ndarray | bool | None = None  # cached uint32 view for queries (False: none)
