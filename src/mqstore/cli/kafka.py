@@ -175,6 +175,8 @@ def rebuild_index(path: str, out_dir: str | None, index_interval_bytes: int, max
     if not logs:
         raise StoreNotFoundError("no .log segment files in directory", path=str(p))
     if out_dir is not None:
+        if Path(out_dir).exists() and not Path(out_dir).is_dir():
+            raise InvalidArgumentError("--out exists and is not a directory", path=out_dir)
         Path(out_dir).mkdir(parents=True, exist_ok=True)
     rows = []
     with _progress("rebuild-index") as prog:

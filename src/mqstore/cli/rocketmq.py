@@ -9,7 +9,9 @@ import click
 
 from mqstore.cli.common import echo_json_lines, handle_errors, json_option, print_table, to_json
 
-store_arg = click.argument("store", type=click.Path(file_okay=False, path_type=Path))
+# Any path: a file, an empty directory or another layout's directory is refused by the store
+# itself with one error line (exit 2), not by click's usage message.
+store_arg = click.argument("store", type=click.Path(path_type=Path))
 LONG_MAX = 2**63 - 1
 
 
@@ -26,8 +28,10 @@ def _config(store: Path, commitlog_file_size=None, slots=None, items=None, cq_fi
     from mqstore.storage.rocketmq.config import StoreConfig
     from mqstore.storage.rocketmq.rebuild import detect_segment_size
 
-    if not store.is_dir():
+    if not store.exists():
         raise StoreNotFoundError(f"store directory {store} does not exist")
+    if not store.is_dir():
+        raise StoreNotFoundError(f"{store} is not a directory (a RocketMQ store is one)")
     kw: dict[str, int] = {}
     seg = commitlog_file_size or (detect_segment_size(store / "commitlog") if (store / "commitlog").is_dir() else None)
     if seg:
@@ -272,7 +276,7 @@ def verify(store: Path, as_json: bool) -> None:
 
 @group.command("rebuild-index")
 @store_arg
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
+@click.option("--out", type=click.Path(path_type=Path), default=None,
               help="Write consumequeue/, index/ and checkpoint here (default: in place).")
 @_geometry_options
 @click.option("--threads", type=click.IntRange(min=1), default=None,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import re
 import struct
 import threading
 import time
@@ -93,6 +94,26 @@ class RecoveryReport:
     error: str | None
 
 
+_KAFKA_SEGMENT = re.compile(r"\d{20}\.(log|index|timeindex)")
+
+
+def _check_layout(root: Path, *, create: bool) -> None:
+    """A store directory has a ``commitlog/`` directory; only a writable open with ``create``
+    makes one, and not in a directory holding Kafka segment files (a partition directory).
+    Read-only and ``create=False`` opens of any other directory (empty, a Kafka partition) raise
+    :class:`StoreNotFoundError`: an operator's tool never reports such a directory as an empty
+    store."""
+    clog = root / "commitlog"
+    if clog.is_dir():
+        return
+    if clog.exists() or clog.is_symlink():
+        raise StoreNotFoundError(f"{root} is not a RocketMQ store: its commitlog is not a directory")
+    kafka = any(_KAFKA_SEGMENT.fullmatch(p.name) for p in root.iterdir())
+    what = "a Kafka partition directory" if kafka else "it has no commitlog/ directory"
+    if not create or kafka:
+        raise StoreNotFoundError(f"{root} is not a RocketMQ store: {what}")
+
+
 class StoreLock:
     """The writer lock of a store directory: ``tryLock(0, 1)`` on its ``lock`` file as the broker
     does (a POSIX record lock, so a Java broker and mqstore exclude each other), plus a per-process
@@ -139,6 +160,7 @@ class RocketMQStore:
             self.root.mkdir(parents=True)
         if not self.root.is_dir():
             raise StoreNotFoundError(f"{self.root} is not a directory")
+        _check_layout(self.root, create=create and not read_only)
         self._closed = False
         self._lock_fd: int | None = None
         self._lock: StoreLock | None = None
