@@ -477,6 +477,7 @@ def run_campaign(layout: str, policy: str, kills: int, *, seed: int, workdir: Pa
     targets = ROCKETMQ_TARGETS if layout == "rocketmq" else KAFKA_TARGETS
     shm = mmap.mmap(-1, 64)
     acked: dict[int, Ack] = {}
+    kept = False
     try:
         for round_no in range(kills):
             if _STOP.is_set():  # SIGTERM/SIGINT: end after the last whole round, report what ran
@@ -495,6 +496,7 @@ def run_campaign(layout: str, policy: str, kills: int, *, seed: int, workdir: Pa
             if path.exists():
                 shutil.copytree(path, check)
             failures_before = len(res.failures)
+            broken = False
             try:
                 if layout == "rocketmq":
                     _check_rocketmq(check, policy, acked, set(acks), res, rng, phase)
@@ -502,10 +504,13 @@ def run_campaign(layout: str, policy: str, kills: int, *, seed: int, workdir: Pa
                     _check_kafka(check, policy, acked, set(acks), res, rng, phase)
             except Exception as exc:  # the store cannot be reopened or queried: a failure, keep the files
                 res.failures.append(f"round {round_no}: reopen/check failed: {type(exc).__name__}: {exc}")
-            if len(res.failures) > failures_before:  # keep the crashed store as it was before the check
+                broken = True
+            if len(res.failures) > failures_before and not kept:  # the crashed store as it was before the check
                 keep = workdir / f"failed-{layout}-{policy}-{round_no}"
                 shutil.copytree(path, keep, dirs_exist_ok=True)
                 res.failures.append(f"store kept at {keep}")
+                kept = True
+            if broken:
                 break
             if progress is not None:
                 progress(res)
@@ -526,6 +531,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", action="store_true", help="print one JSON object per campaign")
     ap.add_argument("--policies", default=None,
                     help="only these flush policies (comma-separated, e.g. async or sync,every-message)")
+    ap.add_argument("--max-failures", type=int, default=20,
+                    help="end a campaign after this many failure lines (it goes on counting until then)")
     args = ap.parse_args(argv)
     combos = [(lay, pol) for lay in args.layouts.split(",")
               for pol in (ROCKETMQ_POLICIES if lay == "rocketmq" else KAFKA_POLICIES)
@@ -552,7 +559,8 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"  {r.layout}/{r.policy}: {r.kills} kills, {r.messages_acked} acked, "
                           f"{r.messages_verified} verified, lost {r.lost}", file=sys.stderr, flush=True)
 
-            r = run_campaign(lay, pol, per, seed=args.seed * 100 + k, workdir=work, progress=show)
+            r = run_campaign(lay, pol, per, seed=args.seed * 100 + k, workdir=work, progress=show,
+                             max_failures=args.max_failures)
             ok &= r.ok()
             for name in ("kills", "targeted_kills", "messages_acked", "messages_verified", "rechecks", "retained_out",
                          "unacked_survivors", "torn_records", "lost", "queue_offset_misses", "duplicate_queue_offsets",

@@ -71,6 +71,7 @@ _HEAD_V1_V4 = struct.Struct(">iiiiiqqiq8sq8siqi")
 _REC_V1_V4: dict[tuple[int, int, bytes], struct.Struct] = {}
 _REC_V1_V4_MAX = 4096
 _crc32 = crc32
+_pack_size = struct.Struct(">i").pack_into
 _time_ns = time.time_ns
 _LOCKED_STORES: set[str] = set()
 _LOCKED_GUARD = threading.Lock()
@@ -395,11 +396,13 @@ class RocketMQStore:
             phys = mf.file_from_offset + pos
             mm = mf.mm
             rec = _REC_V1_V4.get((lb, lp, topic_field))
+            # TOTALSIZE is written last (0 until then): a kill in the middle of the record leaves
+            # nothing recovery could take for a record (see commitlog.publish).
             if rec is not None:  # the whole record by one pack_into (no concatenation, one call)
-                rec.pack_into(mm, pos, size, MAGIC_V1, crc, queue_id, flag, qo, phys, 0, born_timestamp,
+                rec.pack_into(mm, pos, 0, MAGIC_V1, crc, queue_id, flag, qo, phys, 0, born_timestamp,
                               born_host or sh, now, sh, 0, 0, lb, body, topic_field, lp, props)
             else:
-                _HEAD_V1_V4.pack_into(mm, pos, size, MAGIC_V1, crc, queue_id, flag, qo, phys, 0, born_timestamp,
+                _HEAD_V1_V4.pack_into(mm, pos, 0, MAGIC_V1, crc, queue_id, flag, qo, phys, 0, born_timestamp,
                                       born_host or sh, now, sh, 0, 0, lb)
                 p = pos + 88
                 mm[p : p + lb] = body
@@ -408,6 +411,7 @@ class RocketMQStore:
                 if len(_REC_V1_V4) < _REC_V1_V4_MAX:  # after the write: the next record of this shape packs at once
                     _REC_V1_V4[(lb, lp, topic_field)] = struct.Struct(
                         f"{_HEAD_V1_V4.format}{lb}s{len(topic_field)}sH{lp}s")
+            _pack_size(mm, pos, size)
             mf.wrote_position = pos + size
             self.queue_offsets[key] = qo + 1
             if now != self._last_put_ts:
