@@ -45,6 +45,11 @@ def _existing(path: str) -> Path:
 
 
 def _files_for_dump(p: Path) -> list[Path]:
+    from mqstore.storage.kafka.logdir import REMOTE_INDEX_CACHE, remote_index_base_offset
+
+    if p.is_dir() and p.name == REMOTE_INDEX_CACHE:  # tiered storage: <startOffset>_<segmentId>.index ...
+        return sorted(f for f in p.iterdir() if f.suffix in (".index", ".timeindex")
+                      and remote_index_base_offset(f.name) is not None)
     if p.is_dir():
         files = sorted(f for f in p.iterdir()
                        if f.suffix in (".log", ".index", ".timeindex") and f.name.split(".", 1)[0].isdigit())
@@ -150,13 +155,17 @@ def _dump_text_file(p: Path, as_json: bool) -> None:
 def _dump_other_files(p: Path, as_json: bool) -> None:
     """A partition directory's files other than segments and their indexes, each with its kind
     (nothing is skipped silently; ``unknown`` for what is not Kafka's)."""
-    from mqstore.storage.kafka.logdir import classify_partition_file
+    from mqstore.storage.kafka.logdir import REMOTE_INDEX_CACHE, classify_partition_file, scan_log_dir
 
     rows = []
-    for f in sorted(p.iterdir()):
-        kind = classify_partition_file(f.name).kind if f.is_file() else "unknown"
-        if kind not in ("log", "index", "timeindex"):
-            rows.append((f, kind))
+    if p.name == REMOTE_INDEX_CACHE:
+        kinds = scan_log_dir(p.parent).remote_cache
+        rows = [(p / n, k) for n, k in kinds.items() if k not in ("remote_index", "remote_timeindex")]
+    else:
+        for f in sorted(p.iterdir()):
+            kind = classify_partition_file(f.name).kind if f.is_file() else "unknown"
+            if kind not in ("log", "index", "timeindex"):
+                rows.append((f, kind))
     if as_json:
         echo_json_lines({"type": "file", "file": str(f), "kind": k} for f, k in rows)
     else:

@@ -161,6 +161,12 @@ def classify_partition_file(name: str) -> FileKind:
     return FileKind("unknown")
 
 
+def remote_index_base_offset(name: str) -> int | None:
+    """Start offset of a ``remote-log-index-cache`` file name (``<startOffset>_<segmentId>.<kind>``)."""
+    m = _REMOTE_INDEX.match(name)
+    return int(m.group(1)) if m else None
+
+
 def classify_log_dir_entry(name: str, is_dir: bool) -> str:
     """Kind of one entry at the top of a log directory."""
     if is_dir:

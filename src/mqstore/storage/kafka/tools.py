@@ -386,8 +386,12 @@ def _control_fields(r: Any, path: str) -> dict[str, Any]:
 
 
 def dump_index(path: Path) -> Iterator[dict[str, Any]]:
-    """Entries of a ``.index`` or ``.timeindex`` (stopping at zero padding like DumpLogSegments)."""
-    base = parse_base_offset(path)
+    """Entries of a ``.index`` or ``.timeindex`` (stopping at zero padding like DumpLogSegments);
+    a segment's, or a tiered-storage ``remote-log-index-cache`` file's."""
+    from mqstore.storage.kafka.logdir import remote_index_base_offset
+
+    remote = remote_index_base_offset(path.name)
+    base = remote if remote is not None else parse_base_offset(path)
     if path.suffix == ".index":
         idx: OffsetIndex | TimeIndex = OffsetIndex(path, base, -1, writable=False)
         keys, vals = idx.column_array(False), idx.column_array(True)
