@@ -7,8 +7,12 @@ Verification problems (any of them makes ``verify`` fail):
 * ``offset_order`` – batch offsets go backwards or below the segment base offset;
 * ``index_sanity`` / ``time_index_sanity`` – Kafka's ``sanityCheck`` fails on the file as Kafka
   would open it (entry count from the length);
-* ``index_padded`` / ``time_index_padded`` – an untrimmed file (zero padding after the entries: the
-  segment was not closed or rolled cleanly);
+* ``index_padded`` / ``time_index_padded`` – an untrimmed file (zero padding after the entries) of a
+  rolled segment, which Kafka always trims; on the active (last) segment it is the normal state of
+  a running broker: a note (``index_preallocated`` / ``time_index_preallocated``, with the trimmed
+  size) and the entries before the padding are judged — a problem there only with ``strict=True``;
+* ``index_stale_entries`` / ``time_index_stale_entries`` – non-zero bytes after the entries of an
+  untrimmed file (stale entries, e.g. left by a truncation; Kafka would rebuild the index);
 * ``index_mismatch`` – an offset-index entry whose position is not a batch start, or whose offset
   is not the last offset of a batch at or after that position (Kafka's ``--verify-index-only``
   mismatch).  An entry that points at the first batch of a multi-batch append and names the last
