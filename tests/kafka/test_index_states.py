@@ -194,3 +194,16 @@ def test_long_tail_scan_compiled_and_pread_paths_agree(tmp_path: Path, monkeypat
     assert answers[0][0] == (top[1], (top[0] // 20) * 20 + 19)
     assert [None if a is None else (a.offset, a.timestamp) for a in answers[0][1]] == \
         [expected_for_timestamp(records, bases, t) for t in targets]
+
+
+def test_verify_live_active_segment_sanity_of_the_loaded_entries(tmp_path: Path) -> None:
+    part, _ = make_state(tmp_path, "live")
+    active = part / f"{_bases(part)[-1]:020d}"
+    oi = bytearray(active.with_suffix(".index").read_bytes())
+    oi[0:4] = (-5).to_bytes(4, "big", signed=True)  # the live entry names an offset below the base
+    active.with_suffix(".index").write_bytes(bytes(oi))
+    rep = verify_path(part)
+    sanity = [p.message for p in rep.problems if p.kind == "index_sanity"]
+    base = _bases(part)[-1]
+    assert sanity == [f"last offset {base - 5} is less than the base offset {base}"]
+    assert "index_preallocated" in {n.kind for n in rep.notes}

@@ -176,14 +176,15 @@ def verify_segment(log_path: Path, report: VerifyReport, *, strict: bool = False
             vals = raw.column_array(True)
             valid_n, clean = _index_padding(raw, keys - base)
             live = _judge_padding(report, oi_path, "index", raw, valid_n, clean, active, strict)
-            try:
-                if live:  # the sanity check on the entries before the padding
-                    with OffsetIndex(oi_path, base, -1, writable=False, stop_at_padding=True) as view:
-                        view.sanity_check()
-                else:
+            if live:  # Kafka's sanity check on the entries before the padding
+                if valid_n and int(keys[valid_n - 1]) < base:
+                    report.add("index_sanity", oi_path, None,
+                               f"last offset {int(keys[valid_n - 1])} is less than the base offset {base}")
+            else:
+                try:
                     raw.sanity_check()
-            except CorruptIndexError as exc:
-                report.add("index_sanity", oi_path, None, exc.message)
+                except CorruptIndexError as exc:
+                    report.add("index_sanity", oi_path, None, exc.message)
             report.offset_index_entries += valid_n
             for slot in range(valid_n):
                 o, p = int(keys[slot]), int(vals[slot])
@@ -216,14 +217,19 @@ def verify_segment(log_path: Path, report: VerifyReport, *, strict: bool = False
             off_col = raw_t.column_array(True)
             valid_t, clean = _index_padding(raw_t, off_col - base)
             live = _judge_padding(report, ti_path, "time_index", raw_t, valid_t, clean, active, strict)
-            try:
-                if live:
-                    with TimeIndex(ti_path, base, -1, writable=False, stop_at_padding=True) as view_t:
-                        view_t.sanity_check()
-                else:
+            if live:  # Kafka's sanity check on the entries before the padding
+                if valid_t and int(ts_col[valid_t - 1]) < int(ts_col[0]):
+                    report.add("time_index_sanity", ti_path, None,
+                               f"last timestamp {int(ts_col[valid_t - 1])} is less than the first timestamp "
+                               f"{int(ts_col[0])}")
+                if valid_t and int(off_col[valid_t - 1]) < base:
+                    report.add("time_index_sanity", ti_path, None,
+                               f"last offset {int(off_col[valid_t - 1])} is less than the base offset {base}")
+            else:
+                try:
                     raw_t.sanity_check()
-            except CorruptIndexError as exc:
-                report.add("time_index_sanity", ti_path, None, exc.message)
+                except CorruptIndexError as exc:
+                    report.add("time_index_sanity", ti_path, None, exc.message)
             report.time_index_entries += valid_t
             prev_ts = None
             for slot in range(valid_t):
