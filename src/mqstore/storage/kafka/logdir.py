@@ -17,6 +17,7 @@ import os
 import re
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from itertools import pairwise
 from pathlib import Path
@@ -29,6 +30,7 @@ from mqstore.errors import (
     CorruptIndexError,
     InvalidArgumentError,
     MqStoreError,
+    StoreError,
     StoreNotFoundError,
 )
 from mqstore.formats.kafka.logdir_files import (
@@ -580,11 +582,15 @@ def verify_log_dir(path: str | os.PathLike[str], *, strict: bool = False, worker
                 on_partition(r)
     else:
         ctx = multiprocessing.get_context("forkserver")
-        with ProcessPoolExecutor(max_workers=n_workers, mp_context=ctx) as pool:
-            for r in pool.map(_verify_partition_job, jobs):
-                result.partitions.append(r)
-                if on_partition is not None:
-                    on_partition(r)
+        try:
+            with ProcessPoolExecutor(max_workers=n_workers, mp_context=ctx) as pool:
+                for r in pool.map(_verify_partition_job, jobs):
+                    result.partitions.append(r)
+                    if on_partition is not None:
+                        on_partition(r)
+        except BrokenProcessPool as exc:  # a worker killed (OOM killer, signal): say so, no traceback
+            raise StoreError(f"a verify worker process died ({exc}); retry with workers=1",
+                             path=layout.path) from None
     result.problems, result.notes = top.problems, top.notes
     return result
 
