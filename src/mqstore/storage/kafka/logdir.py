@@ -351,13 +351,13 @@ class PartitionSummary:
 def _log_end_offset(logs: list[str]) -> int | None:
     from mqstore.storage.kafka.segment import LogSegment
 
-    for lp in reversed(logs):  # an empty last segment ends where it starts
-        seg = LogSegment.open(lp)
-        try:
-            return seg.read_next_offset()
-        finally:
-            seg.close()
-    return None
+    if not logs:
+        return None
+    seg = LogSegment.open(logs[-1])  # the active segment (an empty one ends where it starts)
+    try:
+        return seg.read_next_offset()
+    finally:
+        seg.close()
 
 
 def _partition_files(info: PartitionInfo) -> tuple[LeaderEpochCheckpoint | None, PartitionMetadata | None,
