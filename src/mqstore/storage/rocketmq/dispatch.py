@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mqstore.kernels.rocketmq_scan import DispatchBatch
+from mqstore.kernels.rocketmq.scan import DispatchBatch
 from mqstore.storage.mapped import ensure_inside
 from mqstore.storage.rocketmq.config import validate_topic
 from mqstore.storage.rocketmq.consumequeue import ConsumeQueue

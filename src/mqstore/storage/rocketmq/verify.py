@@ -9,7 +9,7 @@ import numpy as np
 
 from mqstore.formats.rocketmq.consumequeue import CQ_DTYPE, CQ_UNIT_SIZE, INT_MAX
 from mqstore.formats.rocketmq.indexfile import time_diff_seconds
-from mqstore.kernels.rocketmq_scan import STOP_INVALID
+from mqstore.kernels.rocketmq.scan import STOP_INVALID
 from mqstore.storage.rocketmq.store import RocketMQStore
 
 
