@@ -24,7 +24,7 @@ from mqstore.formats.rocketmq.record import (
     encode_blank,
     store_timestamp_position,
 )
-from mqstore.kernels.rocketmq_scan import STOP_BLANK, STOP_LIMIT, DispatchBatch, scan_segment
+from mqstore.kernels.rocketmq.scan import STOP_BLANK, STOP_LIMIT, DispatchBatch, scan_segment
 from mqstore.storage.mapped import MappedFile, MappedFileQueue, MultiPathMappedFileQueue
 
 DEFAULT_COMMIT_LOG_FILE_SIZE = 1024 * 1024 * 1024

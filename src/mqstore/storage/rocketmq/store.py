@@ -43,8 +43,9 @@ from mqstore.formats.rocketmq.record import (
     encode_record,
     record_length,
 )
-from mqstore.kernels.rocketmq_put import RecordColumns, crc32, encode_records_into, queue_ranks
-from mqstore.kernels.rocketmq_scan import DispatchBatch
+from mqstore.kernels.crc import crc32
+from mqstore.kernels.rocketmq.put import RecordColumns, encode_records_into, queue_ranks
+from mqstore.kernels.rocketmq.scan import DispatchBatch
 from mqstore.storage.mapped import MappedFile, ensure_inside
 from mqstore.storage.rocketmq.checkpoint import StoreCheckpoint
 from mqstore.storage.rocketmq.commitlog import CommitLog, RecoveryResult
