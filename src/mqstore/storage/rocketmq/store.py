@@ -44,15 +44,17 @@ from mqstore.formats.rocketmq.record import (
     encode_record,
     record_length,
 )
-from mqstore.kernels.rocketmq_put import RecordColumns, crc32, encode_records_into, queue_ranks
-from mqstore.kernels.rocketmq_scan import DispatchBatch
+from mqstore.kernels.crc import crc32
+from mqstore.kernels.rocketmq.put import RecordColumns, encode_records_into, queue_ranks
+from mqstore.kernels.rocketmq.scan import DispatchBatch
 from mqstore.storage.mapped import MappedFile, ensure_inside
 from mqstore.storage.rocketmq.checkpoint import StoreCheckpoint
 from mqstore.storage.rocketmq.commitlog import CommitLog, RecoveryResult
-from mqstore.storage.rocketmq.config import FLUSH_SYNC, StoreConfig
+from mqstore.storage.rocketmq.config import FLUSH_SYNC, StoreConfig, split_paths
 from mqstore.storage.rocketmq.consumequeue import ConsumeQueue
 from mqstore.storage.rocketmq.dispatch import IndexWriters
 from mqstore.storage.rocketmq.index import IndexService
+from mqstore.storage.rocketmq.layout import commit_log_dirs
 from mqstore.storage.rocketmq.queue_table import NextQueueOffsets
 
 OS_PAGE = 4096
@@ -98,14 +100,15 @@ class RecoveryReport:
 _KAFKA_SEGMENT = re.compile(r"\d{20}\.(log|index|timeindex)")
 
 
-def _check_layout(root: Path, *, create: bool) -> None:
-    """A store directory has a ``commitlog/`` directory; only a writable open with ``create``
-    makes one, and not in a directory holding Kafka segment files (a partition directory).
-    Read-only and ``create=False`` opens of any other directory (empty, a Kafka partition) raise
+def _check_layout(root: Path, config: StoreConfig, *, create: bool) -> None:
+    """A store directory has a ``commitlog/`` directory (unless ``store_path_commit_log`` puts
+    the CommitLog elsewhere); only a writable open with ``create`` makes one, and not in a
+    directory holding Kafka segment files (a partition directory).  Read-only and
+    ``create=False`` opens of any other directory (empty, a Kafka partition) raise
     :class:`StoreNotFoundError`: an operator's tool never reports such a directory as an empty
     store."""
     clog = root / "commitlog"
-    if clog.is_dir():
+    if clog.is_dir() or split_paths(config.store_path_commit_log):
         return
     if clog.exists() or clog.is_symlink():
         raise StoreNotFoundError(f"{root} is not a RocketMQ store: its commitlog is not a directory")
@@ -161,7 +164,7 @@ class RocketMQStore:
             self.root.mkdir(parents=True)
         if not self.root.is_dir():
             raise StoreNotFoundError(f"{self.root} is not a directory")
-        _check_layout(self.root, create=create and not read_only)
+        _check_layout(self.root, self.config, create=create and not read_only)
         self._closed = False
         self._lock_fd: int | None = None
         self._lock: StoreLock | None = None
@@ -190,13 +193,18 @@ class RocketMQStore:
             if not read_only:
                 # Before recovery touches a file: a crash during recovery is an unclean shutdown.
                 (self.root / "abort").write_text(str(os.getpid()))
-            self.commit_log = CommitLog(self._sub("commitlog"), self.config.commit_log_file_size, read_only=read_only)
+            cl_paths, cl_ro = commit_log_dirs(self.root, self.config.store_path_commit_log,
+                                              self.config.read_only_commit_log_store_paths)
+            self.commit_log = CommitLog(Path(cl_paths[0]), self.config.commit_log_file_size, read_only=read_only,
+                                        paths=cl_paths, readonly_paths=cl_ro)
             self._cl_queue = self.commit_log.queue
             self.checkpoint = StoreCheckpoint(self.root / "checkpoint", read_only=read_only)
             self.index = IndexService(self._sub("index"), self.config.hash_slot_num, self.config.index_num, read_only=read_only)
             self.index.on_file_full = self._on_index_file_full
             self.writers = IndexWriters(self.root, self.config.mapped_file_size_consume_queue,
-                                        self.index if self.config.message_index_enable else None, read_only=read_only)
+                                        self.index if self.config.message_index_enable else None, read_only=read_only,
+                                        ext_enabled=self.config.enable_consume_queue_ext,
+                                        ext_file_size=self.config.mapped_file_size_consume_queue_ext)
             self.recovery = self._load_and_recover()
             self.reput_from_offset = self.commit_log.max_offset
             if not read_only and self.config.background_services:
