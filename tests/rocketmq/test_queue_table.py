@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mqstore.formats.rocketmq.record import TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE
-from mqstore.kernels.rocketmq_scan import STOP_END, DispatchBatch
+from mqstore.kernels.rocketmq.scan import STOP_END, DispatchBatch
 from mqstore.storage.rocketmq.queue_table import next_queue_offsets, queue_offset_duplicates
 
 TOPICS = ["A", "B", "%RETRY%g", "C"]
