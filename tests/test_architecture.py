@@ -33,17 +33,13 @@ LAYERS = {
     "cli": 6,
 }
 
-#: modules outside kernels/ allowed to import numba.  KNOWN EXCEPTION, to be removed when the
-#: Kafka record kernels move into kernels/ (issue 13, branch i13kernels): the lead empties this
-#: tuple at that merge.
-NUMBA_OUTSIDE_KERNELS_ALLOWED: tuple[str, ...] = ("mqstore.spark._kafka_kernels",)
+#: modules outside kernels/ allowed to import numba: none (spark/_kafka_kernels.py, the one
+#: exception, moved into kernels/ with the kernels split of issue 13).
+NUMBA_OUTSIDE_KERNELS_ALLOWED: tuple[str, ...] = ()
 
-#: (importing module, imported module, private name) allowed across packages.  KNOWN EXCEPTION,
-#: to be removed with the kernels split of issue 13 (branch i13kernels), which gives the record
-#: decode a public entry point with named columns: the lead empties this tuple at that merge.
-PRIVATE_IMPORTS_ALLOWED: tuple[tuple[str, str, str], ...] = (
-    ("mqstore.api.rocketmq", "mqstore.kernels.rocketmq_scan", "_decode_kernel"),
-)
+#: (importing module, imported module, private name) allowed across packages: none (api used the
+#: scan kernels' private decoder until the kernels split of issue 13 gave it a public one).
+PRIVATE_IMPORTS_ALLOWED: tuple[tuple[str, str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,7 +211,7 @@ def test_no_private_import_across_packages() -> None:
 # ----------------------------------------------------------------------------- the checker itself
 @pytest.mark.parametrize(("source", "target", "upward"), [
     ("mqstore.formats.kafka.batch", "mqstore.kernels.kafka", True),
-    ("mqstore.storage.rocketmq.index", "mqstore.kernels.rocketmq_index", False),
+    ("mqstore.storage.rocketmq.index", "mqstore.kernels.rocketmq.chain_walk", False),
     ("mqstore.storage.rocketmq.index", "mqstore.api.rocketmq", True),
     ("mqstore.spark.query", "mqstore.cli.main", True),
     ("mqstore.cli.main", "mqstore.spark.session", False),

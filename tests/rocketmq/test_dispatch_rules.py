@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from mqstore.kernels.rocketmq_scan import STOP_BLANK, STOP_END, STOP_INVALID, STOP_LIMIT
+from mqstore.kernels.rocketmq.scan import STOP_BLANK, STOP_END, STOP_INVALID, STOP_LIMIT
 from mqstore.spark._rebuild_rocketmq import ChunkSummary, SegmentDesc, included_chunks
 from mqstore.storage.rocketmq.commitlog import SCAN_CONTINUE, SCAN_NEXT_SEGMENT, SCAN_STOP, scan_step
 

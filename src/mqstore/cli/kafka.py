@@ -45,8 +45,12 @@ def _existing(path: str) -> Path:
 
 
 def _files_for_dump(p: Path) -> list[Path]:
-    from mqstore.storage.kafka.layout import DUMP_SUFFIXES, log_of, segment_files
+    from mqstore.storage.kafka.layout import DUMP_SUFFIXES, log_of, remote_index_base_offset, segment_files
+    from mqstore.storage.kafka.logdir import REMOTE_INDEX_CACHE
 
+    if p.is_dir() and p.name == REMOTE_INDEX_CACHE:  # tiered storage: <startOffset>_<segmentId>.index ...
+        return sorted(f for f in p.iterdir() if f.suffix in (".index", ".timeindex")
+                      and remote_index_base_offset(f.name) is not None)
     if p.is_dir():
         files = segment_files(p, DUMP_SUFFIXES)
         if not files:
@@ -150,12 +154,17 @@ def _dump_other_files(p: Path, as_json: bool) -> None:
     """A partition directory's files other than segments and their indexes, each with its kind
     (nothing is skipped silently; ``unknown`` for what is not Kafka's)."""
     from mqstore.storage.kafka.layout import classify_partition_file
+    from mqstore.storage.kafka.logdir import REMOTE_INDEX_CACHE, scan_log_dir
 
     rows = []
-    for f in sorted(p.iterdir()):
-        kind = classify_partition_file(f.name).kind if f.is_file() else "unknown"
-        if kind not in ("log", "index", "timeindex"):
-            rows.append((f, kind))
+    if p.name == REMOTE_INDEX_CACHE:
+        kinds = scan_log_dir(p.parent).remote_cache
+        rows = [(p / n, k) for n, k in kinds.items() if k not in ("remote_index", "remote_timeindex")]
+    else:
+        for f in sorted(p.iterdir()):
+            kind = classify_partition_file(f.name).kind if f.is_file() else "unknown"
+            if kind not in ("log", "index", "timeindex"):
+                rows.append((f, kind))
     if as_json:
         echo_json_lines({"type": "file", "file": str(f), "kind": k} for f, k in rows)
     else:
@@ -371,6 +380,8 @@ def rebuild_index(path: str, out_dir: str | None, index_interval_bytes: int, max
             raise StoreNotFoundError("no .log segment files in any partition of the log directory", path=str(p))
     else:
         jobs = [(f, out_dir) for f in segment_logs(p)]
+    if out_dir is not None and Path(out_dir).exists() and not Path(out_dir).is_dir():
+        raise InvalidArgumentError("--out exists and is not a directory", path=out_dir)
     for _f, sub in jobs:
         if sub is not None:
             Path(sub).mkdir(parents=True, exist_ok=True)

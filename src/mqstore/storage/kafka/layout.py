@@ -35,6 +35,7 @@ LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 PARTITION_METADATA = "partition.metadata"
 _SEGMENT_FILE = re.compile(r"^(\d{20})\.(log|index|timeindex|txnindex|snapshot)(\.(deleted|cleaned|swap))?$")
 _KRAFT_SNAPSHOT = re.compile(r"^(\d{20})-(\d{10})\.checkpoint(\.part|\.deleted)?$")
+REMOTE_INDEX_NAME = re.compile(r"^(\d+)_([A-Za-z0-9_-]{22})\.(index|timeindex|txnindex)(\.deleted|\.tmp)?$")
 _SPECIAL_DIR = re.compile(r"^(\S+)-(\S+)\.(\S+)-(delete|future|stray)$")
 
 PARTITION_FILE_KINDS = {
@@ -218,3 +219,9 @@ def classify_partition_file(name: str) -> FileKind:
 def partition_dirs(log_dir: str | os.PathLike[str]) -> list[Path]:
     """The ``<topic>-<partition>`` sub-directories of a Kafka log directory that hold segments."""
     return [c for c in sorted(Path(log_dir).iterdir()) if is_partition_dir_name(c.name) and c.is_dir() and has_segments(c)]
+
+
+def remote_index_base_offset(name: str) -> int | None:
+    """Start offset of a ``remote-log-index-cache`` file name (``<startOffset>_<segmentId>.<kind>``)."""
+    m = REMOTE_INDEX_NAME.match(name)
+    return int(m.group(1)) if m else None

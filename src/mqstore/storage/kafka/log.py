@@ -47,7 +47,7 @@ from mqstore.errors import (
 )
 from mqstore.formats.kafka.batch import Record, SimpleRecord, encode_batch, set_base_offset
 from mqstore.formats.kafka.compression import Compression
-from mqstore.kernels.kafka import STOP_END, check_crcs, scan_batches
+from mqstore.kernels.kafka.batches import STOP_END, check_crcs, scan_batches
 from mqstore.storage.kafka.layout import (
     INDEX_SUFFIXES,
     log_files,

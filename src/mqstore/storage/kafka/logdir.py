@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-import re
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from itertools import pairwise
 from pathlib import Path
@@ -28,6 +28,7 @@ from mqstore.errors import (
     CorruptIndexError,
     InvalidArgumentError,
     MqStoreError,
+    StoreError,
     StoreNotFoundError,
 )
 from mqstore.formats.kafka.logdir_files import (
@@ -49,6 +50,7 @@ from mqstore.storage.kafka.layout import (  # the partition name rules live in l
     CLEAN_SHUTDOWN,
     LEADER_EPOCH_CHECKPOINT,
     PARTITION_METADATA,
+    REMOTE_INDEX_NAME,
     FileKind,
     PartitionDirName,
     classify_partition_file,
@@ -60,7 +62,6 @@ REMOTE_INDEX_CACHE = "remote-log-index-cache"
 TXN_ENTRY_SIZE = 34
 
 # ---------------------------------------------------------------------------------------- names
-_REMOTE_INDEX = re.compile(r"^(\d+)_([A-Za-z0-9_-]{22})\.(index|timeindex|txnindex)(\.deleted|\.tmp)?$")
 
 LOG_DIR_FILE_KINDS = {
     "recovery_point_checkpoint": "recovery-point-offset-checkpoint",
@@ -165,7 +166,7 @@ def scan_log_dir(path: str | os.PathLike[str]) -> LogDirLayout:
             layout.partitions.append(scan_partition_dir(f, name))
         elif kind == "remote_index_cache":
             for g in sorted(f.iterdir()):
-                m = _REMOTE_INDEX.match(g.name) if g.is_file() else None
+                m = REMOTE_INDEX_NAME.match(g.name) if g.is_file() else None
                 if m is None:
                     layout.remote_cache[g.name] = "unknown"
                 elif m.group(4):
@@ -268,13 +269,13 @@ class PartitionSummary:
 def _log_end_offset(logs: list[str]) -> int | None:
     from mqstore.storage.kafka.segment import LogSegment
 
-    for lp in reversed(logs):  # an empty last segment ends where it starts
-        seg = LogSegment.open(lp)
-        try:
-            return seg.read_next_offset()
-        finally:
-            seg.close()
-    return None
+    if not logs:
+        return None
+    seg = LogSegment.open(logs[-1])  # the active segment (an empty one ends where it starts)
+    try:
+        return seg.read_next_offset()
+    finally:
+        seg.close()
 
 
 def _partition_files(info: PartitionInfo) -> tuple[LeaderEpochCheckpoint | None, PartitionMetadata | None,
@@ -499,11 +500,15 @@ def verify_log_dir(path: str | os.PathLike[str], *, strict: bool = False, worker
                 on_partition(r)
     else:
         ctx = multiprocessing.get_context("forkserver")
-        with ProcessPoolExecutor(max_workers=n_workers, mp_context=ctx) as pool:
-            for r in pool.map(_verify_partition_job, jobs):
-                result.partitions.append(r)
-                if on_partition is not None:
-                    on_partition(r)
+        try:
+            with ProcessPoolExecutor(max_workers=n_workers, mp_context=ctx) as pool:
+                for r in pool.map(_verify_partition_job, jobs):
+                    result.partitions.append(r)
+                    if on_partition is not None:
+                        on_partition(r)
+        except BrokenProcessPool as exc:  # a worker killed (OOM killer, signal): say so, no traceback
+            raise StoreError(f"a verify worker process died ({exc}); retry with workers=1",
+                             path=layout.path) from None
     result.problems, result.notes = top.problems, top.notes
     return result
 

@@ -40,7 +40,7 @@ from mqstore.formats.kafka.batch import (
     validate_batch,
 )
 from mqstore.formats.kafka.index_entry import OffsetPosition, TimestampOffset
-from mqstore.kernels.kafka import scan_batches
+from mqstore.kernels.kafka.batches import scan_batches
 from mqstore.storage.kafka.index import OffsetIndex, TimeIndex
 from mqstore.storage.kafka.layout import (
     INDEX_SUFFIX,

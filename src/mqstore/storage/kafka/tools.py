@@ -7,8 +7,12 @@ Verification problems (any of them makes ``verify`` fail):
 * ``offset_order`` – batch offsets go backwards or below the segment base offset;
 * ``index_sanity`` / ``time_index_sanity`` – Kafka's ``sanityCheck`` fails on the file as Kafka
   would open it (entry count from the length);
-* ``index_padded`` / ``time_index_padded`` – an untrimmed file (zero padding after the entries: the
-  segment was not closed or rolled cleanly);
+* ``index_padded`` / ``time_index_padded`` – an untrimmed file (zero padding after the entries) of a
+  rolled segment, which Kafka always trims; on the active (last) segment it is the normal state of
+  a running broker: a note (``index_preallocated`` / ``time_index_preallocated``, with the trimmed
+  size) and the entries before the padding are judged — a problem there only with ``strict=True``;
+* ``index_stale_entries`` / ``time_index_stale_entries`` – non-zero bytes after the entries of an
+  untrimmed file (stale entries, e.g. left by a truncation; Kafka would rebuild the index);
 * ``index_mismatch`` – an offset-index entry whose position is not a batch start, or whose offset
   is not the last offset of a batch at or after that position (Kafka's ``--verify-index-only``
   mismatch).  An entry that points at the first batch of a multi-batch append and names the last
@@ -173,14 +177,15 @@ def verify_segment(log_path: Path, report: VerifyReport, *, strict: bool = False
             vals = raw.column_array(True)
             valid_n, clean = _index_padding(raw, keys - base)
             live = _judge_padding(report, oi_path, "index", raw, valid_n, clean, active, strict)
-            try:
-                if live:  # the sanity check on the entries before the padding
-                    with OffsetIndex(oi_path, base, -1, writable=False, stop_at_padding=True) as view:
-                        view.sanity_check()
-                else:
+            if live:  # Kafka's sanity check on the entries before the padding
+                if valid_n and int(keys[valid_n - 1]) < base:
+                    report.add("index_sanity", oi_path, None,
+                               f"last offset {int(keys[valid_n - 1])} is less than the base offset {base}")
+            else:
+                try:
                     raw.sanity_check()
-            except CorruptIndexError as exc:
-                report.add("index_sanity", oi_path, None, exc.message)
+                except CorruptIndexError as exc:
+                    report.add("index_sanity", oi_path, None, exc.message)
             report.offset_index_entries += valid_n
             for slot in range(valid_n):
                 o, p = int(keys[slot]), int(vals[slot])
@@ -213,14 +218,19 @@ def verify_segment(log_path: Path, report: VerifyReport, *, strict: bool = False
             off_col = raw_t.column_array(True)
             valid_t, clean = _index_padding(raw_t, off_col - base)
             live = _judge_padding(report, ti_path, "time_index", raw_t, valid_t, clean, active, strict)
-            try:
-                if live:
-                    with TimeIndex(ti_path, base, -1, writable=False, stop_at_padding=True) as view_t:
-                        view_t.sanity_check()
-                else:
+            if live:  # Kafka's sanity check on the entries before the padding
+                if valid_t and int(ts_col[valid_t - 1]) < int(ts_col[0]):
+                    report.add("time_index_sanity", ti_path, None,
+                               f"last timestamp {int(ts_col[valid_t - 1])} is less than the first timestamp "
+                               f"{int(ts_col[0])}")
+                if valid_t and int(off_col[valid_t - 1]) < base:
+                    report.add("time_index_sanity", ti_path, None,
+                               f"last offset {int(off_col[valid_t - 1])} is less than the base offset {base}")
+            else:
+                try:
                     raw_t.sanity_check()
-            except CorruptIndexError as exc:
-                report.add("time_index_sanity", ti_path, None, exc.message)
+                except CorruptIndexError as exc:
+                    report.add("time_index_sanity", ti_path, None, exc.message)
             report.time_index_entries += valid_t
             prev_ts = None
             for slot in range(valid_t):
@@ -372,8 +382,12 @@ def _control_fields(r: Any, path: str) -> dict[str, Any]:
 
 
 def dump_index(path: Path) -> Iterator[dict[str, Any]]:
-    """Entries of a ``.index`` or ``.timeindex`` (stopping at zero padding like DumpLogSegments)."""
-    base = parse_base_offset(path)
+    """Entries of a ``.index`` or ``.timeindex`` (stopping at zero padding like DumpLogSegments);
+    a segment's, or a tiered-storage ``remote-log-index-cache`` file's."""
+    from mqstore.storage.kafka.layout import remote_index_base_offset
+
+    remote = remote_index_base_offset(path.name)
+    base = remote if remote is not None else parse_base_offset(path)
     if path.suffix == ".index":
         idx: OffsetIndex | TimeIndex = OffsetIndex(path, base, -1, writable=False)
         keys, vals = idx.column_array(False), idx.column_array(True)

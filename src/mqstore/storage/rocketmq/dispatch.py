@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from mqstore.formats.rocketmq.consumequeue_ext import DEFAULT_EXT_FILE_SIZE
-from mqstore.kernels.rocketmq_scan import DispatchBatch
+from mqstore.kernels.rocketmq.scan import DispatchBatch
 from mqstore.storage.mapped import ensure_inside
 from mqstore.storage.rocketmq.config import validate_topic
 from mqstore.storage.rocketmq.consumequeue import ConsumeQueue

@@ -43,6 +43,8 @@ def rebuild_target(root: Path, out: str | os.PathLike[str] | None) -> tuple[bool
     in a hidden directory of the store and swapped in by :func:`swap_in` when complete."""
     in_place = out is None or Path(out).resolve() == root.resolve()
     target = Path(tempfile.mkdtemp(prefix=".rebuild-", dir=root)) if in_place else Path(out)  # type: ignore[arg-type]
+    if not target.is_dir() and (target.exists() or target.is_symlink()):
+        raise InvalidArgumentError(f"output directory {target} exists and is not a directory")
     target.mkdir(parents=True, exist_ok=True)
     return in_place, target
 
