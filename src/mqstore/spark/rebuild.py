@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from mqstore.errors import InvalidArgumentError, StoreNotFoundError
 from mqstore.spark._rebuild_progress import ProgressFn, phase
+from mqstore.storage.rocketmq.rebuild import RebuildStats
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
@@ -42,15 +43,9 @@ __all__ = ["KafkaRebuildStats", "RocketMQRebuildStats", "rebuild_kafka", "rebuil
 
 
 @dataclass(slots=True)
-class RocketMQRebuildStats:
-    """What :func:`rebuild_rocketmq` did (the local ``RebuildStats`` fields, plus Spark's)."""
+class RocketMQRebuildStats(RebuildStats):
+    """What :func:`rebuild_rocketmq` did (the local :class:`RebuildStats` fields, plus Spark's)."""
 
-    messages: int
-    keys: int
-    commit_log_end: int
-    consume_queues: int
-    index_files: int
-    stop_error: str | None
     segments: int
     scan_tasks: int
     bytes_scanned: int
