@@ -66,6 +66,7 @@ def _store_geometry(root: Path, hash_slot_num: int | None, index_num: int | None
 def _file_tasks(root: Path, begin: int, end: int) -> list[str]:
     """Index files of a store that may hold keys stored in [begin, end] (the index keeps times
     rounded down to seconds: the window is widened by one second, as the local query does)."""
+    from mqstore.formats.rocketmq.indexfile import time_matched
     from mqstore.storage.rocketmq.layout import index_files, read_index_header
 
     wbegin = max(0, begin - 1000)
@@ -74,7 +75,7 @@ def _file_tasks(root: Path, begin: int, end: int) -> list[str]:
         h = read_index_header(p)
         if h.index_count <= 1:
             continue
-        if h.end_timestamp < wbegin or h.begin_timestamp > end:
+        if not time_matched(h, wbegin, end):  # the IndexService's rule
             continue
         out.append(p.name)
     return out
