@@ -1,10 +1,10 @@
 """Reading one offset range of a Kafka partition directory into Arrow record batches shaped like
 Spark's Kafka source, plus the pure-Python row reference the tests compare against.
 
-The fast path walks batch headers with the numba scan (:func:`~mqstore.kernels.kafka.scan_batches`),
-decodes windows of whole batches with :func:`~mqstore.kernels.kafka.decode_records_columnar` and
+The fast path walks batch headers with the numba scan (:func:`~mqstore.kernels.kafka.batches.scan_batches`),
+decodes windows of whole batches with :func:`~mqstore.kernels.kafka.records.decode_records_columnar` and
 builds every column at once (numpy arrays and Arrow buffers, never row tuples).  Files are opened
-read-only (``mmap.ACCESS_READ``); nothing is written.
+read-only (:class:`~mqstore.storage.mapped.ReadOnlyMap`); nothing is written.
 
 Rows follow a ``read_uncommitted`` consumer: control batches (transaction markers) produce no row,
 records of aborted transactions do.  With ``read_committed`` the rows of aborted transactions and
@@ -15,8 +15,6 @@ max timestamp.
 
 from __future__ import annotations
 
-import mmap
-import os
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -24,7 +22,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from mqstore.errors import CorruptDataError, CrcMismatchError, DataLossError
+from mqstore.errors import CorruptDataError, CrcMismatchError, DataLossError, StoreNotFoundError
 from mqstore.formats.kafka.batch import (
     RECORD_BATCH_OVERHEAD,
     decode_batch,
@@ -35,11 +33,19 @@ from mqstore.formats.kafka.batch import (
     validate_batch,
 )
 from mqstore.formats.kafka.compression import decompress
-from mqstore.kernels.kafka import STOP_BAD_SIZE, check_crcs, decode_records_columnar, scan_batches
-from mqstore.spark._kafka_kernels import ERR_UNSUPPORTED, ERROR_MESSAGES, OK, gather, parse_bodies
+from mqstore.kernels.kafka.batches import STOP_BAD_SIZE, check_crcs, scan_batches
+from mqstore.kernels.kafka.records import (
+    ERR_UNSUPPORTED,
+    ERROR_MESSAGES,
+    OK,
+    decode_records_columnar,
+    gather,
+    parse_bodies,
+)
 from mqstore.spark._kafka_plan import OffsetRange, segment_files
 from mqstore.storage.kafka.segment import LogSegment
 from mqstore.storage.kafka.txn import CommittedRanges, partition_txn_state
+from mqstore.storage.mapped import ReadOnlyMap
 
 HEADER_TYPE = pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())])
 HEADERS_TYPE = pa.list_(pa.field("element", HEADER_TYPE))
@@ -239,8 +245,8 @@ def read_arrow(rng: OffsetRange, *, include_headers: bool = False, max_records: 
                read_committed: bool = False, committed: CommittedRanges | None = None) -> Iterator[pa.RecordBatch]:
     """Record batches (≤ ``max_records`` rows each) of the records ``rng.start ≤ offset < rng.end``.
 
-    ``fast`` (default) decodes v2 batches with the numba kernels of :mod:`._kafka_kernels`;
-    ``False`` (and legacy magic 0/1 data) uses :func:`~mqstore.kernels.kafka.decode_records_columnar`.
+    ``fast`` (default) decodes v2 batches with the numba kernels of :mod:`mqstore.kernels.kafka.records`;
+    ``False`` (and legacy magic 0/1 data) uses :func:`~mqstore.kernels.kafka.records.decode_records_columnar`.
     ``read_committed`` drops the rows a read_committed consumer never gets, with the ranges of
     ``committed`` (computed once by the planner) or, without it, from a scan of the partition.
     """
@@ -259,21 +265,17 @@ def read_arrow(rng: OffsetRange, *, include_headers: bool = False, max_records: 
     for base, path, start, stop in _segments_of(rng, fail_on_data_loss):
         lo = max(rng.start, base)
         try:
-            fd = os.open(path, os.O_RDONLY)
-        except FileNotFoundError:
+            m = ReadOnlyMap(path, what="Kafka segment")
+        except StoreNotFoundError:
             if fail_on_data_loss:
                 raise DataLossError("segment deleted while it was being read", path=path) from None
             continue
-        try:
-            size = os.fstat(fd).st_size
-            if size == 0:
-                continue
-            mm = mmap.mmap(fd, size, access=mmap.ACCESS_READ)
-        finally:
-            os.close(fd)
+        if m.mm is None:
+            continue
+        size = len(m)
         pos = start if start >= 0 else _start_position(path, base, lo)
         limit = size if stop is None else min(stop, size)
-        view = memoryview(mm)[:limit]
+        view = memoryview(m.mm)[:limit]
         try:
             scan = scan_batches(view, pos)
             for idx in _windows(scan, lo, rng.end, max_records):
@@ -295,9 +297,9 @@ def read_arrow(rng: OffsetRange, *, include_headers: bool = False, max_records: 
         finally:
             try:
                 view.release()
-                mm.close()
             except BufferError:
                 pass  # a propagating error still references slices: the mapping goes with them
+            m.close()
 
 
 # ----------------------------------------------------------------------------- pure-Python reference
