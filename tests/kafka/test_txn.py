@@ -8,6 +8,7 @@ import hashlib
 import struct
 from collections import namedtuple
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -20,6 +21,7 @@ from kafka.record.default_records import DefaultRecordBatchBuilder
 from kafka.structs import TopicPartition
 from txn_support import Model, Op, build, expected_by_segment, write_partition
 
+from kernel_twins import twins
 from mqstore.errors import (
     CorruptIndexError,
     CrcMismatchError,
@@ -156,12 +158,13 @@ def _columns_of(model: Model) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return np.array(pid, np.int64), np.array(attrs, np.int64), np.array(marker, np.int64)
 
 
-@settings(max_examples=150, deadline=None)
-@given(OPS, st.booleans())
-def test_classify_vectorised_equals_twin_and_model(ops: list[Op], tv2: bool) -> None:
+@pytest.mark.parametrize("classify", twins("kafka.classify_batches"))
+@settings(max_examples=100, deadline=None)
+@given(ops=OPS, tv2=st.booleans())
+def test_classify_batches_against_model(classify: Any, ops: list[Op], tv2: bool) -> None:
     m = build(ops, tv2=tv2)
     pid, attrs, marker = _columns_of(m)
-    fast = classify_batches(pid, attrs, marker)
+    fast = classify(pid, attrs, marker)
     assert np.array_equal(fast, classify_batches_py(pid, attrs, marker))
     visible = set(m.visible)
     for i, op in enumerate(ops):
@@ -176,8 +179,9 @@ def test_classify_vectorised_equals_twin_and_model(ops: list[Op], tv2: bool) -> 
             assert fast[i] in (ABORTED, OPEN)
 
 
-@given(st.lists(st.integers(0, 200), max_size=30), st.lists(st.integers(0, 5), max_size=10))
-def test_in_ranges_equals_twin(offsets: list[int], widths: list[int]) -> None:
+@pytest.mark.parametrize("impl", twins("kafka.in_ranges"))
+@given(offsets=st.lists(st.integers(0, 200), max_size=30), widths=st.lists(st.integers(0, 5), max_size=10))
+def test_in_ranges(impl: Any, offsets: list[int], widths: list[int]) -> None:
     starts, ends, at = [], [], 0
     for w in widths:
         at += 7
@@ -185,6 +189,8 @@ def test_in_ranges_equals_twin(offsets: list[int], widths: list[int]) -> None:
         ends.append(at + w)
         at += w
     s, e = np.array(starts, np.int64), np.array(ends, np.int64)
+    want = [any(a <= o <= b for a, b in zip(starts, ends, strict=True)) for o in offsets]
+    assert impl(offsets, s, e).tolist() == want
     assert np.array_equal(in_ranges(offsets, s, e), in_ranges_py(offsets, s, e))
 
 
@@ -437,20 +443,21 @@ def test_reference_fixtures_transactions(case: str) -> None:
         assert [r.offset for r in log.iter_records(isolation="read_committed")] == sorted(o for o in visible if o < lso)
 
 
-@settings(max_examples=150, deadline=None)
-@given(OPS, st.booleans(), st.permutations(range(5)), st.lists(st.integers(0, 99), unique=True, max_size=3))
-def test_aborted_transactions_vectorised_equals_replay(ops: list[Op], tv2: bool, pids: list[int],
-                                                       firsts: list[int]) -> None:
+@pytest.mark.parametrize("impl", twins("kafka.aborted_transactions"))
+@settings(max_examples=100, deadline=None)
+@given(ops=OPS, tv2=st.booleans(), pids=st.permutations(range(5)),
+       firsts=st.lists(st.integers(0, 99), unique=True, max_size=3))
+def test_aborted_transactions_equals_replay(impl: Any, ops: list[Op], tv2: bool, pids: list[int],
+                                            firsts: list[int]) -> None:
     """The vectorised .txnindex derivation equals the per-batch broker replay, also when a
     snapshot seeds transactions opened before the first batch (distinct offsets 0..99, log from 100)."""
     from mqstore.formats.kafka import decode_batch
-    from mqstore.kernels.kafka_txn import aborted_transactions
 
     seed = dict(zip(pids, firsts, strict=False))
     m = build(ops, tv2=tv2, start=100)
     pid, attrs, marker = _columns_of(m)
     base = np.array(m.bases, np.int64)
-    rows, fast = aborted_transactions(base, pid, attrs, marker, seed)
+    rows, fast = impl(base, pid, attrs, marker, seed)
     replay = ProducerStateReplay([ProducerSnapshotEntry(p, 0, -1, -1, 0, -1, -1, f) for p, f in seed.items()])
     slow, slow_rows = [], []
     for i, raw in enumerate(m.batches):

@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from mqstore.formats.kafka.txn import AbortedTxn, ProducerSnapshotEntry
+from mqstore.kernels.registry import register
 
 NON_TXN = 0
 COMMITTED = 1
@@ -213,6 +214,30 @@ def aborted_transactions(base_offset: Any, producer_id: Any, attributes: Any, ma
     return a_rows[lo].astype(np.int64), out
 
 
+def aborted_transactions_py(base_offset: Any, producer_id: Any, attributes: Any, marker: Any,
+                            seed_open: dict[int, int] | None = None) -> tuple[np.ndarray, list[AbortedTxn]]:
+    """Reference twin of :func:`aborted_transactions`: the per-batch broker replay
+    (:class:`ProducerStateReplay`) over the batches that carry a producer id."""
+    seed = [ProducerSnapshotEntry(int(p), 0, -1, -1, 0, -1, -1, int(f)) for p, f in (seed_open or {}).items()
+            if int(f) >= 0]
+    replay = ProducerStateReplay(seed)
+    rows: list[int] = []
+    out: list[AbortedTxn] = []
+    for i in range(len(producer_id)):
+        pid = int(producer_id[i])
+        if pid < 0:
+            continue
+        a = int(attributes[i])
+        base = int(base_offset[i])
+        t = replay.append(base_offset=base, last_offset=base, producer_id=pid, epoch=0, last_sequence=-1,
+                          max_timestamp=-1, transactional=bool(a & ATTR_TRANSACTIONAL), control=bool(a & ATTR_CONTROL),
+                          marker=int(marker[i]))
+        if t is not None:
+            rows.append(i)
+            out.append(t)
+    return np.array(rows, np.int64), out
+
+
 # ----------------------------------------------------------------------------- exact replay
 NUM_BATCHES_TO_RETAIN = 5
 
@@ -291,3 +316,8 @@ class ProducerStateReplay:
 
     def entries(self) -> list[ProducerSnapshotEntry]:
         return [p.entry() for p in sorted(self.producers.values(), key=lambda q: q.producer_id)]
+
+
+register("kafka.classify_batches", classify_batches, classify_batches_py)
+register("kafka.in_ranges", in_ranges, in_ranges_py)
+register("kafka.aborted_transactions", aborted_transactions, aborted_transactions_py)
