@@ -125,3 +125,13 @@ def test_dump_snapshot(tmp_path: Path) -> None:
     code, out, _ = run("dump", str(s), "--json")
     rows = [json.loads(x) for x in out.splitlines()]
     assert rows[0]["type"] == "snapshot" and [r["producerId"] for r in rows[1:]] == [3, 8]
+
+
+def test_directory_dump_shows_a_bad_snapshot_and_goes_on(partition: Path) -> None:
+    (partition / "00000000000000000006.snapshot").write_bytes(b"\x00\x01\x00")
+    code, out, _ = run("dump", str(partition))
+    assert code == 0
+    assert any(x.startswith("invalid: producer snapshot of 3 bytes is shorter") for x in out.splitlines())
+    assert "Dumping " + str(partition / "00000000000000000006.log") in out
+    code, _, err = run("dump", str(partition / "00000000000000000006.snapshot"))
+    assert code == 2 and err.startswith("error:")

@@ -135,6 +135,8 @@ def _text_line(obj: dict[str, Any]) -> str:
         return f"version: {obj['version']} crc: {obj['crc']} producers: {obj['producers']}"
     if t == "producer_entry":
         return " ".join(f"{k}: {v}" for k, v in obj.items() if k not in ("type", "file"))
+    if t == "invalid_file":
+        return f"invalid: {obj['message']}"
     if t == "tail":
         return f"Found {obj['bytes']} invalid bytes at the end of {Path(obj['file']).name}"
     return str(obj)
@@ -175,7 +177,7 @@ def _dump_other_files(p: Path, as_json: bool) -> None:
     else:
         for f in sorted(p.iterdir()):
             kind = classify_partition_file(f.name).kind if f.is_file() else "unknown"
-            if kind not in ("log", "index", "timeindex", "txnindex", "snapshot"):
+            if kind not in ("log", "index", "timeindex"):
                 rows.append((f, kind))
     if as_json:
         echo_json_lines({"type": "file", "file": str(f), "kind": k} for f, k in rows)
@@ -286,10 +288,10 @@ def dump(path: str, print_data: bool, isolation: str, as_json: bool) -> None:
             objs: Any = dump_log(f, print_data=print_data)
             if committed is not None:
                 objs = committed(objs)
-        elif f.suffix == ".txnindex":
-            objs = dump_txn_index(f)
-        elif f.suffix == ".snapshot":
-            objs = dump_snapshot(f)
+        elif f.suffix in (".txnindex", ".snapshot"):
+            objs = (dump_txn_index if f.suffix == ".txnindex" else dump_snapshot)(f)
+            if p.is_dir():  # in a directory dump a bad file is shown, not fatal (verify judges it)
+                objs = _tolerant(objs)
         else:
             objs = dump_index(f)
         if as_json:
@@ -304,6 +306,15 @@ def dump(path: str, print_data: bool, isolation: str, as_json: bool) -> None:
             n += 1
         if n == 0 and f.suffix not in (".log", ".snapshot"):
             click.echo(f"{f} is empty.")
+
+
+def _tolerant(objs: Any) -> Iterator[dict[str, Any]]:
+    from mqstore.errors import MqStoreError
+
+    try:
+        yield from list(objs)
+    except MqStoreError as exc:
+        yield {"type": "invalid_file", "message": str(exc)}
 
 
 def _committed_filter(p: Path) -> Callable[[Any], Iterator[dict[str, Any]]]:
