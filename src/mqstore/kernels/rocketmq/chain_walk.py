@@ -209,6 +209,27 @@ def select_range(a, f, hashes, order, lo, hi, q, res, lanes):  # fmt: skip
 
 
 @njit(cache=True, nogil=True)
+def _select_few(a, slots, index_num, begin_ts, ic, hashes, max_num, begin, end, states):  # fmt: skip
+    """The walk of a handful of keys in key order, with plain arguments and no lock-step touch:
+    a lookup of one key spends its time in call set-up, not in the walk.  ``(offsets, splits)``."""
+    n = hashes.shape[0]
+    splits = np.zeros(n + 1, np.int64)
+    out = np.empty(max(16, n * 4), np.int64)
+    k = 0
+    for r in range(n):
+        h = np.int64(hashes[r])
+        while True:
+            got, st = walk_chain(a, slots, index_num, begin_ts, ic, ic, h, max_num, begin, end, out, k)
+            if st != WALK_ROOM:
+                break
+            out = _grow(out, k)
+        states[r] = SELECT_CYCLE if st == WALK_CYCLE else SELECT_OUT_OF_FILE if st == WALK_OUT_OF_FILE else SELECT_OK
+        k += got
+        splits[r + 1] = k
+    return out[:k].copy(), splits
+
+
+@njit(cache=True, nogil=True)
 def _gather_csr(scratch, starts, counts, splits, out):  # fmt: skip
     n = counts.shape[0]
     for i in range(n):
@@ -315,6 +336,8 @@ def select_many(
         if threads is None:
             threads = 2 if len(kh) >= _THREAD_MIN_KEYS and _CPUS >= 2 else 1
         offsets, splits = _walk_keys(w, f, kh, q, states, max(1, int(threads)), int(lanes), sort_slots)
+    elif len(kh) < _WORDS_MIN_KEYS:  # a handful of keys on the bytes: the least set-up per call
+        offsets, splits = _select_few(buf, *f, kh, *q, states)
     else:
         offsets, splits = _walk_keys(buf, f, kh, q, states, 1, _BYTE_LANES, False)
     if on_corrupt == "raise" and states.any():
@@ -455,6 +478,8 @@ def select_one(w, slots, index_num, begin_ts, ic, prefix, kb, key_hash, max_num,
     hash is ``indexKeyHashMethod`` of the key whose Java hash state after ``topic#`` is ``prefix``
     (unsigned) continued over the bytes ``kb``; otherwise ``key_hash`` is used as is.  Writes the
     offsets (newest first) to ``out`` and returns how many, or a negative ``SELECT_ONE_*`` code."""
+    if max_num <= 0:
+        return 0
     h = index_hash_span(kb, 0, len(kb), np.uint64(prefix)) if key_hash < 0 else key_hash
     last_item = min(ic, index_num - 1)
     got, st = walk_chain(w, slots, index_num, begin_ts, ic, last_item, h, max_num, begin, end, out, 0)
