@@ -492,12 +492,11 @@ def select_one(w, slots, index_num, begin_ts, ic, prefix, kb, key_hash, max_num,
 
 def select_one_py(w, slots, index_num, begin_ts, ic, prefix, kb, key_hash, max_num, begin, end, out):  # type: ignore[no-untyped-def]  # fmt: skip
     """Twin of :func:`select_one`: ``IndexFileBuffer.select_by_hash`` on the same bytes."""
+    if max_num <= 0:
+        return 0
     if key_hash < 0:
-        u = prefix
-        for c in bytes(kb):
-            u = (u * 31 + c) & 0xFFFFFFFF
-        h = u - 0x100000000 if u >= 0x80000000 else u
-        h = 0 if abs(h) > 0x7FFFFFFF else abs(h)
+        raw = np.frombuffer(bytes(kb), np.uint8)
+        h = int(hash_joined_py(raw, np.array([0, len(raw) + 1], np.int64), int(prefix))[0])
     else:
         h = int(key_hash)
     f = IndexFileBuffer(memoryview(np.asarray(w).view(np.uint8)), int(slots), int(index_num), load=False)
