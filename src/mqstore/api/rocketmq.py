@@ -40,7 +40,7 @@ from mqstore.formats.rocketmq.properties import (
 )
 from mqstore.formats.rocketmq.record import MAGIC_V1, Host, MessageRecord, body_crc, choose_magic
 from mqstore.kernels.crc import crc32_spans
-from mqstore.kernels.rocketmq.columns import RECORD_DTYPE, decode_fields
+from mqstore.kernels.rocketmq.columns import RECORD_FIELDS, decode_fields
 from mqstore.kernels.rocketmq.put import RecordColumns, build_common_props
 from mqstore.storage.rocketmq.config import FLUSH_ASYNC, FLUSH_SYNC, StoreConfig, validate_topic
 from mqstore.storage.rocketmq.consumequeue import BOUNDARY_LOWER, BOUNDARY_UPPER
@@ -406,14 +406,14 @@ _HOST_TEXT: dict[bytes, str] = {}  # raw host bytes -> ``str(Host)`` (a store ha
 
 
 # the rows of decode_fields are unpacked by position below (one ``tolist()`` per group of candidates
-# is the cheapest way to Python ints); the order is checked against the named dtype here
+# is the cheapest way to Python ints); the order is checked against the named columns here
 _EXACT_FIELDS = (
     "size", "magic", "bodyCRC", "queueId", "flag", "queueOffset", "physicalOffset", "sysFlag", "bornTimestamp",
     "bornHostPos", "bornHostWidth", "storeTimestamp", "storeHostPos", "storeHostWidth", "reconsumeTimes",
     "preparedTransactionOffset", "bodyStart", "bodyLen", "topicStart", "topicLen", "propsStart", "propsLen",
 )  # fmt: skip
-if RECORD_DTYPE.names != _EXACT_FIELDS:  # pragma: no cover - a changed layout must change the unpacking
-    raise ImportError("mqstore.kernels.rocketmq.columns.RECORD_DTYPE changed: update _exact_matches")
+if RECORD_FIELDS != _EXACT_FIELDS:  # pragma: no cover - a changed layout must change the unpacking
+    raise ImportError("mqstore.kernels.rocketmq.columns.RECORD_FIELDS changed: update _exact_matches")
 
 
 def _host_text(raw: bytes) -> str:
