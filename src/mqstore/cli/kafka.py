@@ -247,3 +247,13 @@ def lookup(path: str, offset: int | None, timestamp: int | None, as_json: bool) 
         click.echo(to_json(d))
     else:
         print_table(None, list(d), [list(d.values())])
+
+
+def _register_more() -> None:
+    """Commands that live in their own modules (report)."""
+    from mqstore.cli.report import kafka_report
+
+    group.add_command(kafka_report)
+
+
+_register_more()

@@ -315,3 +315,13 @@ def rebuild_index(store: Path, out: Path | None, commitlog_file_size: int | None
                    f"{stats.messages} messages ({stats.keys} keys) in {dt:.2f} s into {out or store}")
         if stats.stop_error:
             click.echo(f"warning: the CommitLog scan stopped early: {stats.stop_error}", err=True)
+
+
+def _register_more() -> None:
+    """Commands that live in their own modules (report, get-by-msgid)."""
+    from mqstore.cli.report import rocketmq_report
+
+    group.add_command(rocketmq_report)
+
+
+_register_more()
