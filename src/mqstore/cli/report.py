@@ -65,9 +65,11 @@ def _apply(f: Any) -> Any:
 @_apply
 @click.option("--file-reserved-hours", type=click.FloatRange(min=0), default=None,
               help="fileReservedTime of the broker (default 72) for the retention figures.")
+@click.option("--slots", type=click.IntRange(min=1), default=None, help="IndexFile hash slots (default: detected).")
+@click.option("--items", type=click.IntRange(min=2), default=None, help="IndexFile items (default: detected).")
 @handle_errors
 def rocketmq_report(store: Path, html_out: Path | None, png_dir: Path | None, as_json: bool, no_verify: bool,
-                    file_reserved_hours: float | None) -> None:
+                    file_reserved_hours: float | None, slots: int | None, items: int | None) -> None:
     """Health report of a RocketMQ store: IndexFile fill and hash chains, traffic per topic and
     queue, body sizes, dispatch and consumer lag, checkpoint, segment timeline, verify summary."""
     from mqstore.cli.rocketmq import _config
@@ -75,7 +77,7 @@ def rocketmq_report(store: Path, html_out: Path | None, png_dir: Path | None, as
     from mqstore.storage.rocketmq.report import verify_summary
 
     _outputs(html_out, png_dir, as_json)
-    cfg = _config(store)
+    cfg = _config(store, slots=slots, items=items)
     verify = None
     if not no_verify:
         with progress("verify") as prog:

@@ -13,6 +13,7 @@ import datetime as _dt
 import html
 import io
 import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -376,7 +377,8 @@ def _svg(fig: Figure) -> str:
     buf = io.StringIO()
     fig.savefig(buf, format="svg")
     text = buf.getvalue()
-    return text[text.index("<svg"):]
+    text = text[text.index("<svg"):]
+    return re.sub(r"<metadata>.*?</metadata>", "", text, count=1, flags=re.S)  # the date and RDF block
 
 
 def _table(columns: list[str], rows: list[list[Any]]) -> str:

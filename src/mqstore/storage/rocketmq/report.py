@@ -276,12 +276,6 @@ def _report(store: RocketMQStore, root: Path, progress: ProgressFn | None,
         if (name, q) not in seen:  # a queue with no traffic in the CommitLog (or only deleted segments)
             queue_rows.append({"topic": name, "queueId": q, "messages": 0, "bytes": 0, "commitLogNextOffset": None,
                                "consumeQueueMaxOffset": cqm, "dispatchBehind": 0})
-    topic_rows = []
-    for name in sorted(set(topics) | {t for t, _ in cq_max}):
-        rows = [r for r in queue_rows if r["topic"] == name]
-        topic_rows.append({"topic": name, "queues": len(rows), "messages": sum(r["messages"] for r in rows),
-                           "bytes": sum(r["bytes"] for r in rows)})
-
     # consumer groups
     consumers: dict[str, Any] = {"file": None, "groups": [], "error": None}
     co_path = root / "config" / "consumerOffset.json"
@@ -294,9 +288,21 @@ def _report(store: RocketMQStore, root: Path, progress: ProgressFn | None,
             table = {}
         for (topic, group), offs in sorted(table.items()):
             for qid, off in sorted(offs.items()):
-                mx = cq_max.get((topic, qid))
+                # a queue without a ConsumeQueue has max offset 0 (what the broker answers)
+                mx = cq_max.get((topic, qid), 0)
                 consumers["groups"].append({"group": group, "topic": topic, "queueId": qid, "offset": off,
-                                            "maxOffset": mx, "lag": None if mx is None else mx - off})
+                                            "maxOffset": mx, "lag": mx - off})
+                if (topic, qid) not in seen and (topic, qid) not in cq_max:
+                    seen.add((topic, qid))  # a queue consumers know of that has no traffic at all
+                    queue_rows.append({"topic": topic, "queueId": qid, "messages": 0, "bytes": 0,
+                                       "commitLogNextOffset": None, "consumeQueueMaxOffset": None,
+                                       "dispatchBehind": 0})
+
+    topic_rows = []
+    for name in sorted({r["topic"] for r in queue_rows}):
+        rows = [r for r in queue_rows if r["topic"] == name]
+        topic_rows.append({"topic": name, "queues": len(rows), "messages": sum(r["messages"] for r in rows),
+                           "bytes": sum(r["bytes"] for r in rows)})
 
     # IndexFiles
     index = _index_figures(store)
