@@ -133,12 +133,13 @@ def _segment(log_path: Path, index_interval: int, ratios: list[float], sample_ma
         txn = full & ((attrs & _ATTR_TRANSACTIONAL) != 0)
         ctl = full & ((attrs & _ATTR_CONTROL) != 0)
         comp = full & ((attrs & _ATTR_COMPRESSION) != 0)
+        counts = np.where(ctl, 0, counts)  # records = data records: a control batch holds a marker
         # producers: batches, records, transactional batches, COMMIT / ABORT markers
         with_pid = np.flatnonzero(pid >= 0)
         if with_pid.shape[0]:
             up, inv = np.unique(pid[with_pid], return_inverse=True)
             nb = np.bincount(inv, minlength=up.shape[0])
-            nr = np.bincount(inv, weights=np.where(ctl[with_pid], 0, counts[with_pid]), minlength=up.shape[0])
+            nr = np.bincount(inv, weights=counts[with_pid], minlength=up.shape[0])
             nt = np.bincount(inv, weights=txn[with_pid] & ~ctl[with_pid], minlength=up.shape[0])
             ep = np.full(up.shape[0], -1, np.int64)
             np.maximum.at(ep, inv, epoch[with_pid])
