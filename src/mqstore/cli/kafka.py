@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from mqstore.cli.common import echo_json_lines, handle_errors, json_option, print_table, to_json
+from mqstore.cli.common import echo_json_lines, handle_errors, json_option, print_table, progress, to_json
 from mqstore.errors import InvalidArgumentError, StoreNotFoundError
 
 
@@ -21,19 +21,8 @@ def group() -> None:
 
 @contextmanager
 def _progress(label: str) -> Iterator[Callable[[int, int], None] | None]:
-    """A rich progress bar when stdout is a terminal, else nothing."""
-    if not sys.stdout.isatty():
-        yield None
-        return
-    from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn, TransferSpeedColumn
-
-    with Progress("[progress.description]{task.description}", BarColumn(), DownloadColumn(),
-                  TransferSpeedColumn(), TimeRemainingColumn(), transient=True) as prog:
-        task = prog.add_task(label, total=None)
-
-        def update(done: int, total: int) -> None:
-            prog.update(task, completed=done, total=total)
-
+    """The CLI's one progress display (:func:`mqstore.cli.common.progress`: on stderr when it is a terminal)."""
+    with progress(label) as update:
         yield update
 
 
@@ -57,9 +46,11 @@ def _files_for_dump(p: Path) -> list[Path]:
     return [p]
 
 
-def _fmt_bytes(b: bytes | None) -> str:
+def _fmt_bytes(b: bytes | str | None) -> str:
     if b is None:
         return "null"
+    if isinstance(b, str):  # already decoded (--decode)
+        return b
     try:
         return b.decode("utf-8")
     except UnicodeDecodeError:
@@ -102,24 +93,105 @@ def _text_line(obj: dict[str, Any]) -> str:
 @group.command("dump")
 @click.argument("path", type=click.Path())
 @click.option("--print-data", is_flag=True, help="Also print every record (key, value, headers).")
+@click.option("--from-time", default=None, help="Only records with a timestamp from this (inclusive): ISO 8601 or ms.")
+@click.option("--to-time", default=None, help="Only records with a timestamp up to this (inclusive): ISO 8601 or ms.")
+@click.option("--key", default=None, help="Only records with this key (UTF-8).")
+@click.option("--header", "header", default=None, help="Only records with this header: KEY or KEY=VALUE.")
+@click.option("--decode", default=None, help="Show keys, values and header values as utf8, hex or json.")
 @json_option
 @handle_errors
-def dump(path: str, print_data: bool, as_json: bool) -> None:
-    """Print the batches of a .log, the entries of a .index/.timeindex, or a whole partition directory."""
+def dump(path: str, print_data: bool, from_time: str | None, to_time: str | None, key: str | None,
+         header: str | None, decode: str | None, as_json: bool) -> None:
+    """Print the batches of a .log, the entries of a .index/.timeindex, or a whole partition directory.
+
+    With a record filter (--from-time/--to-time/--key/--header) only the matching records are
+    printed, each after its batch line, and index files are left out."""
+    from mqstore.cli.filters import check_decoder, check_time_range, parse_header_filter, parse_time
     from mqstore.storage.kafka.tools import dump_index, dump_log
 
-    for f in _files_for_dump(_existing(path)):
-        objs = dump_log(f, print_data=print_data) if f.suffix == ".log" else dump_index(f)
-        if as_json:
-            echo_json_lines({"file": str(f), **o} for o in objs)
-            continue
-        click.echo(f"Dumping {f}")
-        n = 0
-        for o in objs:
-            click.echo(_text_line(o))
-            n += 1
-        if n == 0 and f.suffix != ".log":
-            click.echo(f"{f} is empty.")
+    lo, hi = parse_time(from_time, "--from-time"), parse_time(to_time, "--to-time")
+    check_time_range(lo, hi)
+    check_decoder(decode)
+    hdr = parse_header_filter(header)
+    kb = key.encode() if key is not None else None
+    filtering = lo is not None or hi is not None or kb is not None or hdr is not None
+    files = _files_for_dump(_existing(path))
+    if filtering:
+        files = [f for f in files if f.suffix == ".log"]
+    total = sum(f.stat().st_size for f in files)
+    done = 0
+    with progress("dump") as prog:
+        for f in files:
+            objs = dump_log(f, print_data=print_data or filtering or decode is not None) if f.suffix == ".log" \
+                else dump_index(f)
+            if filtering:
+                objs = _filter_records(objs, lo, hi, kb, hdr)
+            if decode is not None:
+                objs = (_decoded(o, decode, as_json) for o in objs)
+            if as_json:
+                echo_json_lines({"file": str(f), **o} for o in objs)
+            else:
+                click.echo(f"Dumping {f}")
+                n = 0
+                for o in objs:
+                    click.echo(_text_line(o))
+                    n += 1
+                if n == 0 and f.suffix != ".log":
+                    click.echo(f"{f} is empty.")
+            done += f.stat().st_size
+            if prog is not None:
+                prog(done, total)
+
+
+def _record_matches(o: dict[str, Any], lo: int | None, hi: int | None, key: bytes | None,
+                    hdr: tuple[str, bytes | None] | None) -> bool:
+    if "controlType" in o:
+        return False
+    ts = o.get("timestamp")
+    if lo is not None and (ts is None or ts < lo):
+        return False
+    if hi is not None and (ts is None or ts > hi):
+        return False
+    if key is not None and o.get("key") != key:
+        return False
+    if hdr is not None:
+        hk, hv = hdr
+        if not any(h["key"] == hk and (hv is None or h["value"] == hv) for h in o.get("headers", [])):
+            return False
+    return True
+
+
+def _filter_records(objs: Iterator[dict[str, Any]], lo: int | None, hi: int | None, key: bytes | None,
+                    hdr: tuple[str, bytes | None] | None) -> Iterator[dict[str, Any]]:
+    """Only the matching records, each batch line before its first match (tails are kept)."""
+    batch: dict[str, Any] | None = None
+    for o in objs:
+        if o["type"] == "batch":
+            batch = o
+        elif o["type"] == "record":
+            if _record_matches(o, lo, hi, key, hdr):
+                if batch is not None:
+                    yield batch
+                    batch = None
+                yield o
+        else:
+            yield o
+
+
+def _decoded(o: dict[str, Any], mode: str, as_json: bool) -> dict[str, Any]:
+    """A record dict whose key, value and header values are shown as ``mode``."""
+    if o.get("type") != "record" or "controlType" in o:
+        return o
+    from mqstore.cli.filters import decode_text, decode_value
+
+    conv = decode_value if as_json else decode_text
+    d = dict(o)
+    d["key"] = conv(o.get("key"), mode)
+    d["value"] = conv(o.get("value"), mode)
+    if "headers" in o:
+        d["headers"] = [{"key": h["key"], "value": conv(h["value"], mode)} for h in o["headers"]]
+    d["decoded"] = mode
+    return d
 
 
 @group.command("verify")
