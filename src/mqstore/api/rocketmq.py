@@ -43,6 +43,7 @@ from mqstore.kernels.rocketmq_put import RecordColumns, build_common_props
 from mqstore.kernels.rocketmq_scan import _decode_kernel, crc32_spans
 from mqstore.storage.rocketmq.config import FLUSH_ASYNC, FLUSH_SYNC, StoreConfig, validate_topic
 from mqstore.storage.rocketmq.consumequeue import BOUNDARY_LOWER, BOUNDARY_UPPER
+from mqstore.storage.rocketmq.layout import resolve_config
 from mqstore.storage.rocketmq.store import RecoveryReport, RocketMQStore
 
 __all__ = [
@@ -518,10 +519,13 @@ class MessageStore:
     def open(cls, path: str | os.PathLike[str], config: StoreConfig | Mapping[str, Any] | None = None, *,
              read_only: bool = False, create: bool = True) -> MessageStore:
         """Open (and recover) the store at ``path``; ``read_only`` opens without the writer lock
-        and never changes a file."""
-        if isinstance(config, Mapping):
-            config = StoreConfig.from_dict(dict(config))
-        return cls(RocketMQStore(path, config, read_only=read_only, create=create))
+        and never changes a file.
+
+        Geometry (:func:`mqstore.storage.rocketmq.layout.resolve_config`): a :class:`StoreConfig`
+        is taken as given (a file of another size is a :class:`GeometryMismatchError`); without
+        one, or for the settings a mapping leaves out, the CommitLog segment size, the
+        ConsumeQueue file size and the IndexFile geometry are detected from the files."""
+        return cls(RocketMQStore(path, resolve_config(path, config), read_only=read_only, create=create))
 
     def __enter__(self) -> MessageStore:
         return self

@@ -22,72 +22,15 @@ def _geometry_options(f):
 
 
 def _config(store: Path, commitlog_file_size=None, slots=None, items=None, cq_file_size=None):
+    """The store's configuration: the options given, the rest of the geometry detected from the
+    files (:func:`mqstore.storage.rocketmq.layout.resolve_config`)."""
     from mqstore.errors import StoreNotFoundError
-    from mqstore.storage.rocketmq.config import StoreConfig
-    from mqstore.storage.rocketmq.rebuild import detect_segment_size
+    from mqstore.storage.rocketmq.layout import resolve_config
 
     if not store.is_dir():
         raise StoreNotFoundError(f"store directory {store} does not exist")
-    kw: dict[str, int] = {}
-    seg = commitlog_file_size or (detect_segment_size(store / "commitlog") if (store / "commitlog").is_dir() else None)
-    if seg:
-        kw["commit_log_file_size"] = seg
-    if slots:
-        kw["hash_slot_num"] = slots
-    if items:
-        kw["index_num"] = items
-    if cq_file_size:
-        kw["consume_queue_file_size"] = cq_file_size
-    if not slots and not items:
-        detected = _detect_index_geometry(store, kw.get("hash_slot_num"))
-        if detected:
-            kw["hash_slot_num"], kw["index_num"] = detected
-    if not cq_file_size:
-        cq = _detect_cq_size(store)
-        if cq:
-            kw["consume_queue_file_size"] = cq
-    return StoreConfig(background_services=False, **kw)
-
-
-def _detect_cq_size(store: Path) -> int | None:
-    base = store / "consumequeue"
-    if not base.is_dir():
-        return None
-    for p in base.glob("*/*/*"):
-        if p.is_file() and p.name.isdigit() and p.stat().st_size:
-            return p.stat().st_size
-    return None
-
-
-def _detect_index_geometry(store: Path, slots_hint: int | None) -> tuple[int, int] | None:
-    """Recover (slots, items) of existing index files from their size and header counts."""
-    base = store / "index"
-    if not base.is_dir():
-        return None
-    from mqstore.formats.rocketmq.indexfile import DEFAULT_HASH_SLOT_NUM, DEFAULT_INDEX_NUM, index_file_size
-
-    files = sorted(p for p in base.iterdir() if p.is_file() and p.name.isdigit())
-    if not files:
-        return None
-    size = files[0].stat().st_size
-    if size == index_file_size(DEFAULT_HASH_SLOT_NUM, DEFAULT_INDEX_NUM):
-        return DEFAULT_HASH_SLOT_NUM, DEFAULT_INDEX_NUM
-    # size = 40 + 4 s + 20 n.  A full file has indexCount == n; otherwise try common slot/item ratios.
-    import struct
-
-    for p in files:
-        with open(p, "rb") as fh:
-            count = struct.unpack(">qqqqii", fh.read(40))[5]
-        if p.stat().st_size == size and count > 1:
-            rest = size - 40 - 20 * count
-            if rest > 0 and rest % 4 == 0 and p != files[-1]:
-                return rest // 4, count
-    for ratio in (4, 10, 1, 2, 8, 5, 20):
-        # 40 + 4 s + 20 r s = size
-        s, rem = divmod(size - 40, 4 + 20 * ratio)
-        if rem == 0 and s > 0:
-            return s, ratio * s
-    return None
+    return resolve_config(store, None, background_services=False, commit_log_file_size=commitlog_file_size,
+                          hash_slot_num=slots, index_num=items, consume_queue_file_size=cq_file_size)
 
 
 def _open(store: Path, read_only: bool = True):

@@ -19,40 +19,29 @@ from pathlib import Path
 
 import numpy as np
 
-from mqstore.errors import CorruptDataError, DataLossError, GeometryMismatchError, StoreNotFoundError
+from mqstore.errors import CorruptDataError, DataLossError, StoreNotFoundError
 from mqstore.formats.rocketmq.record import check_record
 from mqstore.kernels.rocketmq_scan import STOP_BLANK, STOP_INVALID, record_positions
 from mqstore.spark._rocketmq_read import close_map, open_segment
 from mqstore.storage.rocketmq.commitlog import CommitLog
 from mqstore.storage.rocketmq.consumequeue import BOUNDARY_LOWER, ConsumeQueue
+from mqstore.storage.rocketmq.layout import (
+    SegmentFile,
+    commitlog_dir,
+    commitlog_segments,
+    consume_queue_dirs,
+    detect_cq_file_size,
+    segment_files,
+)
 
-
-@dataclass(frozen=True, slots=True)
-class Segment:
-    path: str
-    base: int  # global offset of the first byte (the file name)
-    size: int
-
-    @property
-    def end(self) -> int:
-        return self.base + self.size
+Segment = SegmentFile
 
 
 def list_segments(store: str) -> list[Segment]:
     """The CommitLog segment files of a store, ascending (an empty last file is left out)."""
-    cl_dir = Path(store) / "commitlog"
-    if not cl_dir.is_dir():
+    if not commitlog_dir(store).is_dir():
         raise StoreNotFoundError("not a RocketMQ store: no commitlog directory", path=str(store))
-    entries = sorted((p for p in cl_dir.iterdir() if p.name.isdigit() and p.is_file()), key=lambda p: int(p.name))
-    segs = [Segment(str(p), int(p.name), p.stat().st_size) for p in entries]
-    if segs and segs[-1].size == 0:
-        segs.pop()
-    sizes = {s.size for s in segs}
-    if len(sizes) > 1:
-        odd = next(s for s in segs if s.size != segs[0].size)
-        raise GeometryMismatchError(f"CommitLog segments differ in size ({segs[0].size} and {odd.size} bytes)",
-                                    path=odd.path)
-    return segs
+    return commitlog_segments(store)
 
 
 class StoreView:
@@ -73,24 +62,15 @@ class StoreView:
             self.commit_log = CommitLog(Path(self.path) / "commitlog", self.file_size, read_only=True)
             self.commit_log.load()
         min_phy = self.segments[0].base if self.segments else 0
-        cq_root = Path(self.path) / "consumequeue"
-        if not cq_root.is_dir():
-            return
-        for tdir in sorted(cq_root.iterdir()):
-            if not tdir.is_dir():
+        cq_size = detect_cq_file_size(self.path)
+        for topic, qid, qdir in consume_queue_dirs(self.path):
+            if cq_size is None or not any(p.stat().st_size for p in segment_files(qdir)):
                 continue
-            for qdir in sorted(tdir.iterdir()):
-                if not (qdir.is_dir() and qdir.name.isdigit()):
-                    continue
-                files = sorted(p for p in qdir.iterdir() if p.is_file() and p.name.isdigit())
-                sizes = [p.stat().st_size for p in files if p.stat().st_size > 0]
-                if not sizes:
-                    continue
-                cq = ConsumeQueue(qdir, tdir.name, int(qdir.name), sizes[0], read_only=True)
-                cq.load()
-                cq.recover()
-                cq.correct_min_offset(min_phy)
-                self.cqs[(tdir.name, int(qdir.name))] = cq
+            cq = ConsumeQueue(qdir, topic, qid, cq_size, read_only=True)
+            cq.load()
+            cq.recover()
+            cq.correct_min_offset(min_phy)
+            self.cqs[(topic, qid)] = cq
 
     # ------------------------------------------------------------------ queues
     def queue_ranges(self) -> dict[tuple[str, int], tuple[int, int]]:

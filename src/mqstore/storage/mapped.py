@@ -29,6 +29,7 @@ from mqstore.errors import (
     ReadOnlyStoreError,
     StoreError,
 )
+from mqstore.storage.layout import offset_files, offset_name
 
 _NO_SPACE = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 
@@ -90,10 +91,6 @@ GIL_FREE_COPY_MIN = 16 << 10
 
 def _is_u8_array(data: object) -> bool:
     return isinstance(data, np.ndarray) and data.dtype == np.uint8 and data.ndim == 1 and data.flags.c_contiguous
-
-
-def segment_name(offset: int) -> str:
-    return f"{offset:020d}"
 
 
 def ensure_inside(root: Path, path: Path) -> Path:
@@ -269,7 +266,7 @@ class MappedFileQueue:
         deleted, any other file of the wrong length is an error."""
         if not self.directory.is_dir():
             return
-        entries = sorted(p for p in self.directory.iterdir() if p.is_file() and p.name.isdigit())
+        entries = offset_files(self.directory)
         for i, p in enumerate(entries):
             size = p.stat().st_size
             if size == 0 and i == len(entries) - 1:
@@ -330,7 +327,7 @@ class MappedFileQueue:
             raise ReadOnlyStoreError("store is opened read-only", path=str(self.directory))
         new_from = last.end_offset if last is not None else start_offset - start_offset % self.file_size
         self.directory.mkdir(parents=True, exist_ok=True)
-        mf = MappedFile(self.directory / segment_name(new_from), self.file_size, create=True)
+        mf = MappedFile(self.directory / offset_name(new_from), self.file_size, create=True)
         self.files.append(mf)
         return mf
 

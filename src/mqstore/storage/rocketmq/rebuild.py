@@ -24,6 +24,7 @@ from mqstore.storage.rocketmq.consumequeue import ConsumeQueue
 from mqstore.storage.rocketmq.dispatch import IndexWriters
 from mqstore.storage.rocketmq.index import IndexFile, IndexService
 from mqstore.storage.rocketmq.index import _bulk_put as bulk_put_into
+from mqstore.storage.rocketmq.layout import resolve_config
 
 
 @dataclass(slots=True)
@@ -34,19 +35,6 @@ class RebuildStats:
     consume_queues: int
     index_files: int
     stop_error: str | None
-
-
-def detect_segment_size(commitlog_dir: Path) -> int | None:
-    """The size of the segments of a CommitLog directory (all but an empty last one agree)."""
-    sizes = {p.stat().st_size for p in commitlog_dir.iterdir() if p.is_file() and p.name.isdigit() and p.stat().st_size}
-    return sizes.pop() if len(sizes) == 1 else None
-
-
-def default_rebuild_config(root: Path) -> StoreConfig:
-    """The configuration a rebuild uses when none is given: defaults, with the CommitLog segment
-    size detected from the files."""
-    seg = detect_segment_size(root / "commitlog")
-    return StoreConfig(commit_log_file_size=seg) if seg is not None else StoreConfig()
 
 
 def rebuild_target(root: Path, out: str | os.PathLike[str] | None) -> tuple[bool, Path]:
@@ -162,7 +150,7 @@ def rebuild_indexes(store: str | os.PathLike[str], out: str | os.PathLike[str] |
     cl_dir = root / "commitlog"
     if not cl_dir.is_dir():
         raise StoreNotFoundError(f"{root} has no commitlog/ directory")
-    cfg = config or default_rebuild_config(root)
+    cfg = resolve_config(root, config)
     if out is None or Path(out).resolve() == root.resolve():
         # in place: no writer may run while the files are rebuilt and swapped (StoreLockedError)
         from mqstore.storage.rocketmq.store import StoreLock
