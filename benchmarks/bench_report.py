@@ -2,9 +2,8 @@
 
     python benchmarks/bench_report.py [--mb 256] [--only rocketmq|kafka]
 
-RocketMQ: the CommitLog of ``bench_rocketmq_store`` (realistic messages, generated once under
-``benchmarks/data/``) with its ConsumeQueues and IndexFiles rebuilt beside it (the segment is
-hard-linked, not copied).  Kafka: one partition of 16 × 1 KiB-record batches (``bench_kafka``).
+RocketMQ: a store written through ``put_columns`` (bodies of 100-1000 bytes, two keys and tags
+per message, 8 topics x 4 queues), generated once under ``benchmarks/data/``.  Kafka: one partition of 16 × 1 KiB-record batches (``bench_kafka``).
 
 Timed in one process, page cache warm (one untimed ``verify`` first), best of ``--reps``:
 
@@ -17,7 +16,6 @@ Timed in one process, page cache warm (one untimed ``verify`` first), best of ``
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import sys
 import time
@@ -41,21 +39,41 @@ def _best(fn: Any, reps: int) -> tuple[float, Any]:
 
 
 def rocketmq_store(mb: int) -> tuple[Path, Any]:
-    from bench_rocketmq_store import make_store
-    from mqstore.storage.rocketmq.layout import resolve_config
-    from mqstore.storage.rocketmq.rebuild import rebuild_indexes
+    """A consistent store of ``mb`` MiB written through ``put_columns`` (bodies of 100-1000 bytes,
+    two keys, tags, generated unique keys; 8 topics x 4 queues; 1 GiB segments), so that ``verify``
+    finds no problem (the raw CommitLog of ``bench_rocketmq_store`` has no ConsumeQueues)."""
+    import numpy as np
 
-    src, _ = make_store(mb)
+    from mqstore import MessageStore, StoreConfig
+    from mqstore.storage.rocketmq.layout import resolve_config
+
     root = DATA / f"report-rocketmq-{mb}m"
     marker = root / "ready"
     if not marker.exists():
         shutil.rmtree(root, ignore_errors=True)
-        (root / "commitlog").mkdir(parents=True)
-        for seg in (src / "commitlog").iterdir():
-            os.link(seg, root / "commitlog" / seg.name)
-        cfg = resolve_config(root, None, background_services=False)
-        rebuild_indexes(root, None, config=cfg)
-        marker.write_text("1")
+        rng = np.random.default_rng(16)
+        pool = rng.integers(0, 256, 1 << 20, dtype=np.uint8).tobytes()
+        topics = [f"topic-{i}" for i in range(8)]
+        target = mb << 20
+        written = 0
+        i = 0
+        t = time.perf_counter()
+        with MessageStore.open(root, StoreConfig(background_services=False)) as s:
+            while written < target:
+                n = 20_000
+                lens = rng.integers(100, 1001, n)
+                starts = rng.integers(0, len(pool) - 1000, n)
+                bodies = [pool[a : a + b] for a, b in zip(starts.tolist(), lens.tolist(), strict=True)]
+                keys = [[f"order-{j}", f"user-{j % 9973}"] for j in range(i, i + n)]
+                for k, topic in enumerate(topics):
+                    sel = slice(k, n, len(topics))
+                    res = s.put_columns(topic, bodies[sel], rng.integers(0, 4, len(bodies[sel])), keys=keys[sel],
+                                        tags="TagA" if k % 2 else "TagB")
+                    written += int(np.asarray(res.size).sum())
+                i += n
+            s.flush()
+        marker.write_text(str(i))
+        print(f"generated a {mb} MiB store with {i:,} messages in {time.perf_counter() - t:.1f} s")
     return root, resolve_config(root, None, background_services=False)
 
 

@@ -240,15 +240,17 @@ def kafka_plots(r: dict[str, Any]) -> list[PlotSpec]:
             return
         import matplotlib.dates as mdates
 
-        names = sorted({pn for pn, _ in rows}, key=[p["partition"] for p in parts].index)
-        for k, (pn, s) in enumerate(rows):
+        rows = rows[-40:]  # one row per segment: the newest 40
+        pnames = [p["partition"] for p in parts]
+        for y, (pn, s) in enumerate(rows):
             a = mdates.date2num(_dt.datetime.fromtimestamp(s["minTimestamp"] / 1000, tz=_dt.UTC))
             b = mdates.date2num(_dt.datetime.fromtimestamp(s["maxTimestamp"] / 1000, tz=_dt.UTC))
-            y = names.index(pn)
-            ax.broken_barh([(a, max(b - a, 1e-6))], (y - 0.4, 0.8), color=f"C{k % 10}", alpha=0.8)
-        ax.set_yticks(range(len(names)), names, fontsize=7)
+            ax.broken_barh([(a, max(b - a, 1e-6))], (y - 0.4, 0.8), color=f"C{pnames.index(pn) % 10}", alpha=0.85)
+        ax.set_yticks(range(len(rows)), [f"{pn}/{s['baseOffset']}" for pn, s in rows], fontsize=6)
+        ax.invert_yaxis()
         ax.xaxis_date()
         ax.tick_params(axis="x", labelrotation=30, labelsize=7)
+        ax.set_xlabel("record timestamps (min to max) of each segment")
 
     def offsets(ax: Any) -> None:
         rows = [(pn, s) for pn, s in segs if s["lastOffset"] is not None]
