@@ -28,7 +28,8 @@ from mqstore.formats.kafka import (
     encode_end_txn_marker_batch,
 )
 from mqstore.formats.kafka.index_entry import OffsetPosition, TimestampOffset
-from mqstore.kernels.kafka import decode_records_columnar, scan_batches
+from mqstore.kernels.kafka.batches import scan_batches
+from mqstore.kernels.kafka.records import decode_records_columnar
 from mqstore.storage.kafka.index import OffsetIndex, TimeIndex
 from mqstore.storage.kafka.log import (
     EARLIEST_TIMESTAMP,

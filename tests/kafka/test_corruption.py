@@ -30,7 +30,7 @@ from mqstore.formats.kafka import (
     iter_legacy_records,
 )
 from mqstore.kafka import LogConfig, LogSegment, PartitionLog, rebuild_indexes, verify_path
-from mqstore.kernels.kafka import decode_records_columnar
+from mqstore.kernels.kafka.records import decode_records_columnar
 
 
 def test_truncated_and_bad_headers() -> None:

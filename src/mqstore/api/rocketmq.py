@@ -39,8 +39,9 @@ from mqstore.formats.rocketmq.properties import (
     split_keys,
 )
 from mqstore.formats.rocketmq.record import MAGIC_V1, Host, MessageRecord, body_crc, choose_magic
-from mqstore.kernels.rocketmq_put import RecordColumns, build_common_props
-from mqstore.kernels.rocketmq_scan import _decode_kernel, crc32_spans
+from mqstore.kernels.crc import crc32_spans
+from mqstore.kernels.rocketmq.columns import decode_fields
+from mqstore.kernels.rocketmq.put import RecordColumns, build_common_props
 from mqstore.storage.rocketmq.config import FLUSH_ASYNC, FLUSH_SYNC, StoreConfig, validate_topic
 from mqstore.storage.rocketmq.consumequeue import BOUNDARY_LOWER, BOUNDARY_UPPER
 from mqstore.storage.rocketmq.layout import resolve_config
@@ -404,6 +405,14 @@ def _check_query_topic(topic: object) -> None:
 _HOST_TEXT: dict[bytes, str] = {}  # raw host bytes -> ``str(Host)`` (a store has a handful of hosts)
 
 
+# the fields of decode_fields rows that _exact_matches reads, in its order
+_EXACT_FIELDS = (
+    "size", "bodyCRC", "queueId", "flag", "queueOffset", "physicalOffset", "sysFlag", "bornTimestamp", "bornHostPos",
+    "bornHostWidth", "storeTimestamp", "storeHostPos", "storeHostWidth", "reconsumeTimes", "preparedTransactionOffset",
+    "bodyStart", "bodyLen", "topicStart", "topicLen", "propsStart", "propsLen",
+)  # fmt: skip
+
+
 def _host_text(raw: bytes) -> str:
     text = _HOST_TEXT.get(raw)
     if text is None:
@@ -416,7 +425,7 @@ def _host_text(raw: bytes) -> str:
 def _exact_matches(cl: Any, offs: list[int], topic: str, key: str, b: int, e: int) -> list[Message] | None:
     """The messages of ``topic`` at the candidate offsets whose KEYS contain ``key`` (or whose
     unique key is ``key``) with a store time in [b, e].  The records' fields are located by one
-    compiled pass (``_decode_kernel``, the structural checks of ``check_record``); only the topic
+    compiled pass (``decode_fields``, the structural checks of ``check_record``); only the topic
     bytes, store time and properties are looked at before a record matches, and a ``Message`` (with
     its body CRC verified) is built for matches only.  Returns None when a candidate is not a clean
     record (bad structure, wrong physical offset, body CRC mismatch of a match): the caller then
@@ -441,13 +450,12 @@ def _exact_matches(cl: Any, offs: list[int], topic: str, key: str, b: int, e: in
     for mf, group in groups.values():
         mm, base = mf.mm, mf.file_from_offset
         u8 = np.frombuffer(mm, np.uint8)[: mf.wrote_position]
-        cols = np.empty((len(group), 22), np.int64)
-        if _decode_kernel(u8, np.array([off - base for off in group], np.int64), cols) >= 0:
+        rows = decode_fields(u8, np.array([off - base for off in group], np.int64))
+        if isinstance(rows, int):
             return None
-        for off, row in zip(group, cols.tolist(), strict=True):
-            (size, _magic, crc, queue_id, flag, queue_offset, phys, sys_flag, born_ts, born_pos, born_w, store_ts,
+        for (off, size, crc, queue_id, flag, queue_offset, phys, sys_flag, born_ts, born_pos, born_w, store_ts,
              store_pos, store_w, reconsume, prepared, body_start, body_len, topic_start, topic_len, props_start,
-             props_len) = row  # fmt: skip
+             props_len) in zip(group, *(rows[f].tolist() for f in _EXACT_FIELDS), strict=True):  # fmt: skip
             if phys != off:
                 return None
             if mm[topic_start : topic_start + topic_len] != tb or not b <= store_ts <= e:
@@ -920,6 +928,49 @@ class MessageStore:
                     f"ConsumeQueue {topic}/{queue_id} unit {queue_offset + i} points at a record of "
                     f"{m.topic}/{m.queue_id} queue offset {m.queue_offset}", path=self.path, offset=off)
             out.append(m)
+        return out
+
+    def get_by_tag(self, topic: str, queue_id: int, tags: str, queue_offset: int = 0,
+                   max_count: int = 32) -> list[Message]:
+        """Up to ``max_count`` messages of a queue from ``queue_offset`` whose tag matches the
+        subscription expression ``tags`` (``"TagA || TagB"``, ``"*"``: all), as a consumer sees
+        them: the ConsumeQueue tags codes (through the ConsumeQueueExt when the units hold ext
+        addresses) select the candidates, then the tag itself is compared (hash collisions)."""
+        from mqstore.formats.rocketmq.javahash import tags_hash
+
+        validate_topic(topic)
+        if max_count <= 0:
+            raise InvalidArgumentError("max_count must be positive")
+        wanted = {t.strip() for t in tags.split("||") if t.strip()}
+        if not wanted:
+            raise InvalidArgumentError(f"empty tag expression {tags!r}")
+        every = "*" in wanted
+        codes = np.array(sorted({tags_hash(t) for t in wanted}), dtype=np.int64)
+        self._sync()
+        cq = self._engine.consume_queue(topic, queue_id)
+        if cq is None:
+            return []
+        if queue_offset < 0 or queue_offset > cq.max_offset_in_queue:
+            raise OffsetOutOfRangeError(
+                f"queue offset {queue_offset} outside [{cq.min_offset_in_queue}, {cq.max_offset_in_queue}] of {topic}/{queue_id}"
+            )
+        out: list[Message] = []
+        q = max(queue_offset, cq.min_offset_in_queue)
+        min_phy = self._engine.commit_log.min_offset
+        while q < cq.max_offset_in_queue and len(out) < max_count:
+            units = cq.get_units(q, 4096)
+            if len(units) == 0:
+                break
+            real = (units["offset"] >= min_phy) & ~((units["offset"] == 0) & (units["size"] == 2**31 - 1))
+            if not every:
+                real &= np.isin(cq.resolve_tags_codes(units["tags_code"]), codes)
+            for off in units["offset"][real].tolist():
+                m = self.get_by_offset(off)
+                if every or m.tags in wanted:
+                    out.append(m)
+                    if len(out) == max_count:
+                        break
+            q += len(units)
         return out
 
     def min_offset(self, topic: str, queue_id: int) -> int:

@@ -24,7 +24,7 @@ from mqstore.errors import (
     StoreNotFoundError,
     UnknownTopicPartitionError,
 )
-from mqstore.kernels.kafka import scan_batches
+from mqstore.kernels.kafka.batches import scan_batches
 from mqstore.spark._kafka_options import EARLIEST, LATEST, KafkaLogOptions, OffsetSpec, TopicPartition
 from mqstore.storage.kafka.log import PartitionLog
 from mqstore.storage.kafka.segment import LogSegment

@@ -1,8 +1,8 @@
 """Reading one offset range of a Kafka partition directory into Arrow record batches shaped like
 Spark's Kafka source, plus the pure-Python row reference the tests compare against.
 
-The fast path walks batch headers with the numba scan (:func:`~mqstore.kernels.kafka.scan_batches`),
-decodes windows of whole batches with :func:`~mqstore.kernels.kafka.decode_records_columnar` and
+The fast path walks batch headers with the numba scan (:func:`~mqstore.kernels.kafka.batches.scan_batches`),
+decodes windows of whole batches with :func:`~mqstore.kernels.kafka.records.decode_records_columnar` and
 builds every column at once (numpy arrays and Arrow buffers, never row tuples).  Files are opened
 read-only (``mmap.ACCESS_READ``); nothing is written.
 
@@ -31,8 +31,15 @@ from mqstore.formats.kafka.batch import (
     validate_batch,
 )
 from mqstore.formats.kafka.compression import decompress
-from mqstore.kernels.kafka import STOP_BAD_SIZE, check_crcs, decode_records_columnar, scan_batches
-from mqstore.spark._kafka_kernels import ERR_UNSUPPORTED, ERROR_MESSAGES, OK, gather, parse_bodies
+from mqstore.kernels.kafka.batches import STOP_BAD_SIZE, check_crcs, scan_batches
+from mqstore.kernels.kafka.records import (
+    ERR_UNSUPPORTED,
+    ERROR_MESSAGES,
+    OK,
+    decode_records_columnar,
+    gather,
+    parse_bodies,
+)
 from mqstore.spark._kafka_plan import OffsetRange, segment_files
 from mqstore.storage.kafka.segment import LogSegment
 
@@ -233,8 +240,8 @@ def read_arrow(rng: OffsetRange, *, include_headers: bool = False, max_records: 
                fail_on_data_loss: bool = True, fast: bool = True) -> Iterator[pa.RecordBatch]:
     """Record batches (≤ ``max_records`` rows each) of the records ``rng.start ≤ offset < rng.end``.
 
-    ``fast`` (default) decodes v2 batches with the numba kernels of :mod:`._kafka_kernels`;
-    ``False`` (and legacy magic 0/1 data) uses :func:`~mqstore.kernels.kafka.decode_records_columnar`.
+    ``fast`` (default) decodes v2 batches with the numba kernels of :mod:`mqstore.kernels.kafka.records`;
+    ``False`` (and legacy magic 0/1 data) uses :func:`~mqstore.kernels.kafka.records.decode_records_columnar`.
     """
     if rng.size == 0:
         return

@@ -123,7 +123,7 @@ class _Mapped:
 # ----------------------------------------------------------------------------- executor functions
 def split_segment(seg: SegmentDesc, split_bytes: int) -> list[tuple[int, int]]:
     """Record-aligned ranges of about ``split_bytes`` covering the segment (cheap boundary walk)."""
-    from mqstore.kernels.rocketmq_scan import record_positions
+    from mqstore.kernels.rocketmq.framing import record_positions
 
     if seg.wrote_position <= split_bytes:
         return [(0, seg.wrote_position)]
@@ -139,7 +139,7 @@ def split_segment(seg: SegmentDesc, split_bytes: int) -> list[tuple[int, int]]:
 
 def scan_chunk(c: ChunkDesc) -> ChunkScan:
     """Stage 1: the numba scan of one chunk, reduced to what the writers need."""
-    from mqstore.kernels.rocketmq_scan import scan_segment
+    from mqstore.kernels.rocketmq.scan import scan_segment
 
     with _Mapped(c.path) as m:
         b = scan_segment(m.mm, c.file_from_offset, c.start, c.end, check_crc=c.check_crc, skip_length_mismatch=True)

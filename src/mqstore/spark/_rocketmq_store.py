@@ -21,7 +21,8 @@ import numpy as np
 
 from mqstore.errors import CorruptDataError, DataLossError, StoreNotFoundError
 from mqstore.formats.rocketmq.record import check_record
-from mqstore.kernels.rocketmq_scan import STOP_BLANK, STOP_INVALID, record_positions
+from mqstore.kernels.rocketmq.framing import record_positions
+from mqstore.kernels.rocketmq.scan import STOP_BLANK, STOP_INVALID
 from mqstore.spark._rocketmq_read import close_map, open_segment
 from mqstore.storage.rocketmq.commitlog import CommitLog
 from mqstore.storage.rocketmq.consumequeue import BOUNDARY_LOWER, ConsumeQueue
@@ -37,20 +38,31 @@ from mqstore.storage.rocketmq.layout import (
 Segment = SegmentFile
 
 
-def list_segments(store: str) -> list[Segment]:
+def commit_log_dirs_of(store: str, commit_log: str | None = None) -> list[Path]:
+    """The CommitLog directories of a store: ``commit_log`` (the option ``commitLogPath``: one
+    directory or a comma-separated list, as the broker's ``storePathCommitLog``) or
+    ``STORE/commitlog``."""
+    from mqstore.storage.rocketmq.config import split_paths
+
+    return [Path(d) for d in split_paths(commit_log)] or [commitlog_dir(store)]
+
+
+def list_segments(store: str, commit_log: str | None = None) -> list[Segment]:
     """The CommitLog segment files of a store, ascending (an empty last file is left out)."""
-    if not commitlog_dir(store).is_dir():
-        raise StoreNotFoundError("not a RocketMQ store: no commitlog directory", path=str(store))
-    return commitlog_segments(store)
+    dirs = commit_log_dirs_of(store, commit_log)
+    if not any(d.is_dir() for d in dirs):
+        raise StoreNotFoundError("not a RocketMQ store: no commitlog directory", path=str(dirs[0]))
+    return commitlog_segments(store, dirs=None if commit_log is None else dirs)
 
 
 class StoreView:
     """A store opened read-only for planning (close it, or use it as a context manager)."""
 
-    def __init__(self, path: str, broker_name: str, *, with_queues: bool = True) -> None:
+    def __init__(self, path: str, broker_name: str, *, with_queues: bool = True, commit_log: str | None = None) -> None:
         self.path = str(path)
         self.broker_name = broker_name
-        self.segments = list_segments(self.path)
+        self.commit_log_option = commit_log
+        self.segments = list_segments(self.path, commit_log)
         self.file_size = self.segments[0].size if self.segments else 0
         self.commit_log: CommitLog | None = None
         self.cqs: dict[tuple[str, int], ConsumeQueue] = {}
@@ -59,7 +71,8 @@ class StoreView:
 
     def _open_queues(self) -> None:
         if self.segments:
-            self.commit_log = CommitLog(Path(self.path) / "commitlog", self.file_size, read_only=True)
+            dirs = [str(d) for d in commit_log_dirs_of(self.path, self.commit_log_option)]
+            self.commit_log = CommitLog(Path(dirs[0]), self.file_size, read_only=True, paths=dirs)
             self.commit_log.load()
         min_phy = self.segments[0].base if self.segments else 0
         cq_size = detect_cq_file_size(self.path)
@@ -94,7 +107,7 @@ class StoreView:
             cq = self.cqs.get(key)
             if cq is None or first >= end:
                 continue
-            u0, u1 = cq.get_unit(first), cq.get_unit(end - 1)
+            u0, u1 = cq.get_unit(first, resolve_ext=False), cq.get_unit(end - 1, resolve_ext=False)
             if u0 is None or u1 is None:
                 continue
             a, b = u0.commit_log_offset, u1.commit_log_offset + u1.size

@@ -3,10 +3,10 @@
 The *source* (format ``rocketmq-dispatch``, read side) tails a store's CommitLog.  Its offset is
 ``{"commitLogOffset": N}``, the physical offset of the next record to dispatch: Spark's checkpoint
 plays the role of the broker's ``reputFromOffset``.  ``latestOffset`` only ever moves to a
-*complete* record boundary (walked with :func:`mqstore.kernels.rocketmq_scan.record_positions`,
+*complete* record boundary (walked with :func:`mqstore.kernels.rocketmq.framing.record_positions`,
 the last record checked field by field and by body CRC), so a record the writer is still copying
 is never read.  Each micro-batch is split per CommitLog segment; a task scans its range with the
-shared scan (:func:`~mqstore.kernels.rocketmq_scan.scan_segment`) and emits the dispatch columns
+shared scan (:func:`~mqstore.kernels.rocketmq.scan.scan_segment`) and emits the dispatch columns
 as Arrow record batches.
 
 The *sink* (same format, write side) stages each task's rows in an Arrow IPC file and the
@@ -63,7 +63,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
     from pyspark.sql.streaming import StreamingQuery
 
-    from mqstore.kernels.rocketmq_scan import DispatchBatch
+    from mqstore.kernels.rocketmq.scan import DispatchBatch
     from mqstore.storage.rocketmq.config import StoreConfig
 
 FORMAT = "rocketmq-dispatch"
@@ -128,7 +128,8 @@ def complete_end(store: str | os.PathLike[str], seg_size: int, start: int, max_b
     """The offset just past the last complete record at or after ``start`` (at most about
     ``max_bytes`` further, but always at least one record when there is one), following blank
     end-of-segment records into the next segment.  Returns ``start`` when nothing new is there."""
-    from mqstore.kernels.rocketmq_scan import STOP_BLANK, record_positions
+    from mqstore.kernels.rocketmq.framing import record_positions
+    from mqstore.kernels.rocketmq.scan import STOP_BLANK
 
     cl_dir = Path(store) / "commitlog"
     segs = _segments(cl_dir, seg_size)
@@ -212,7 +213,7 @@ class DispatchRange(InputPartition):
 
 
 def _read_range(part: DispatchRange) -> Iterator[pa.RecordBatch]:
-    from mqstore.kernels.rocketmq_scan import STOP_INVALID, scan_segment
+    from mqstore.kernels.rocketmq.scan import STOP_INVALID, scan_segment
 
     path = Path(part.store) / "commitlog" / f"{part.base:020d}"
     if not path.exists():
@@ -261,7 +262,7 @@ def arrow_to_dispatch_batch(rb: pa.RecordBatch | pa.Table) -> DispatchBatch:
     """Inverse of :func:`dispatch_batch_to_arrow` (key order within a message kept)."""
     import pyarrow as pa
 
-    from mqstore.kernels.rocketmq_scan import STOP_END, DispatchBatch
+    from mqstore.kernels.rocketmq.scan import STOP_END, DispatchBatch
 
     t = pa.Table.from_batches([rb]) if isinstance(rb, pa.RecordBatch) else rb
     t = t.combine_chunks()

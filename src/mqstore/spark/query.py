@@ -2,7 +2,7 @@
 
 The semantics are exactly :meth:`mqstore.api.rocketmq.MessageStore.query_by_key` for every key
 and store: the IndexFiles give candidate physical offsets (a batch chain walk per index file,
-:func:`mqstore.kernels.rocketmq_index.select_many`, keys hashed with the vectorised Java
+:func:`mqstore.kernels.rocketmq.chain_walk.select_many`, keys hashed with the vectorised Java
 ``String.hashCode`` kernel), and each candidate record is read from the CommitLog and kept only
 when its topic is the topic, its store time lies in ``[begin, end]`` and the key really is one of
 its ``KEYS`` or its unique key (hash collisions and second-granularity index times are filtered).
@@ -135,7 +135,8 @@ def _candidates(batches: Iterator[pa.RecordBatch], *, stores: tuple[str, ...], t
 
     from mqstore.formats.rocketmq.indexfile import IndexHeader
     from mqstore.kernels.javahash import index_hash_strings
-    from mqstore.kernels.rocketmq_index import header_array, select_many
+    from mqstore.kernels.rocketmq.chain_walk import select_many
+    from mqstore.kernels.rocketmq.index_build import header_array
 
     wbegin = max(0, begin - 1000)
     out_schema = pa.schema([("storeIndex", pa.int32()), ("segmentBase", pa.int64()), ("key", pa.string()),
@@ -188,7 +189,7 @@ def _fetch(batches: Iterator[pa.RecordBatch], *, stores: tuple[str, ...], broker
     index files) are dropped here, without a shuffle."""
     import pyarrow as pa
 
-    from mqstore.kernels.rocketmq_scan import decode_columns
+    from mqstore.kernels.rocketmq.columns import decode_columns
     from mqstore.spark._rocketmq_read import close_map, columns_to_arrow, open_segment
 
     seen: set[tuple[int, str, int]] = set()  # over the whole partition

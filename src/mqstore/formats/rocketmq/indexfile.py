@@ -2,7 +2,7 @@
 
 ``IndexFileBuffer`` runs ``putKey`` / ``selectPhyOffset`` on any writable buffer (a ``bytearray``
 or a memory map); it does no I/O.  It is the reference implementation; the bulk builder in
-:mod:`mqstore.kernels.rocketmq_index` must produce the same bytes.
+:mod:`mqstore.kernels.rocketmq.index_build` must produce the same bytes.
 """
 
 from __future__ import annotations

@@ -51,7 +51,7 @@ from mqstore.errors import (
 )
 from mqstore.formats.kafka.batch import Record, SimpleRecord, encode_batch, set_base_offset
 from mqstore.formats.kafka.compression import Compression
-from mqstore.kernels.kafka import STOP_END, check_crcs, scan_batches
+from mqstore.kernels.kafka.batches import STOP_END, check_crcs, scan_batches
 from mqstore.storage.kafka.rebuild import parse_base_offset, segment_file_name
 from mqstore.storage.kafka.segment import (
     FetchDataInfo,

@@ -20,16 +20,10 @@ from typing import Any
 import numpy as np
 
 from mqstore.errors import CorruptDataError, InvalidArgumentError, StoreNotFoundError
-from mqstore.kernels.kafka import (
-    HAVE_FILE_SCAN,
-    SCAN_FIELDS,
-    STOP_BAD_SIZE,
-    STOP_TORN,
-    build_index_entries,
-    check_crcs,
-    scan_batches,
-    scan_check_file,
-)
+from mqstore.kernels.kafka.batches import SCAN_FIELDS, STOP_BAD_SIZE, STOP_TORN, check_crcs, scan_batches
+from mqstore.kernels.kafka.file_scan import HAVE_FILE_SCAN
+from mqstore.kernels.kafka.index_build import build_index_entries
+from mqstore.storage.kafka.file_scan import scan_check_file
 
 DEFAULT_INDEX_INTERVAL_BYTES = 4096
 DEFAULT_MAX_INDEX_SIZE = 10 * 1024 * 1024

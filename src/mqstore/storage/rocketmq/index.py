@@ -25,14 +25,14 @@ import numpy as np
 from mqstore.errors import CorruptIndexError, FlushError, GeometryMismatchError, ReadOnlyStoreError
 from mqstore.formats.rocketmq.indexfile import IndexFileBuffer, index_file_size
 from mqstore.formats.rocketmq.javahash import index_key_hash
-from mqstore.kernels.rocketmq_index import (
+from mqstore.kernels.rocketmq.chain_walk import (
     SELECT_FILES_CYCLE,
     SELECT_ONE_CYCLE,
     SELECT_ONE_ROOM,
     select_files,
     select_one,
 )
-from mqstore.kernels.rocketmq_scan import DispatchBatch
+from mqstore.kernels.rocketmq.scan import DispatchBatch
 from mqstore.storage.mapped import msync_range, size_file
 from mqstore.storage.rocketmq.layout import (
     index_tmp_name,
@@ -82,7 +82,7 @@ class IndexFile:
         a big-endian host); dropped by :meth:`close`."""
         w = self._words
         if w is None:
-            from mqstore.kernels.rocketmq_index import word_view
+            from mqstore.kernels.endian import word_view
 
             w = self._words = word_view(self.mm)
             if w is None:
@@ -314,7 +314,7 @@ class IndexService:
 
     def select_offsets(self, topic: str, key: str, max_num: int, begin: int, end: int) -> list[int]:
         """``query_offset(...).phy_offsets`` (``max_num`` already capped) in one compiled call over
-        every IndexFile (:func:`~mqstore.kernels.rocketmq_index.select_files`) on a cached table of
+        every IndexFile (:func:`~mqstore.kernels.rocketmq.chain_walk.select_files`) on a cached table of
         the files' mappings; same files, same order, same corrupt-chain error.  :meth:`query_offset`
         is its twin.  Each file's header is read from its mapping (which the writer updates in step
         with the in-memory header; a read-only reader sees what the writer indexed since it opened
@@ -371,7 +371,7 @@ class IndexService:
 
     def _select_offsets_loop(self, topic: str, key: str, max_num: int, begin: int, end: int) -> list[int]:
         """:meth:`select_offsets` with one compiled walk per IndexFile
-        (:func:`~mqstore.kernels.rocketmq_index.select_one`, in-memory headers)."""
+        (:func:`~mqstore.kernels.rocketmq.chain_walk.select_one`, in-memory headers)."""
         prefix = self._prefixes.get(topic)
         if prefix is None:
             prefix = self._prefix_state(topic)
@@ -413,7 +413,7 @@ class IndexService:
         return found
 
     def _prefix_state(self, topic: str) -> int:
-        from mqstore.kernels.rocketmq_index import hash_prefix_state
+        from mqstore.kernels.javahash import hash_prefix_state
 
         if len(self._prefixes) >= 4096:
             self._prefixes.clear()
@@ -468,13 +468,9 @@ class IndexService:
         window is widened by 1 s as :meth:`candidates` does (callers re-check exactly); without it
         and with ``max_num`` (total per key, capped per file as the broker does) each key gets what
         :meth:`query_offset` returns for it."""
-        from mqstore.kernels.rocketmq_index import (
-            header_array,
-            index_hash_keys,
-            join_keys_ascii,
-            select_many,
-            select_many_text,
-        )
+        from mqstore.kernels.javahash import index_hash_keys, join_keys_ascii
+        from mqstore.kernels.rocketmq.chain_walk import select_many, select_many_text
+        from mqstore.kernels.rocketmq.index_build import header_array
 
         n = len(keys)
         # ASCII keys: hashed by the walk's own threads, from the cached state of "topic#"
@@ -595,8 +591,7 @@ def _bulk_put(f: IndexFile, key_hash: np.ndarray, phy: np.ndarray, ts: np.ndarra
     """Put keys from ``start`` until the file is full (numba bulk builder, on ``threads`` threads
     for large puts: same bytes); returns how many."""
     from mqstore.formats.rocketmq.indexfile import IndexHeader
-    from mqstore.kernels.rocketmq_index import header_array
-    from mqstore.kernels.rocketmq_index_bulk import bulk_put_parallel
+    from mqstore.kernels.rocketmq.index_build import bulk_put_parallel, header_array
 
     buf = f.buffer
     header = header_array(buf.header)

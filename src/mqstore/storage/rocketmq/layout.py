@@ -5,8 +5,12 @@ geometry detection, used by the store, the CLI, the rebuilds and the Spark layer
 
     <root>/commitlog/<20-digit offset>                  CommitLog segments (all one size)
     <root>/consumequeue/<topic>/<queueId>/<20-digit offset>  ConsumeQueue files (all one size)
+    <root>/consumequeue_ext/<topic>/<queueId>/<20-digit offset>  ConsumeQueueExt files (all one size)
     <root>/index/<yyyyMMddHHmmssSSS>                    IndexFiles (all one geometry)
     <root>/checkpoint, <root>/abort, <root>/lock
+
+The CommitLog may live elsewhere (``storePathCommitLog``: one directory or a comma-separated
+list, plus ``readOnlyCommitLogStorePaths``): :func:`commit_log_dirs` says where.
 
 Geometry is detected from headers first, then from file sizes: an IndexFile's geometry from the
 item count of a full file (every file but the newest), else the broker defaults when the size
@@ -26,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mqstore.errors import GeometryMismatchError, InvalidArgumentError
+from mqstore.errors import GeometryMismatchError, InvalidArgumentError, PathOutsideStoreError
 from mqstore.formats.rocketmq.indexfile import (
     DEFAULT_HASH_SLOT_NUM,
     DEFAULT_INDEX_NUM,
@@ -37,10 +41,12 @@ from mqstore.formats.rocketmq.indexfile import (
     index_file_size,
 )
 from mqstore.storage.layout import is_offset_name, offset_files, offset_name
-from mqstore.storage.rocketmq.config import StoreConfig
+from mqstore.storage.mapped import ensure_inside
+from mqstore.storage.rocketmq.config import StoreConfig, split_paths
 
 COMMITLOG_DIR = "commitlog"
 CONSUMEQUEUE_DIR = "consumequeue"
+CONSUMEQUEUE_EXT_DIR = "consumequeue_ext"
 INDEX_DIR = "index"
 CHECKPOINT_FILE = "checkpoint"
 ABORT_FILE = "abort"
@@ -98,6 +104,44 @@ def is_index_tmp_name(name: str) -> bool:
 # =============================================================================== listing
 def commitlog_dir(root: str | os.PathLike[str]) -> Path:
     return Path(root) / COMMITLOG_DIR
+
+
+def commit_log_dirs(root: str | os.PathLike[str], store_path_commit_log: str | None = None,
+                    read_only_paths: str | None = None) -> tuple[list[str], list[str]]:
+    """The CommitLog directories of a store: ``(paths, read-only paths)``.  Without a
+    ``storePathCommitLog`` setting it is ``root/commitlog``, which must lie inside the store
+    (a symlink out of it is refused: name the real directory with ``--commitlog``)."""
+    paths = split_paths(store_path_commit_log)
+    ro = split_paths(read_only_paths)
+    if not paths:
+        root = Path(root)
+        try:
+            paths = [str(ensure_inside(root, commitlog_dir(root)))]
+        except PathOutsideStoreError as exc:
+            raise PathOutsideStoreError(
+                f"{commitlog_dir(root)} leads outside the store directory {root}; give the CommitLog "
+                "directory explicitly (--commitlog DIR, StoreConfig.store_path_commit_log)") from exc
+    return paths, ro
+
+
+def _segment_files_of(root: str | os.PathLike[str], dirs: Sequence[str | os.PathLike[str]] | None) -> list[Path]:
+    """The segment files of the CommitLog directories ``dirs`` (default ``root/commitlog``), by
+    offset; a name in two directories is an error (the broker would map it twice)."""
+    if dirs is None:
+        return segment_files(commitlog_dir(root))
+    by_off: dict[int, Path] = {}
+    for d in dict.fromkeys(str(x) for x in dirs):
+        for p in segment_files(d):
+            off = int(p.name)
+            if off in by_off and by_off[off].resolve() != p.resolve():
+                raise GeometryMismatchError(f"segment {p.name} is in two CommitLog directories: {by_off[off]} and {p}",
+                                            path=str(p))
+            by_off.setdefault(off, p)
+    return [by_off[k] for k in sorted(by_off)]
+
+
+def consumequeue_ext_dir(root: str | os.PathLike[str]) -> Path:
+    return Path(root) / CONSUMEQUEUE_EXT_DIR
 
 
 def index_dir(root: str | os.PathLike[str]) -> Path:
@@ -160,12 +204,14 @@ def _sizes(paths: Sequence[Path]) -> list[tuple[Path, int]]:
     return out
 
 
-def commitlog_segments(root: str | os.PathLike[str], *, size: int | None = None) -> list[SegmentFile]:
+def commitlog_segments(root: str | os.PathLike[str], *, size: int | None = None,
+                       dirs: Sequence[str | os.PathLike[str]] | None = None) -> list[SegmentFile]:
     """The CommitLog segments of a store, ascending, an empty newest file left out (a segment
     being created).  With ``size``, only files of exactly that size are listed (a tailing reader
     skips a file another process is still sizing); without, the files must agree in size
-    (:class:`GeometryMismatchError` naming the odd one)."""
-    segs = [SegmentFile(str(p), int(p.name), n) for p, n in _sizes(segment_files(commitlog_dir(root)))]
+    (:class:`GeometryMismatchError` naming the odd one).  ``dirs``: the CommitLog directories
+    when they are not ``root/commitlog`` (:func:`commit_log_dirs`)."""
+    segs = [SegmentFile(str(p), int(p.name), n) for p, n in _sizes(_segment_files_of(root, dirs))]
     if size is not None:
         return [s for s in segs if s.size == size]
     if segs and segs[-1].size == 0:
@@ -185,9 +231,20 @@ def _most_common(sizes: Sequence[int]) -> int | None:
     return max(counts.items(), key=lambda kv: (kv[1], kv[0]))[0] if counts else None
 
 
-def detect_segment_size(root: str | os.PathLike[str]) -> int | None:
-    """The CommitLog segment size of a store (``None`` without segments)."""
-    return _most_common([n for _, n in _sizes(segment_files(commitlog_dir(root)))])
+def detect_segment_size(root: str | os.PathLike[str], dirs: Sequence[str | os.PathLike[str]] | None = None) -> int | None:
+    """The CommitLog segment size of a store (``None`` without segments); ``dirs`` as in
+    :func:`commitlog_segments`."""
+    return _most_common([n for _, n in _sizes(_segment_files_of(root, dirs))])
+
+
+def detect_ext_file_size(root: str | os.PathLike[str]) -> int | None:
+    """The ConsumeQueueExt file size of a store (``None`` without ext files)."""
+    base = consumequeue_ext_dir(root)
+    if not base.is_dir():
+        return None
+    sizes = [n for tdir in sorted(base.iterdir()) if tdir.is_dir() for qdir in sorted(tdir.iterdir())
+             if qdir.is_dir() for _, n in _sizes(segment_files(qdir))]
+    return _most_common(sizes)
 
 
 def detect_cq_file_size(root: str | os.PathLike[str]) -> int | None:
@@ -227,13 +284,22 @@ def detect_index_geometry(files: Sequence[str | os.PathLike[str]]) -> tuple[int,
     return None
 
 
-def detect_geometry(root: str | os.PathLike[str]) -> dict[str, int]:
+def detect_geometry(root: str | os.PathLike[str], store_path_commit_log: str | None = None,
+                    read_only_paths: str | None = None) -> dict[str, Any]:
     """The geometry settings the files of a store tell (only those they tell), named as in
-    :class:`StoreConfig`."""
-    out: dict[str, int] = {}
-    seg = detect_segment_size(root)
+    :class:`StoreConfig`; ext files switch ``enable_consume_queue_ext`` on."""
+    out: dict[str, Any] = {}
+    if store_path_commit_log or read_only_paths:
+        paths, ro = commit_log_dirs(root, store_path_commit_log, read_only_paths)
+        seg = detect_segment_size(root, paths + ro)
+    else:
+        seg = detect_segment_size(root)
     if seg is not None:
         out["commit_log_file_size"] = seg
+    ext = detect_ext_file_size(root)
+    if ext is not None:
+        out["enable_consume_queue_ext"] = True
+        out["mapped_file_size_consume_queue_ext"] = ext
     cq = detect_cq_file_size(root)
     if cq is not None:
         out["consume_queue_file_size"] = cq
@@ -252,7 +318,8 @@ def resolve_config(root: str | os.PathLike[str], config: StoreConfig | Mapping[s
     if isinstance(config, StoreConfig):
         return config
     given = {k: v for k, v in {**dict(config or {}), **settings}.items() if v is not None}
-    detected = detect_geometry(root) if Path(root).is_dir() else {}
+    detected = detect_geometry(root, given.get("store_path_commit_log"),
+                               given.get("read_only_commit_log_store_paths")) if Path(root).is_dir() else {}
     if "hash_slot_num" in given or "index_num" in given:
         detected.pop("hash_slot_num", None)
         detected.pop("index_num", None)

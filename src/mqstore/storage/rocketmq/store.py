@@ -43,8 +43,9 @@ from mqstore.formats.rocketmq.record import (
     encode_record,
     record_length,
 )
-from mqstore.kernels.rocketmq_put import RecordColumns, crc32, encode_records_into, queue_ranks
-from mqstore.kernels.rocketmq_scan import DispatchBatch
+from mqstore.kernels.crc import crc32
+from mqstore.kernels.rocketmq.put import RecordColumns, encode_records_into, queue_ranks
+from mqstore.kernels.rocketmq.scan import DispatchBatch
 from mqstore.storage.mapped import MappedFile, ensure_inside
 from mqstore.storage.rocketmq.checkpoint import StoreCheckpoint
 from mqstore.storage.rocketmq.commitlog import CommitLog, RecoveryResult
@@ -52,6 +53,7 @@ from mqstore.storage.rocketmq.config import FLUSH_SYNC, StoreConfig
 from mqstore.storage.rocketmq.consumequeue import ConsumeQueue
 from mqstore.storage.rocketmq.dispatch import IndexWriters
 from mqstore.storage.rocketmq.index import IndexService
+from mqstore.storage.rocketmq.layout import commit_log_dirs
 from mqstore.storage.rocketmq.queue_table import NextQueueOffsets
 
 OS_PAGE = 4096
@@ -167,13 +169,18 @@ class RocketMQStore:
             if not read_only:
                 # Before recovery touches a file: a crash during recovery is an unclean shutdown.
                 (self.root / "abort").write_text(str(os.getpid()))
-            self.commit_log = CommitLog(self._sub("commitlog"), self.config.commit_log_file_size, read_only=read_only)
+            cl_paths, cl_ro = commit_log_dirs(self.root, self.config.store_path_commit_log,
+                                              self.config.read_only_commit_log_store_paths)
+            self.commit_log = CommitLog(Path(cl_paths[0]), self.config.commit_log_file_size, read_only=read_only,
+                                        paths=cl_paths, readonly_paths=cl_ro)
             self._cl_queue = self.commit_log.queue
             self.checkpoint = StoreCheckpoint(self.root / "checkpoint", read_only=read_only)
             self.index = IndexService(self._sub("index"), self.config.hash_slot_num, self.config.index_num, read_only=read_only)
             self.index.on_file_full = self._on_index_file_full
             self.writers = IndexWriters(self.root, self.config.mapped_file_size_consume_queue,
-                                        self.index if self.config.message_index_enable else None, read_only=read_only)
+                                        self.index if self.config.message_index_enable else None, read_only=read_only,
+                                        ext_enabled=self.config.enable_consume_queue_ext,
+                                        ext_file_size=self.config.mapped_file_size_consume_queue_ext)
             self.recovery = self._load_and_recover()
             self.reput_from_offset = self.commit_log.max_offset
             if not read_only and self.config.background_services:
