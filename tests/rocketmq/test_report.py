@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
+from kernel_twins import twins
 from mqstore import MessageStore, StoreConfig
 from mqstore.cli.main import cli
 from mqstore.errors import CorruptDataError
@@ -209,17 +210,34 @@ def test_report_index_chains(shaped: dict) -> None:
     assert [f["itemFill"] for f in idx["files"]] == [round(f["items"] / (ITEMS - 1), 6) for f in idx["files"]]
 
 
-def test_kernel_twins_agree() -> None:
-    rng = np.random.default_rng(7)
-    prev = np.concatenate(([0], rng.integers(-3, 50, 400)))  # forward, self and negative links too
-    prev[10] = 10
-    prev[11] = 400
-    assert chain_depths(prev).tolist() == chain_depths_py(prev)
-    assert chain_depths(np.zeros(0, np.int64)).tolist() == []
-    t = rng.integers(0, 100, 300)
-    assert backward_steps(t).tolist() == backward_steps_py(t)
-    v = rng.integers(0, 1 << 20, 500)
-    assert log2_histogram(v, 24).tolist() == log2_histogram_py(v, 24)
+_RNG = np.random.default_rng(7)
+_PREV = np.concatenate(([0], _RNG.integers(-3, 50, 400)))  # forward, self and negative links too
+_PREV[10] = 10
+_PREV[11] = 400
+
+
+@pytest.mark.parametrize("depths", twins("report.chain_depths"))
+def test_chain_depths(depths) -> None:
+    assert list(np.asarray(depths(np.array([0, 0, 1, 2, 1, 9, 5]))).tolist()) == [0, 1, 2, 3, 2, 1, 2]
+    assert list(np.asarray(depths(np.zeros(0, np.int64))).tolist()) == []
+    assert np.asarray(depths(_PREV)).tolist() == chain_depths_py(_PREV)
+
+
+@pytest.mark.parametrize("steps", twins("report.backward_steps"))
+def test_backward_steps(steps) -> None:
+    assert np.asarray(steps(np.array([5, 6, 6, 2, 9, 8]))).tolist() == [3, 5]
+    t = _RNG.integers(0, 100, 300)
+    assert np.asarray(steps(t)).tolist() == backward_steps_py(t)
+
+
+@pytest.mark.parametrize("hist", twins("report.log2_histogram"))
+def test_log2_histogram(hist) -> None:
+    assert np.asarray(hist(np.array([0, 1, 2, 3, 4, 7, 8, 1 << 30]), 5)).tolist() == [1, 1, 2, 2, 2]
+    v = _RNG.integers(0, 1 << 20, 500)
+    assert np.asarray(hist(v, 24)).tolist() == log2_histogram_py(v, 24)
+    assert np.asarray(chain_depths(_PREV)).tolist() == chain_depths_py(_PREV)
+    assert np.asarray(backward_steps(v)).tolist() == backward_steps_py(v)
+    assert np.asarray(log2_histogram(v, 24)).tolist() == log2_histogram_py(v, 24)
 
 
 def test_consumer_offsets_reader(tmp_path: Path) -> None:

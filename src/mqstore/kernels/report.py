@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from mqstore.kernels.registry import register
+
 
 def _links(prev: np.ndarray) -> np.ndarray:
     """The usable links: a link must name an older item (``0 < prev[i] < i``), else the chain ends."""
@@ -84,3 +86,8 @@ def log2_histogram_py(values: list[int] | np.ndarray, nbins: int = 40) -> list[i
 def log2_edges(nbins: int = 40) -> list[int]:
     """Lower edges of the bins of :func:`log2_histogram`."""
     return [0] + [1 << (k - 1) for k in range(1, nbins)]
+
+
+register("report.chain_depths", chain_depths, chain_depths_py)
+register("report.backward_steps", backward_steps, backward_steps_py)
+register("report.log2_histogram", log2_histogram, log2_histogram_py)

@@ -9,7 +9,7 @@ import numpy as np
 from mqstore.formats.rocketmq.javahash import build_index_key, index_key_hash, tags_hash
 from mqstore.formats.rocketmq.properties import PROPERTY_UNIQ_KEY, split_keys
 from mqstore.formats.rocketmq.record import MessageRecord
-from mqstore.kernels.rocketmq_scan import DispatchBatch
+from mqstore.kernels.rocketmq.scan import DispatchBatch
 
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"  # its tags code is the delivery time, not a tags hash
 
