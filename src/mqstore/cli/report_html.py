@@ -456,7 +456,7 @@ h1{font-size:22px;margin:0 0 4px} h2{font-size:16px;margin:18px 0 6px}
 .sub{color:#59636e;margin-bottom:12px}
 .files{display:flex;flex-wrap:wrap;gap:4px}
 .file{color:#fff;border-radius:4px;padding:2px 6px;font:11px monospace}
-.grid{display:grid;grid-template-columns:repeat(auto-fill,minmax(620px,1fr));gap:16px}
+.grid{display:grid;grid-template-columns:repeat(auto-fill,minmax(560px,1fr));gap:16px}
 figure{margin:0;border:1px solid #d0d7de;border-radius:6px;padding:8px;overflow:auto}
 figure svg{width:100%;height:auto} figcaption{font-weight:600;margin-bottom:4px}
 table{border-collapse:collapse;font-size:12px;margin-top:6px} td,th{border:1px solid #d0d7de;padding:2px 6px;text-align:left}
