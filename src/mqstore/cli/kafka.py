@@ -34,20 +34,18 @@ def _existing(path: str) -> Path:
 
 
 def _files_for_dump(p: Path) -> list[Path]:
-    from mqstore.storage.kafka.logdir import REMOTE_INDEX_CACHE, remote_index_base_offset
+    from mqstore.storage.kafka.layout import DUMP_SUFFIXES, log_of, remote_index_base_offset, segment_files
+    from mqstore.storage.kafka.logdir import REMOTE_INDEX_CACHE
 
     if p.is_dir() and p.name == REMOTE_INDEX_CACHE:  # tiered storage: <startOffset>_<segmentId>.index ...
         return sorted(f for f in p.iterdir() if f.suffix in (".index", ".timeindex")
                       and remote_index_base_offset(f.name) is not None)
     if p.is_dir():
-        files = sorted(f for f in p.iterdir()
-                       if f.suffix in (".log", ".index", ".timeindex") and f.name.split(".", 1)[0].isdigit())
+        files = segment_files(p, DUMP_SUFFIXES)
         if not files:
             raise StoreNotFoundError("no Kafka segment files in directory", path=str(p))
-        order = {".log": 0, ".index": 1, ".timeindex": 2}
-        return sorted(files, key=lambda f: (f.name.split(".", 1)[0], order[f.suffix]))
-    if p.suffix not in (".log", ".index", ".timeindex"):
-        raise InvalidArgumentError("expected a partition directory or a .log/.index/.timeindex file", path=str(p))
+        return files
+    log_of(p)  # InvalidArgumentError for any other file
     return [p]
 
 
@@ -146,7 +144,8 @@ def _dump_text_file(p: Path, as_json: bool) -> None:
 def _dump_other_files(p: Path, as_json: bool) -> None:
     """A partition directory's files other than segments and their indexes, each with its kind
     (nothing is skipped silently; ``unknown`` for what is not Kafka's)."""
-    from mqstore.storage.kafka.logdir import REMOTE_INDEX_CACHE, classify_partition_file, scan_log_dir
+    from mqstore.storage.kafka.layout import classify_partition_file
+    from mqstore.storage.kafka.logdir import REMOTE_INDEX_CACHE, scan_log_dir
 
     rows = []
     if p.name == REMOTE_INDEX_CACHE:
@@ -428,8 +427,8 @@ def _verify_log_dir(p: Path, strict: bool, as_json: bool) -> None:
 def rebuild_index(path: str, out_dir: str | None, index_interval_bytes: int, max_index_bytes: int,
                   as_json: bool) -> None:
     """Regenerate .index/.timeindex from .log files exactly as Kafka's recovery writes them."""
+    from mqstore.storage.kafka.layout import segment_logs
     from mqstore.storage.kafka.rebuild import rebuild_indexes
-    from mqstore.storage.kafka.tools import _segment_logs
 
     if index_interval_bytes < 0:
         raise InvalidArgumentError(f"--index-interval-bytes must be ≥ 0, got {index_interval_bytes}")
@@ -452,10 +451,9 @@ def rebuild_index(path: str, out_dir: str | None, index_interval_bytes: int, max
         if not jobs:
             raise StoreNotFoundError("no .log segment files in any partition of the log directory", path=str(p))
     else:
-        logs = _segment_logs(p)
-        if not logs:
-            raise StoreNotFoundError("no .log segment files in directory", path=str(p))
-        jobs = [(f, out_dir) for f in logs]
+        jobs = [(f, out_dir) for f in segment_logs(p)]
+    if out_dir is not None and Path(out_dir).exists() and not Path(out_dir).is_dir():
+        raise InvalidArgumentError("--out exists and is not a directory", path=out_dir)
     for _f, sub in jobs:
         if sub is not None:
             Path(sub).mkdir(parents=True, exist_ok=True)
@@ -491,6 +489,7 @@ def _segment_label(root: Path, log_path: str) -> str:
 @handle_errors
 def lookup(path: str, offset: int | None, timestamp: int | None, as_json: bool) -> None:
     """Kafka's translate-offset (--offset) or offset-for-timestamp (--timestamp) over a partition or segment."""
+    from mqstore.storage.kafka.layout import log_of
     from mqstore.storage.kafka.log import PartitionLog
     from mqstore.storage.kafka.segment import LogSegment
 
@@ -507,9 +506,7 @@ def lookup(path: str, offset: int | None, timestamp: int | None, as_json: bool) 
         finally:
             log.close()
     else:
-        if p.suffix in (".index", ".timeindex"):
-            p = p.with_suffix(".log")
-        seg = LogSegment.open(p)
+        seg = LogSegment.open(log_of(p))
         try:
             if offset is not None:
                 if offset < 0:

@@ -4,7 +4,7 @@ Spark's Kafka source, plus the pure-Python row reference the tests compare again
 The fast path walks batch headers with the numba scan (:func:`~mqstore.kernels.kafka.batches.scan_batches`),
 decodes windows of whole batches with :func:`~mqstore.kernels.kafka.records.decode_records_columnar` and
 builds every column at once (numpy arrays and Arrow buffers, never row tuples).  Files are opened
-read-only (``mmap.ACCESS_READ``); nothing is written.
+read-only (:class:`~mqstore.storage.mapped.ReadOnlyMap`); nothing is written.
 
 Rows follow a ``read_uncommitted`` consumer: control batches (transaction markers) produce no row,
 records of aborted transactions do.  LogAppendTime batches report the batch max timestamp.
@@ -12,8 +12,6 @@ records of aborted transactions do.  LogAppendTime batches report the batch max 
 
 from __future__ import annotations
 
-import mmap
-import os
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -21,7 +19,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from mqstore.errors import CorruptDataError, CrcMismatchError, DataLossError
+from mqstore.errors import CorruptDataError, CrcMismatchError, DataLossError, StoreNotFoundError
 from mqstore.formats.kafka.batch import (
     RECORD_BATCH_OVERHEAD,
     decode_batch,
@@ -42,6 +40,7 @@ from mqstore.kernels.kafka.records import (
 )
 from mqstore.spark._kafka_plan import OffsetRange, segment_files
 from mqstore.storage.kafka.segment import LogSegment
+from mqstore.storage.mapped import ReadOnlyMap
 
 HEADER_TYPE = pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())])
 HEADERS_TYPE = pa.list_(pa.field("element", HEADER_TYPE))
@@ -248,21 +247,17 @@ def read_arrow(rng: OffsetRange, *, include_headers: bool = False, max_records: 
     for base, path, start, stop in _segments_of(rng, fail_on_data_loss):
         lo = max(rng.start, base)
         try:
-            fd = os.open(path, os.O_RDONLY)
-        except FileNotFoundError:
+            m = ReadOnlyMap(path, what="Kafka segment")
+        except StoreNotFoundError:
             if fail_on_data_loss:
                 raise DataLossError("segment deleted while it was being read", path=path) from None
             continue
-        try:
-            size = os.fstat(fd).st_size
-            if size == 0:
-                continue
-            mm = mmap.mmap(fd, size, access=mmap.ACCESS_READ)
-        finally:
-            os.close(fd)
+        if m.mm is None:
+            continue
+        size = len(m)
         pos = start if start >= 0 else _start_position(path, base, lo)
         limit = size if stop is None else min(stop, size)
-        view = memoryview(mm)[:limit]
+        view = memoryview(m.mm)[:limit]
         try:
             scan = scan_batches(view, pos)
             for idx in _windows(scan, lo, rng.end, max_records):
@@ -284,9 +279,9 @@ def read_arrow(rng: OffsetRange, *, include_headers: bool = False, max_records: 
         finally:
             try:
                 view.release()
-                mm.close()
             except BufferError:
                 pass  # a propagating error still references slices: the mapping goes with them
+            m.close()
 
 
 # ----------------------------------------------------------------------------- pure-Python reference

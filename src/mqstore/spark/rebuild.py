@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from mqstore.errors import InvalidArgumentError, StoreNotFoundError
 from mqstore.spark._rebuild_progress import ProgressFn, phase
+from mqstore.storage.rocketmq.rebuild import RebuildStats
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
@@ -42,15 +43,9 @@ __all__ = ["KafkaRebuildStats", "RocketMQRebuildStats", "rebuild_kafka", "rebuil
 
 
 @dataclass(slots=True)
-class RocketMQRebuildStats:
-    """What :func:`rebuild_rocketmq` did (the local ``RebuildStats`` fields, plus Spark's)."""
+class RocketMQRebuildStats(RebuildStats):
+    """What :func:`rebuild_rocketmq` did (the local :class:`RebuildStats` fields, plus Spark's)."""
 
-    messages: int
-    keys: int
-    commit_log_end: int
-    consume_queues: int
-    index_files: int
-    stop_error: str | None
     segments: int
     scan_tasks: int
     bytes_scanned: int
@@ -151,7 +146,7 @@ def rebuild_rocketmq(spark: SparkSession, store: str | os.PathLike[str], out: st
     the driver with the tasks done.
     """
     from mqstore.spark import _rebuild_rocketmq as rr
-    from mqstore.storage.rocketmq.rebuild import rebuild_target, swap_in, write_rebuild_checkpoint
+    from mqstore.storage.locks import DISPATCH_LOCK_FILE, StoreLock
 
     t0 = time.perf_counter()
     root = Path(store)
@@ -163,6 +158,21 @@ def rebuild_rocketmq(spark: SparkSession, store: str | os.PathLike[str], out: st
     split = split_bytes or rr.DEFAULT_SPLIT_BYTES
     cfg = _rocketmq_config(root, hash_slot_num, index_num, cq_file_size, commit_log_file_size)
     in_place = _check_out(root, Path(out))
+    # in place: no writer nor dispatcher may run while the files are rebuilt and swapped, as in
+    # the local rebuild (StoreLockedError)
+    locks = [StoreLock(root), StoreLock(root, DISPATCH_LOCK_FILE)] if in_place else []
+    try:
+        return _rebuild_rocketmq(spark, root, out, in_place, cfg, split, check_crc, progress, t0)
+    finally:
+        for lock in reversed(locks):
+            lock.release()
+
+
+def _rebuild_rocketmq(spark: SparkSession, root: Path, out: str | os.PathLike[str], in_place: bool, cfg: Any,
+                      split: int, check_crc: bool, progress: ProgressFn | None, t0: float) -> RocketMQRebuildStats:
+    from mqstore.spark import _rebuild_rocketmq as rr
+    from mqstore.storage.rocketmq.rebuild import rebuild_target, swap_in, write_rebuild_checkpoint
+
     segments = _segments(root, cfg.commit_log_file_size)
     sc = spark.sparkContext
     _, target = rebuild_target(root, None if in_place else out)
@@ -238,6 +248,14 @@ def rebuild_rocketmq(spark: SparkSession, store: str | os.PathLike[str], out: st
 
 
 # ============================================================================ Kafka
+def find_kafka_segments(path: str | os.PathLike[str], out: str | os.PathLike[str]) -> list[tuple[str, Path, Path]]:
+    """``(partition, log file, output directory)`` of every segment :func:`rebuild_kafka` would
+    rebuild (a bad path fails here, before a session is started)."""
+    from mqstore.spark._rebuild_kafka import find_segments
+
+    return find_segments(Path(path), Path(out))
+
+
 def rebuild_kafka(spark: SparkSession, path: str | os.PathLike[str], out: str | os.PathLike[str], *,
                   index_interval_bytes: int = 4096, max_index_bytes: int = 10485760,
                   progress: ProgressFn | None = None) -> KafkaRebuildStats:

@@ -24,11 +24,8 @@ keeps both **inside the partition directory** (same formats), so partitions are 
 from __future__ import annotations
 
 import bisect
-import fcntl
 import json
 import os
-import re
-import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -46,13 +43,20 @@ from mqstore.errors import (
     ReadOnlyStoreError,
     StoreClosedError,
     StoreError,
-    StoreLockedError,
     StoreNotFoundError,
 )
 from mqstore.formats.kafka.batch import Record, SimpleRecord, encode_batch, set_base_offset
 from mqstore.formats.kafka.compression import Compression
 from mqstore.kernels.kafka.batches import STOP_END, check_crcs, scan_batches
-from mqstore.storage.kafka.rebuild import parse_base_offset, segment_file_name
+from mqstore.storage.kafka.layout import (
+    INDEX_SUFFIXES,
+    log_files,
+    parse_base_offset,
+    segment_file_name,
+    segment_files,
+    segment_logs,
+    topic_partition_of,
+)
 from mqstore.storage.kafka.segment import (
     FetchDataInfo,
     LogConfig,
@@ -63,16 +67,15 @@ from mqstore.storage.kafka.segment import (
     TimestampAndOffset,
     now_ms,
 )
+from mqstore.storage.locks import PartitionLock
 from mqstore.storage.mapped import ensure_inside
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 RECOVERY_POINT_FILE = "recovery-point-offset-checkpoint"
-INDEX_SUFFIXES = (".index", ".timeindex", ".txnindex")
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
 MAX_TIMESTAMP = -3
 INT32_MAX = (1 << 31) - 1
-_DIR_RE = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
 
 
 @dataclass(frozen=True)
@@ -131,54 +134,6 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-# Partition directories this process holds open for writing (an flock already excludes two opens
-# in one process; the registry only gives that case its own message).
-_LOCKED_PARTITIONS: set[str] = set()
-_LOCKED_GUARD = threading.Lock()
-
-
-class _PartitionLock:
-    """The writer lock of a partition directory: ``flock(LOCK_EX | LOCK_NB)`` on a read-only
-    descriptor of the directory itself, so no file is created inside the partition (the directory
-    stays byte-compatible with a broker's and the loader sees nothing new).  The kernel releases
-    it when the descriptor is closed, including when the process dies.  Read-only opens take no
-    lock: they never change a file."""
-
-    def __init__(self, directory: Path) -> None:
-        self.key = str(directory.resolve())
-        with _LOCKED_GUARD:
-            if self.key in _LOCKED_PARTITIONS:
-                raise StoreLockedError(f"partition {directory} is already open for writing in this process",
-                                       path=str(directory))
-            fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError as exc:
-                os.close(fd)
-                raise StoreLockedError(f"partition {directory} is locked by another writer",
-                                       path=str(directory)) from exc
-            self.fd: int | None = fd
-            _LOCKED_PARTITIONS.add(self.key)
-
-    def release(self) -> None:
-        if self.fd is None:
-            return
-        try:
-            fcntl.flock(self.fd, fcntl.LOCK_UN)
-        finally:
-            os.close(self.fd)
-            self.fd = None
-            with _LOCKED_GUARD:
-                _LOCKED_PARTITIONS.discard(self.key)
-
-
-def _topic_partition(path: Path) -> tuple[str, int]:
-    m = _DIR_RE.match(path.name)
-    if m:
-        return m.group("topic"), int(m.group("partition"))
-    return path.name, 0
-
-
 def _analyze_append(data: memoryview, path: str, validate: bool) -> dict[str, Any]:
     scan = scan_batches(data, 0)
     if scan["count"] == 0 or scan["stop_reason"] != STOP_END or scan["valid_end"] != len(data):
@@ -203,7 +158,7 @@ class PartitionLog:
         self.dir = directory
         self.config = config
         self.read_only = read_only
-        self.topic, self.partition = _topic_partition(directory)
+        self.topic, self.partition = topic_partition_of(directory)
         self._segments: list[LogSegment] = []
         self._bases: list[int] = []
         self._closed = False
@@ -214,7 +169,7 @@ class PartitionLog:
         self.recovered_segments: list[int] = []
         self.deleted_files: list[str] = []
         self._last_flush_ms = now_ms()
-        self._lock: _PartitionLock | None = None
+        self._lock: PartitionLock | None = None
 
     # ------------------------------------------------------------------ open / load (§4.7)
     @classmethod
@@ -237,7 +192,7 @@ class PartitionLog:
             raise InvalidArgumentError("not a partition directory", path=str(d))
         log = cls(d, config or LogConfig(), read_only)
         if not read_only:
-            log._lock = _PartitionLock(d)
+            log._lock = PartitionLock(d)
         try:
             log._load()
         except BaseException:
@@ -272,20 +227,12 @@ class PartitionLog:
         for f in sorted(d.iterdir()):
             if f.is_symlink():  # a segment or index linked elsewhere would make appends write there
                 ensure_inside(d, f)
-        for f in sorted(d.iterdir()):
-            if not f.is_file() or "." not in f.name or not f.name.split(".", 1)[0].isdigit():
-                continue
-            suffix = f.name[f.name.index(".") :]
-            if suffix == ".log":
-                logs[parse_base_offset(f)] = f
-        for f in sorted(d.iterdir()):
-            suffix = f.name[f.name.index(".") :] if "." in f.name else ""
-            if suffix in INDEX_SUFFIXES and f.name.split(".", 1)[0].isdigit():
-                base = parse_base_offset(f)
-                if base not in logs:
-                    if rw:
-                        f.unlink()
-                        self.deleted_files.append(f.name)
+        for f in log_files(d):
+            logs[parse_base_offset(f)] = f
+        for f in segment_files(d, INDEX_SUFFIXES):
+            if parse_base_offset(f) not in logs and rw:
+                f.unlink()
+                self.deleted_files.append(f.name)
         for base in sorted(logs):
             seg = LogSegment(logs[base], base, self.config, read_only=self.read_only)
             if not seg.offset_index_path.exists() or not seg.time_index_path.exists():
@@ -774,19 +721,7 @@ class PartitionLog:
 
 def open_segments_readonly(path: str | os.PathLike[str], config: LogConfig | None = None) -> list[LogSegment]:
     """Read-only segments of a partition directory, or the one segment of a ``.log`` path."""
-    p = Path(path)
-    if not p.exists():
-        raise StoreNotFoundError("path not found", path=str(p))
-    if p.is_dir():
-        logs = sorted(f for f in p.iterdir() if f.suffix == ".log" and f.name.split(".", 1)[0].isdigit())
-        if not logs:
-            raise StoreNotFoundError("no .log segment files in directory", path=str(p))
-        return [LogSegment.open(f, config) for f in logs]
-    if p.suffix in (".index", ".timeindex"):
-        p = p.with_suffix(".log")
-    if p.suffix != ".log":
-        raise InvalidArgumentError("expected a partition directory or a .log/.index/.timeindex file", path=str(p))
-    return [LogSegment.open(p, config)]
+    return [LogSegment.open(f, config) for f in segment_logs(path)]
 
 
 __all__ = [

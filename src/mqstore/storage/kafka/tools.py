@@ -43,6 +43,7 @@ from mqstore.formats.kafka.batch import (
 from mqstore.formats.kafka.kraft_control import SCHEMAS as KRAFT_SCHEMAS
 from mqstore.formats.kafka.kraft_control import decode_kraft_control
 from mqstore.storage.kafka.index import OffsetIndex, TimeIndex, live_entry_count
+from mqstore.storage.kafka.layout import INDEX_SUFFIXES, log_files, segment_files, segment_logs
 from mqstore.storage.kafka.rebuild import MappedLog, analyze_log, parse_base_offset
 
 ProgressFn = Callable[[int, int], None]
@@ -261,33 +262,18 @@ def verify_segment(log_path: Path, report: VerifyReport, *, strict: bool = False
             valid_oi.close()
 
 
-def _segment_logs(path: Path) -> list[Path]:
-    if path.is_dir():
-        return sorted(f for f in path.iterdir() if f.suffix == ".log" and f.name.split(".", 1)[0].isdigit())
-    if path.suffix in (".index", ".timeindex"):
-        return [path.with_suffix(".log")]
-    if path.suffix == ".log":
-        return [path]
-    raise InvalidArgumentError("expected a partition directory or a .log/.index/.timeindex file", path=str(path))
-
-
 def verify_path(path: str | os.PathLike[str], *, strict: bool = False,
                 progress: ProgressFn | None = None) -> VerifyReport:
     """Verify a partition directory or one segment (given by its ``.log``, ``.index`` or ``.timeindex``)."""
     p = Path(path)
-    if not p.exists():
-        raise StoreNotFoundError("path not found", path=str(p))
-    logs = _segment_logs(p)
+    logs = segment_logs(p)
     report = VerifyReport()
     if p.is_dir():
-        if not logs:
-            raise StoreNotFoundError("no .log segment files in directory", path=str(p))
         _note_other_files(p, report)
         bases = {parse_base_offset(f) for f in logs}
-        for f in sorted(p.iterdir()):
-            if f.suffix in (".index", ".timeindex", ".txnindex") and f.name.split(".", 1)[0].isdigit():
-                if parse_base_offset(f) not in bases:
-                    report.note("stray_index", f, None, "index file without a .log (Kafka deletes it on load)")
+        for f in segment_files(p, INDEX_SUFFIXES):
+            if parse_base_offset(f) not in bases:
+                report.note("stray_index", f, None, "index file without a .log (Kafka deletes it on load)")
     last = _last_segment_log(p if p.is_dir() else logs[0].parent)
     for f in logs:
         if not f.exists():
@@ -299,7 +285,7 @@ def verify_path(path: str | os.PathLike[str], *, strict: bool = False,
 def _note_other_files(directory: Path, report: VerifyReport) -> None:
     """Files of a partition directory that are neither segments nor their indexes: unknown ones
     and the temporaries Kafka settles on load are notes (never skipped silently)."""
-    from mqstore.storage.kafka.logdir import PARTITION_FILE_KINDS, classify_partition_file
+    from mqstore.storage.kafka.layout import PARTITION_FILE_KINDS, classify_partition_file
 
     for f in sorted(directory.iterdir()):
         kind = classify_partition_file(f.name).kind if f.is_file() else "unknown"
@@ -311,8 +297,8 @@ def _note_other_files(directory: Path, report: VerifyReport) -> None:
 
 def _last_segment_log(directory: Path) -> Path | None:
     """The partition's active segment: the ``.log`` with the highest base offset."""
-    logs = [f for f in directory.iterdir() if f.suffix == ".log" and f.name.split(".", 1)[0].isdigit()]
-    return max(logs, key=lambda f: int(f.name.split(".", 1)[0])) if logs else None
+    logs = log_files(directory)
+    return logs[-1] if logs else None
 
 
 # ----------------------------------------------------------------------------- dump
@@ -398,7 +384,7 @@ def _control_fields(r: Any, path: str) -> dict[str, Any]:
 def dump_index(path: Path) -> Iterator[dict[str, Any]]:
     """Entries of a ``.index`` or ``.timeindex`` (stopping at zero padding like DumpLogSegments);
     a segment's, or a tiered-storage ``remote-log-index-cache`` file's."""
-    from mqstore.storage.kafka.logdir import remote_index_base_offset
+    from mqstore.storage.kafka.layout import remote_index_base_offset
 
     remote = remote_index_base_offset(path.name)
     base = remote if remote is not None else parse_base_offset(path)
