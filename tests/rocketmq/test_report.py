@@ -19,7 +19,7 @@ from mqstore.cli.main import cli
 from mqstore.errors import CorruptDataError
 from mqstore.formats.rocketmq.consumequeue import CQ_UNIT_SIZE
 from mqstore.formats.rocketmq.indexfile import IndexFileBuffer
-from mqstore.formats.rocketmq.javahash import build_index_key, index_key_hash, java_string_hashcode
+from mqstore.formats.rocketmq.javahash import index_key_hash, java_string_hashcode
 from mqstore.kernels.report import (
     backward_steps,
     backward_steps_py,
@@ -194,7 +194,7 @@ def test_report_index_chains(shaped: dict) -> None:
     idx = r["index"]
     hist, per_slot = _reference_index(root)
     assert idx["chainLengths"] == {str(k): v for k, v in sorted(hist.items())}
-    planted = index_key_hash(build_index_key("Hot", COLLIDING[0]))
+    planted = index_key_hash(f"Hot#{COLLIDING[0]}")
     assert len({java_string_hashcode(k) for k in COLLIDING}) == 1
     top = idx["longestChains"][0]
     assert top["hashes"][0] == {"hash": planted, "items": 16}

@@ -77,3 +77,41 @@ def parse_header_filter(spec: str | None) -> tuple[str, bytes | None] | None:
     if not key:
         raise InvalidArgumentError(f"--header needs KEY or KEY=VALUE, got {spec!r}")
     return key, (value.encode() if sep else None)
+
+
+def store_config(store: Any, *, slots: int | None = None, items: int | None = None) -> Any:
+    """The configuration of the RocketMQ store directory ``store`` for the commands of their own
+    modules (report, get-by-msgid): the geometry given, the rest detected from the files."""
+    from pathlib import Path
+
+    from mqstore.errors import StoreNotFoundError
+    from mqstore.storage.rocketmq.layout import resolve_config
+
+    p = Path(store)
+    if not p.exists():
+        raise StoreNotFoundError(f"store directory {p} does not exist")
+    if not p.is_dir():
+        raise StoreNotFoundError(f"{p} is not a directory (a RocketMQ store is one)")
+    return resolve_config(p, None, background_services=False, hash_slot_num=slots, index_num=items)
+
+
+def message_json(m: Any, decode: str | None) -> dict[str, Any]:
+    """A RocketMQ message's JSON object (Spark column names) with the body decoded as asked."""
+    d = m.to_json_dict()
+    if decode is not None:
+        d["body"] = decode_value(m.body, decode)
+    return d
+
+
+def print_messages(messages: list[Any], as_json: bool, title: str, decode: str | None = None) -> None:
+    """RocketMQ messages as JSON lines or a table (bodies decoded as asked)."""
+    from mqstore.cli.common import echo_json_lines, print_table
+
+    if as_json:
+        echo_json_lines(message_json(m, decode) for m in messages)
+        return
+    bodies = [decode_text(m.body, decode)[:64] if decode is not None else m.body[:32] for m in messages]
+    rows = [(m.commit_log_offset, m.topic[:40], m.queue_id, m.queue_offset, m.store_timestamp, " ".join(m.keys)[:40],
+             m.tags or "", m.size, b) for m, b in zip(messages, bodies, strict=True)]
+    print_table(title, ["commitLogOffset", "topic", "queueId", "queueOffset", "storeTimestamp", "keys", "tags", "size",
+                        "body"], rows)

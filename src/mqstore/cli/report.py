@@ -72,12 +72,12 @@ def rocketmq_report(store: Path, html_out: Path | None, png_dir: Path | None, as
                     file_reserved_hours: float | None, slots: int | None, items: int | None) -> None:
     """Health report of a RocketMQ store: IndexFile fill and hash chains, traffic per topic and
     queue, body sizes, dispatch and consumer lag, checkpoint, segment timeline, verify summary."""
-    from mqstore.cli.rocketmq import _config
+    from mqstore.cli.filters import store_config
     from mqstore.storage.rocketmq.report import rocketmq_report as compute
     from mqstore.storage.rocketmq.report import verify_summary
 
     _outputs(html_out, png_dir, as_json)
-    cfg = _config(store, slots=slots, items=items)
+    cfg = store_config(store, slots=slots, items=items)
     verify = None
     if not no_verify:
         with progress("verify") as prog:

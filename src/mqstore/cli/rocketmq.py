@@ -73,18 +73,9 @@ def _open(store: Path, read_only: bool = True):
 
 
 def _print_messages(messages, as_json: bool, title: str, decode: str | None = None) -> None:
-    if as_json:
-        echo_json_lines(_json_message(m, decode) for m in messages)
-        return
-    if decode is not None:
-        from mqstore.cli.filters import decode_text
+    from mqstore.cli.filters import print_messages
 
-        bodies = [decode_text(m.body, decode)[:64] for m in messages]
-    else:
-        bodies = [m.body[:32] for m in messages]
-    rows = [(m.commit_log_offset, m.topic[:40], m.queue_id, m.queue_offset, m.store_timestamp, " ".join(m.keys)[:40],
-             m.tags or "", m.size, b) for m, b in zip(messages, bodies, strict=True)]
-    print_table(title, ["commitLogOffset", "topic", "queueId", "queueOffset", "storeTimestamp", "keys", "tags", "size", "body"], rows)
+    print_messages(messages, as_json, title, decode)
 
 
 @click.group(name="rocketmq")
@@ -234,12 +225,9 @@ def dump(store: Path, topic: str | None, from_offset: int, limit: int | None, fr
 
 
 def _json_message(m, decode: str | None) -> dict:
-    d = m.to_json_dict()
-    if decode is not None:
-        from mqstore.cli.filters import decode_value
+    from mqstore.cli.filters import message_json
 
-        d["body"] = decode_value(m.body, decode)
-    return d
+    return message_json(m, decode)
 
 
 @group.command()

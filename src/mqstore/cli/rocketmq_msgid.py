@@ -30,8 +30,8 @@ from mqstore.errors import InvalidArgumentError, MqStoreError
 @handle_errors
 def get_by_msgid(store: Path, msg_id: str, topic: str | None, decode: str | None, as_json: bool) -> None:
     """A message by offset message id or by unique key (UNIQ_KEY); exit 1 when none matches."""
-    from mqstore.cli.filters import check_decoder
-    from mqstore.cli.rocketmq import _open, _print_messages
+    from mqstore.api.rocketmq import MessageStore
+    from mqstore.cli.filters import check_decoder, print_messages, store_config
     from mqstore.formats.rocketmq.msgid import decode_message_id
 
     check_decoder(decode)
@@ -42,7 +42,7 @@ def get_by_msgid(store: Path, msg_id: str, topic: str | None, decode: str | None
         raise InvalidArgumentError(f"message id {msg_id!r} is not hexadecimal") from None
     found = []
     kind = None
-    with _open(store) as s:
+    with MessageStore.open(store, store_config(store), read_only=True, create=False) as s:
         try:
             host, offset = decode_message_id(text)
         except InvalidArgumentError:
@@ -63,4 +63,4 @@ def get_by_msgid(store: Path, msg_id: str, topic: str | None, decode: str | None
             click.echo(f"error: no message has the id {text} (neither an offset message id nor a unique key "
                        f"of {'topic ' + topic if topic else 'any topic'} in {store})", err=True)
             sys.exit(1)
-        _print_messages(found, as_json, f"{text} ({kind})", decode)
+        print_messages(found, as_json, f"{text} ({kind})", decode)

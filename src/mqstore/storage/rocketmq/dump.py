@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from mqstore.formats.rocketmq.javahash import build_index_key, index_key_hash, tags_hash
+from mqstore.formats.rocketmq.javahash import index_key_hash, tags_hash
 from mqstore.formats.rocketmq.properties import PROPERTY_UNIQ_KEY, split_keys
 from mqstore.formats.rocketmq.record import MessageRecord
 from mqstore.kernels.rocketmq.scan import DispatchBatch
@@ -34,7 +34,8 @@ def candidate_rows(batch: DispatchBatch, topic: str | None, lo: int | None, hi: 
             ok |= batch.topic_id == batch.topics.index(SCHEDULE_TOPIC)
         mask &= ok
     if key is not None:
-        wanted = np.array([index_key_hash(build_index_key(t, key)) for t in batch.topics], np.int32)
+        # the IndexFile hashes topic#key
+        wanted = np.array([index_key_hash(f"{t}#{key}") for t in batch.topics], np.int32)
         rows = batch.key_row[np.isin(batch.key_hash, wanted)]
         has = np.zeros(n, bool)
         has[rows] = True
