@@ -29,6 +29,13 @@ from mqstore.formats.kafka import (
     encode_end_txn_marker_batch,
 )
 from mqstore.formats.kafka.index_entry import OffsetPosition, TimestampOffset
+from mqstore.formats.kafka.txn import (
+    AbortedTxn,
+    ProducerSnapshot,
+    ProducerSnapshotEntry,
+    decode_producer_snapshot,
+    decode_txn_index,
+)
 from mqstore.kernels.kafka.batches import scan_batches
 from mqstore.kernels.kafka.records import decode_records_columnar
 from mqstore.storage.kafka.index import OffsetIndex, TimeIndex
@@ -51,11 +58,19 @@ from mqstore.storage.kafka.segment import (
     TimestampAndOffset,
 )
 from mqstore.storage.kafka.tools import VerifyProblem, VerifyReport, verify_path
+from mqstore.storage.kafka.txn import (
+    TxnState,
+    partition_txn_state,
+    read_producer_snapshot,
+    read_txn_index,
+    rebuild_txn_indexes,
+)
 
 __all__ = [
     "EARLIEST_TIMESTAMP",
     "LATEST_TIMESTAMP",
     "MAX_TIMESTAMP",
+    "AbortedTxn",
     "BatchHeader",
     "Compression",
     "ControlRecord",
@@ -71,6 +86,8 @@ __all__ = [
     "OffsetLookup",
     "OffsetPosition",
     "PartitionLog",
+    "ProducerSnapshot",
+    "ProducerSnapshotEntry",
     "RebuildResult",
     "Record",
     "RecordBatch",
@@ -80,15 +97,22 @@ __all__ = [
     "TimestampLookup",
     "TimestampOffset",
     "TimestampType",
+    "TxnState",
     "VerifyProblem",
     "VerifyReport",
     "decode_batch",
     "decode_batch_header",
     "decode_control_record",
+    "decode_producer_snapshot",
     "decode_records_columnar",
+    "decode_txn_index",
     "encode_batch",
     "encode_end_txn_marker_batch",
+    "partition_txn_state",
+    "read_producer_snapshot",
+    "read_txn_index",
     "rebuild_indexes",
+    "rebuild_txn_indexes",
     "scan_batches",
     "verify_path",
 ]

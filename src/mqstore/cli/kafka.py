@@ -33,18 +33,23 @@ def _existing(path: str) -> Path:
     return p
 
 
+_DUMP_SUFFIXES = (".log", ".index", ".timeindex", ".txnindex", ".snapshot")
+
+
 def _files_for_dump(p: Path) -> list[Path]:
-    from mqstore.storage.kafka.layout import DUMP_SUFFIXES, log_of, remote_index_base_offset, segment_files
+    from mqstore.storage.kafka.layout import log_of, remote_index_base_offset, segment_files
     from mqstore.storage.kafka.logdir import REMOTE_INDEX_CACHE
 
     if p.is_dir() and p.name == REMOTE_INDEX_CACHE:  # tiered storage: <startOffset>_<segmentId>.index ...
         return sorted(f for f in p.iterdir() if f.suffix in (".index", ".timeindex")
                       and remote_index_base_offset(f.name) is not None)
     if p.is_dir():
-        files = segment_files(p, DUMP_SUFFIXES)
+        files = segment_files(p, _DUMP_SUFFIXES)
         if not files:
             raise StoreNotFoundError("no Kafka segment files in directory", path=str(p))
         return files
+    if p.suffix in (".txnindex", ".snapshot"):
+        return [p]
     log_of(p)  # InvalidArgumentError for any other file
     return [p]
 
@@ -114,6 +119,13 @@ def _text_line(obj: dict[str, Any]) -> str:
         return f"offset: {obj['offset']} position: {obj['position']}"
     if t == "time_index_entry":
         return f"timestamp: {obj['timestamp']} offset: {obj['offset']}"
+    if t == "aborted_txn":
+        return (f"version: {obj['version']} producerId: {obj['producerId']} firstOffset: {obj['firstOffset']} "
+                f"lastOffset: {obj['lastOffset']} lastStableOffset: {obj['lastStableOffset']}")
+    if t == "snapshot":
+        return f"version: {obj['version']} crc: {obj['crc']} producers: {obj['producers']}"
+    if t == "producer_entry":
+        return " ".join(f"{k}: {v}" for k, v in obj.items() if k not in ("type", "file"))
     if t == "tail":
         return f"Found {obj['bytes']} invalid bytes at the end of {Path(obj['file']).name}"
     return str(obj)
@@ -154,7 +166,7 @@ def _dump_other_files(p: Path, as_json: bool) -> None:
     else:
         for f in sorted(p.iterdir()):
             kind = classify_partition_file(f.name).kind if f.is_file() else "unknown"
-            if kind not in ("log", "index", "timeindex"):
+            if kind not in ("log", "index", "timeindex", "txnindex", "snapshot"):
                 rows.append((f, kind))
     if as_json:
         echo_json_lines({"type": "file", "file": str(f), "kind": k} for f, k in rows)
@@ -237,6 +249,9 @@ def _dump_log_dir(p: Path, as_json: bool) -> None:
 @group.command("dump")
 @click.argument("path", type=click.Path())
 @click.option("--print-data", is_flag=True, help="Also print every record (key, value, headers).")
+@click.option("--isolation", type=click.Choice(["read_uncommitted", "read_committed"]), default="read_uncommitted",
+              show_default=True, help="read_committed: only the batches a read_committed consumer receives "
+              "(no control batches, no aborted transactions, nothing from the last stable offset on).")
 @click.option("--from-time", default=None, help="Only records with a timestamp from this (inclusive): ISO 8601 or ms.")
 @click.option("--to-time", default=None, help="Only records with a timestamp up to this (inclusive): ISO 8601 or ms.")
 @click.option("--key", default=None, help="Only records with this key (UTF-8).")
@@ -244,17 +259,18 @@ def _dump_log_dir(p: Path, as_json: bool) -> None:
 @click.option("--decode", default=None, help="Show keys, values and header values as utf8, hex or json.")
 @json_option
 @handle_errors
-def dump(path: str, print_data: bool, from_time: str | None, to_time: str | None, key: str | None,
+def dump(path: str, print_data: bool, isolation: str, from_time: str | None, to_time: str | None, key: str | None,
          header: str | None, decode: str | None, as_json: bool) -> None:
-    """Print the batches of a .log, the entries of a .index/.timeindex, a whole partition directory,
-    a log directory (one summary per partition), or a checkpoint / meta.properties /
-    partition.metadata / leader-epoch-checkpoint / .kafka_cleanshutdown file.
+    """Print the batches of a .log, the entries of a .index/.timeindex/.txnindex, a producer
+    .snapshot, a whole partition directory, a log directory (one summary per partition), or a
+    checkpoint / meta.properties / partition.metadata / leader-epoch-checkpoint /
+    .kafka_cleanshutdown file.
 
     With a record filter (--from-time/--to-time/--key/--header) only the matching records are
     printed, each after its batch line, and index files are left out."""
     from mqstore.cli.filters import check_decoder, check_time_range, parse_header_filter, parse_time
     from mqstore.storage.kafka.logdir import is_log_dir
-    from mqstore.storage.kafka.tools import dump_index, dump_log
+    from mqstore.storage.kafka.tools import dump_index, dump_log, dump_snapshot, dump_txn_index
 
     lo, hi = parse_time(from_time, "--from-time"), parse_time(to_time, "--to-time")
     check_time_range(lo, hi)
@@ -271,6 +287,7 @@ def dump(path: str, print_data: bool, from_time: str | None, to_time: str | None
         return
     if p.is_dir() and not filtering:
         _dump_other_files(p, as_json)
+    committed = _committed_filter(p) if isolation == "read_committed" else None
     files = _files_for_dump(p)
     if filtering:
         files = [f for f in files if f.suffix == ".log"]
@@ -278,12 +295,20 @@ def dump(path: str, print_data: bool, from_time: str | None, to_time: str | None
     done = 0
     with progress("dump") as prog:
         for f in files:
-            objs = dump_log(f, print_data=print_data or filtering or decode is not None) if f.suffix == ".log" \
-                else dump_index(f)
-            if filtering:
-                objs = _filter_records(objs, lo, hi, kb, hdr)
-            if decode is not None:
-                objs = (_decoded(o, decode, as_json) for o in objs)
+            if f.suffix == ".log":
+                objs: Any = dump_log(f, print_data=print_data or filtering or decode is not None)
+                if committed is not None:
+                    objs = committed(objs)
+                if filtering:
+                    objs = _filter_records(objs, lo, hi, kb, hdr)
+                if decode is not None:
+                    objs = (_decoded(o, decode, as_json) for o in objs)
+            elif f.suffix == ".txnindex":
+                objs = dump_txn_index(f)
+            elif f.suffix == ".snapshot":
+                objs = dump_snapshot(f)
+            else:
+                objs = dump_index(f)
             if as_json:
                 echo_json_lines({"file": str(f), **o} for o in objs)
             else:
@@ -294,7 +319,7 @@ def dump(path: str, print_data: bool, from_time: str | None, to_time: str | None
                 for o in objs:
                     click.echo(_text_line({"file": str(f), **o}))
                     n += 1
-                if n == 0 and f.suffix != ".log":
+                if n == 0 and f.suffix not in (".log", ".snapshot"):
                     click.echo(f"{f} is empty.")
             done += f.stat().st_size
             if prog is not None:
@@ -350,6 +375,22 @@ def _decoded(o: dict[str, Any], mode: str, as_json: bool) -> dict[str, Any]:
         d["headers"] = [{"key": h["key"], "value": conv(h["value"], mode)} for h in o["headers"]]
     d["decoded"] = mode
     return d
+
+
+def _committed_filter(p: Path) -> Callable[[Any], Iterator[dict[str, Any]]]:
+    """Drop the batches (and their records) a read_committed consumer of the partition never gets."""
+    from mqstore.storage.kafka.txn import partition_txn_state
+
+    state = partition_txn_state(p if p.is_dir() else p.parent)
+
+    def keep(objs: Any) -> Iterator[dict[str, Any]]:
+        show = True
+        for o in objs:
+            if o["type"] == "batch":
+                show = state.is_visible(o["baseOffset"] if "baseOffset" in o else o["offset"])
+            if o["type"] not in ("batch", "record") or show:
+                yield o
+    return keep
 
 
 @group.command("verify")
@@ -463,17 +504,34 @@ def rebuild_index(path: str, out_dir: str | None, index_interval_bytes: int, max
             r = rebuild_indexes(f, sub, index_interval_bytes=index_interval_bytes,
                                 max_index_size=max_index_bytes, progress=prog)
             rows.append(r)
+    txn = _rebuild_txn(jobs)
     if as_json:
-        echo_json_lines(vars(r) for r in rows)
+        echo_json_lines({**vars(r), "txn_index_path": txn[str(r.log_path)][0], "aborted_txns": txn[str(r.log_path)][1]}
+                        for r in rows)
     else:
         print_table("rebuilt indexes", ["segment", "batches", "valid bytes", "offset entries", "time entries",
-                                        "next offset"],
+                                        "aborted txns", "next offset"],
                     [(_segment_label(p, r.log_path), r.batches, r.valid_bytes, r.offset_entries, r.time_entries,
-                      r.next_offset) for r in rows])
+                      txn[str(r.log_path)][1], r.next_offset) for r in rows])
     for r in rows:
         if r.truncated_bytes:
             click.echo(f"warning: {r.log_path}: {r.truncated_bytes} invalid bytes from position {r.valid_bytes} "
                        f"({r.error or r.stop}); indexes cover the valid prefix, the .log was not modified", err=True)
+
+
+def _rebuild_txn(jobs: list[tuple[Path, str | None]]) -> dict[str, tuple[str | None, int]]:
+    """The .txnindex of the rebuilt segments, per partition (a transaction may begin in an
+    earlier segment, so the whole partition is read): log path → (file written or None, entries)."""
+    from mqstore.storage.kafka.txn import rebuild_txn_indexes
+
+    groups: dict[tuple[Path, str | None], dict[int, Path]] = {}
+    for f, sub in jobs:
+        groups.setdefault((f.parent, sub), {})[int(f.name.split(".", 1)[0])] = f
+    out: dict[str, tuple[str | None, int]] = {}
+    for (directory, sub), logs in groups.items():
+        for r in rebuild_txn_indexes(directory, sub, only=set(logs)):
+            out[str(logs[r.segment])] = (r.path if r.written else None, r.entries)
+    return out
 
 
 def _segment_label(root: Path, log_path: str) -> str:

@@ -120,13 +120,17 @@ def select(found: Mapping[TopicPartition, str], opts: KafkaLogOptions) -> dict[T
     return dict(sorted(chosen.items()))
 
 
-def partition_info(tp: TopicPartition, path: str) -> PartitionInfo:
+def partition_info(tp: TopicPartition, path: str, *, read_committed: bool = False) -> PartitionInfo:
+    """Offsets of one partition; with ``read_committed`` its end is the last stable offset (what a
+    read_committed consumer's ``endOffsets`` answers), so an open transaction is read later."""
     with PartitionLog.open(path, read_only=True) as log:
-        return PartitionInfo(tp[0], tp[1], path, log.log_start_offset, log.log_end_offset)
+        end = log.last_stable_offset() if read_committed else log.log_end_offset
+        return PartitionInfo(tp[0], tp[1], path, log.log_start_offset, end)
 
 
 def discover_partitions(opts: KafkaLogOptions) -> list[PartitionInfo]:
-    return [partition_info(tp, d) for tp, d in select(discover(opts.paths), opts).items()]
+    return [partition_info(tp, d, read_committed=opts.read_committed)
+            for tp, d in select(discover(opts.paths), opts).items()]
 
 
 # ----------------------------------------------------------------------------- offsets

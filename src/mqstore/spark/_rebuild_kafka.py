@@ -48,3 +48,21 @@ def rebuild_segment(task: SegmentTask) -> dict[str, object]:
     r = rebuild_indexes(task.log_path, task.out_dir, index_interval_bytes=task.index_interval_bytes,
                         max_index_size=task.max_index_bytes)
     return {"partition": task.partition, **vars(r)}
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionTxnTask:
+    directory: str
+    out_dir: str
+    partition: str
+    bases: tuple[int, ...]
+
+
+def rebuild_partition_txn(task: PartitionTxnTask) -> dict[str, object]:
+    """One Spark task per partition: its segments' ``.txnindex`` (a transaction may span
+    segments, so the whole partition is read), the same code and bytes as the local command."""
+    from mqstore.storage.kafka.txn import rebuild_txn_indexes
+
+    res = rebuild_txn_indexes(task.directory, task.out_dir, only=set(task.bases))
+    return {"partition": task.partition, "files": sum(1 for r in res if r.written and r.entries),
+            "aborted_txns": sum(r.entries for r in res)}

@@ -72,6 +72,8 @@ class KafkaRebuildStats:
     seconds: float
     out: str
     results: list[dict[str, Any]] = field(default_factory=list)
+    txn_index_files: int = 0  # .txnindex files written (segments where aborted transactions end)
+    aborted_txns: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -261,9 +263,16 @@ def rebuild_kafka(spark: SparkSession, path: str | os.PathLike[str], out: str | 
                   progress: ProgressFn | None = None) -> KafkaRebuildStats:
     """Regenerate the ``.index``/``.timeindex`` of every segment under ``path`` (a ``.log``, a
     partition directory or a log directory of partition directories) into ``out``, one Spark
-    task per segment, byte-identical to ``mqstore kafka rebuild-index``.  For a log directory
-    the files of partition ``P`` go to ``out/P/``."""
-    from mqstore.spark._rebuild_kafka import SegmentTask, find_segments, rebuild_segment
+    task per segment, byte-identical to ``mqstore kafka rebuild-index``; then the ``.txnindex``
+    files, one task per partition (transactions span segments).  For a log directory the files
+    of partition ``P`` go to ``out/P/``."""
+    from mqstore.spark._rebuild_kafka import (
+        PartitionTxnTask,
+        SegmentTask,
+        find_segments,
+        rebuild_partition_txn,
+        rebuild_segment,
+    )
 
     t0 = time.perf_counter()
     if isinstance(index_interval_bytes, bool) or not isinstance(index_interval_bytes, int) or index_interval_bytes < 0:
@@ -282,6 +291,12 @@ def rebuild_kafka(spark: SparkSession, path: str | os.PathLike[str], out: str | 
     sc = spark.sparkContext
     with phase(sc, "rebuild Kafka indexes", progress):
         results = sc.parallelize(tasks, len(tasks)).map(rebuild_segment).collect()
+    groups: dict[tuple[str, str, str], list[int]] = {}
+    for part, log, od in segs:
+        groups.setdefault((part, str(log.parent), str(od)), []).append(int(log.name.split(".", 1)[0]))
+    txn_tasks = [PartitionTxnTask(d, od, part, tuple(b)) for (part, d, od), b in groups.items()]
+    with phase(sc, "rebuild Kafka transaction indexes", progress):
+        txn = sc.parallelize(txn_tasks, len(txn_tasks)).map(rebuild_partition_txn).collect()
     results.sort(key=lambda r: (str(r["partition"]), int(r["base_offset"])))  # type: ignore[call-overload]
     return KafkaRebuildStats(
         partitions=len({r["partition"] for r in results}), segments=len(results),
@@ -290,4 +305,6 @@ def rebuild_kafka(spark: SparkSession, path: str | os.PathLike[str], out: str | 
         time_entries=sum(int(r["time_entries"]) for r in results),  # type: ignore[call-overload]
         truncated_segments=sum(1 for r in results if r["truncated_bytes"]),
         seconds=round(time.perf_counter() - t0, 3), out=str(out_p), results=results,
+        txn_index_files=sum(int(t["files"]) for t in txn),  # type: ignore[call-overload]
+        aborted_txns=sum(int(t["aborted_txns"]) for t in txn),  # type: ignore[call-overload]
     )

@@ -45,8 +45,9 @@ from mqstore.errors import (
     StoreError,
     StoreNotFoundError,
 )
-from mqstore.formats.kafka.batch import Record, SimpleRecord, encode_batch, set_base_offset
+from mqstore.formats.kafka.batch import Record, SimpleRecord, encode_batch, peek_batch, set_base_offset
 from mqstore.formats.kafka.compression import Compression
+from mqstore.formats.kafka.txn import AbortedTxn
 from mqstore.kernels.kafka.batches import STOP_END, check_crcs, scan_batches
 from mqstore.storage.kafka.layout import (
     INDEX_SUFFIXES,
@@ -66,6 +67,13 @@ from mqstore.storage.kafka.segment import (
     RollParams,
     TimestampAndOffset,
     now_ms,
+)
+from mqstore.storage.kafka.txn import (
+    TxnState,
+    check_isolation,
+    expected_txn_indexes,
+    partition_txn_columns,
+    txn_state_of,
 )
 from mqstore.storage.locks import PartitionLock
 from mqstore.storage.mapped import ensure_inside
@@ -170,6 +178,8 @@ class PartitionLog:
         self.deleted_files: list[str] = []
         self._last_flush_ms = now_ms()
         self._lock: PartitionLock | None = None
+        self._txn_cache: tuple[Any, TxnState] | None = None
+        self._aborted_cache: tuple[Any, list[AbortedTxn]] | None = None
 
     # ------------------------------------------------------------------ open / load (§4.7)
     @classmethod
@@ -469,17 +479,56 @@ class PartitionLog:
         self._last_flush_ms = now_ms()
 
     # ------------------------------------------------------------------ reads
-    def read(self, start_offset: int, max_size: int, min_one_message: bool = False) -> FetchDataInfo:
+    def read(self, start_offset: int, max_size: int, min_one_message: bool = False, *,
+             isolation: str = "read_uncommitted") -> FetchDataInfo:
         """Raw batches from the one holding ``start_offset`` (may start below it), across segments.
 
         ``start_offset == log_end_offset`` gives empty records; outside
         ``[log_start_offset, log_end_offset]`` raises :class:`OffsetOutOfRangeError`.
+
+        ``isolation="read_committed"`` reads as the broker serves a ``read_committed`` fetch: only
+        whole batches below the last stable offset, and ``aborted_transactions`` lists the aborted
+        transactions (:class:`~mqstore.formats.kafka.txn.AbortedTxn`) overlapping them, which the
+        consumer uses to drop aborted records (:meth:`iter_records` does that filtering).
         """
         self._check_open()
+        committed = check_isolation(isolation)
         if start_offset < self.log_start_offset or start_offset > self.log_end_offset:
             raise OffsetOutOfRangeError(
                 f"offset {start_offset} is outside the log range [{self.log_start_offset}, {self.log_end_offset}]",
                 path=str(self.dir))
+        res = self._read_raw(start_offset, max_size, min_one_message)
+        if not committed:
+            return res
+        state = self.txn_state()
+        lso = state.last_stable_offset
+        data = res.records
+        cut = 0
+        pos = 0
+        while pos < len(data):
+            ref = peek_batch(data, pos, len(data))
+            if ref is None or ref.base_offset >= lso:
+                break
+            pos += ref.size
+            cut = pos
+        data = data[:cut]
+        upper = self._next_offset_after(data, start_offset)
+        aborted = [t for t in self._aborted_txns() if t.last_offset >= start_offset and t.first_offset < upper]
+        return FetchDataInfo(res.offset_metadata, data, res.first_entry_incomplete, aborted)
+
+    @staticmethod
+    def _next_offset_after(data: bytes, default: int) -> int:
+        nxt = default
+        pos = 0
+        while pos < len(data):
+            ref = peek_batch(data, pos, len(data))
+            if ref is None:
+                break
+            nxt = ref.last_offset + 1
+            pos += ref.size
+        return nxt
+
+    def _read_raw(self, start_offset: int, max_size: int, min_one_message: bool) -> FetchDataInfo:
         i = max(bisect.bisect_right(self._bases, start_offset) - 1, 0)
         for seg in self._segments[i:]:
             res = seg.read(start_offset, max_size, min_one_message)
@@ -488,11 +537,49 @@ class PartitionLog:
         active = self.active_segment
         return FetchDataInfo(LogOffsetMetadata(start_offset, active.base_offset, active.size), b"")
 
-    def iter_records(self, start_offset: int | None = None, end_offset: int | None = None) -> Iterator[Record]:
-        """Every record with ``start_offset ≤ offset < end_offset`` (control records included)."""
+    def txn_state(self) -> TxnState:
+        """The transaction state of the whole log (cached until the log end moves): last stable
+        offset (offline, high watermark = log end) and the ranges a ``read_committed`` consumer skips."""
+        key = (self.log_end_offset, len(self._segments), self._segments[0].base_offset if self._segments else -1)
+        cached = self._txn_cache
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        cols = partition_txn_columns(self.dir, logs=[s.log_path for s in self._segments])
+        state = txn_state_of(cols, self.log_start_offset)
+        self._txn_cache = (key, state)
+        self._aborted_cache = None
+        return state
+
+    def _aborted_txns(self) -> list[AbortedTxn]:
+        state = self.txn_state()
+        cached = self._aborted_cache
+        if cached is not None and cached[0] is state:
+            return cached[1]
+        per_seg = expected_txn_indexes(self.dir, state.columns)
+        txns = [t for b in sorted(per_seg) for t in per_seg[b]]
+        self._aborted_cache = (state, txns)
+        return txns
+
+    def last_stable_offset(self) -> int:
+        """The first offset of the earliest open transaction, else the log end offset."""
         self._check_open()
+        return self.txn_state().last_stable_offset
+
+    def iter_records(self, start_offset: int | None = None, end_offset: int | None = None, *,
+                     isolation: str = "read_uncommitted") -> Iterator[Record]:
+        """Every record with ``start_offset ≤ offset < end_offset`` (control records included).
+
+        ``isolation="read_committed"`` yields what a ``read_committed`` consumer receives: no
+        control records, no records of aborted transactions, nothing at or past the last stable
+        offset (a transaction still open at the log end hides everything after its first offset).
+        """
+        self._check_open()
+        committed = check_isolation(isolation)
         lo = self.log_start_offset if start_offset is None else start_offset
         hi = self.log_end_offset if end_offset is None else end_offset
+        state = self.txn_state() if committed else None
+        if state is not None:
+            hi = min(hi, state.last_stable_offset)
         i = max(bisect.bisect_right(self._bases, lo) - 1, 0)
         for seg in self._segments[i:]:
             if seg.base_offset >= hi:
@@ -503,6 +590,8 @@ class PartitionLog:
             for ref in seg.batches(t.position):
                 if ref.last_offset < lo:
                     continue
+                if state is not None and ref.base_offset < hi and not state.is_visible(ref.base_offset):
+                    continue  # a control batch or an aborted transaction's batch: skipped whole
                 recs, _ = seg.records_of(ref)
                 for r in recs:
                     if r.offset >= hi:

@@ -14,7 +14,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -154,6 +154,9 @@ class FetchDataInfo:
     offset_metadata: LogOffsetMetadata
     records: bytes
     first_entry_incomplete: bool = False
+    # read_committed reads only: the aborted transactions overlapping the returned batches
+    # (Kafka's FetchResponse abortedTransactions), else None
+    aborted_transactions: list[Any] | None = None
 
     @property
     def position(self) -> int:

@@ -19,7 +19,12 @@ Verification problems (any of them makes ``verify`` fail):
   offset of a later batch of the same append is what a follower writes: it is reported as a note
   (``multi_batch_entry``), a problem only with ``strict=True`` (Kafka would list it);
 * ``time_index_offset_not_found`` / ``time_index_timestamp_mismatch`` /
-  ``time_index_out_of_order`` – Kafka's ``dumpTimeIndex`` checks.
+  ``time_index_out_of_order`` – Kafka's ``dumpTimeIndex`` checks;
+* ``txnindex_corrupt`` / ``txnindex_mismatch`` – a ``.txnindex`` that is cut, of an unknown
+  version, or differs from the aborted transactions replayed from the log (a missing one is the
+  note ``txnindex_missing``); ``snapshot_corrupt`` / ``snapshot_mismatch`` – a
+  producer ``.snapshot`` failing its CRC/layout or disagreeing with the replayed producer state
+  (see :mod:`mqstore.storage.kafka.txn`).
 """
 
 from __future__ import annotations
@@ -279,6 +284,10 @@ def verify_path(path: str | os.PathLike[str], *, strict: bool = False,
         if not f.exists():
             raise StoreNotFoundError("segment log file not found", path=str(f))
         verify_segment(f, report, strict=strict, progress=progress, active=last is not None and f == last)
+    if p.is_dir():
+        from mqstore.storage.kafka.txn import verify_txn_indexes
+
+        verify_txn_indexes(p, report)
     return report
 
 
@@ -403,3 +412,25 @@ def dump_index(path: Path) -> Iterator[dict[str, Any]]:
     else:
         raise InvalidArgumentError("not an index file", path=str(path))
     idx.close()
+
+
+def dump_txn_index(path: Path) -> Iterator[dict[str, Any]]:
+    """Entries of a ``.txnindex`` (typed error on a partial entry or an unknown version)."""
+    from mqstore.storage.kafka.txn import read_txn_index
+
+    for t in read_txn_index(path):
+        yield {"type": "aborted_txn", "version": t.version, "producerId": t.producer_id,
+               "firstOffset": t.first_offset, "lastOffset": t.last_offset, "lastStableOffset": t.last_stable_offset}
+
+
+def dump_snapshot(path: Path) -> Iterator[dict[str, Any]]:
+    """Header and producer entries of a producer-state ``.snapshot`` (CRC checked)."""
+    from mqstore.storage.kafka.txn import read_producer_snapshot
+
+    snap = read_producer_snapshot(path)
+    yield {"type": "snapshot", "version": snap.version, "crc": snap.crc, "producers": len(snap.entries)}
+    for e in snap.entries:
+        yield {"type": "producer_entry", "producerId": e.producer_id, "producerEpoch": e.epoch,
+               "lastSequence": e.last_sequence, "lastOffset": e.last_offset, "offsetDelta": e.offset_delta,
+               "timestamp": e.timestamp, "coordinatorEpoch": e.coordinator_epoch,
+               "currentTxnFirstOffset": e.current_txn_first_offset}
