@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from mqstore.cli.common import echo_json_lines, handle_errors, json_option, print_table, to_json
+from mqstore.cli.common import echo_json_lines, handle_errors, json_option, print_table, progress, to_json
 from mqstore.errors import InvalidArgumentError, StoreNotFoundError
 
 
@@ -21,19 +21,8 @@ def group() -> None:
 
 @contextmanager
 def _progress(label: str) -> Iterator[Callable[[int, int], None] | None]:
-    """A rich progress bar when stdout is a terminal, else nothing."""
-    if not sys.stdout.isatty():
-        yield None
-        return
-    from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn, TransferSpeedColumn
-
-    with Progress("[progress.description]{task.description}", BarColumn(), DownloadColumn(),
-                  TransferSpeedColumn(), TimeRemainingColumn(), transient=True) as prog:
-        task = prog.add_task(label, total=None)
-
-        def update(done: int, total: int) -> None:
-            prog.update(task, completed=done, total=total)
-
+    """The CLI's one progress display (:func:`mqstore.cli.common.progress`: on stderr when it is a terminal)."""
+    with progress(label) as update:
         yield update
 
 
@@ -80,9 +69,11 @@ def _control_text(obj: dict[str, Any]) -> str:
     return f" controlType: UNKNOWN({obj.get('controlTypeId')})"
 
 
-def _fmt_bytes(b: bytes | None) -> str:
+def _fmt_bytes(b: bytes | str | None) -> str:
     if b is None:
         return "null"
+    if isinstance(b, str):  # already decoded (--decode)
+        return b
     try:
         return b.decode("utf-8")
     except UnicodeDecodeError:
@@ -263,16 +254,32 @@ def _dump_log_dir(p: Path, as_json: bool) -> None:
 @click.option("--isolation", type=click.Choice(["read_uncommitted", "read_committed"]), default="read_uncommitted",
               show_default=True, help="read_committed: only the batches a read_committed consumer receives "
               "(no control batches, no aborted transactions, nothing from the last stable offset on).")
+@click.option("--from-time", default=None, help="Only records with a timestamp from this (inclusive): ISO 8601 or ms.")
+@click.option("--to-time", default=None, help="Only records with a timestamp up to this (inclusive): ISO 8601 or ms.")
+@click.option("--key", default=None, help="Only records with this key (UTF-8).")
+@click.option("--header", "header", default=None, help="Only records with this header: KEY or KEY=VALUE.")
+@click.option("--decode", default=None, help="Show keys, values and header values as utf8, hex or json.")
 @json_option
 @handle_errors
-def dump(path: str, print_data: bool, isolation: str, as_json: bool) -> None:
+def dump(path: str, print_data: bool, isolation: str, from_time: str | None, to_time: str | None, key: str | None,
+         header: str | None, decode: str | None, as_json: bool) -> None:
     """Print the batches of a .log, the entries of a .index/.timeindex/.txnindex, a producer
     .snapshot, a whole partition directory, a log directory (one summary per partition), or a
     checkpoint / meta.properties / partition.metadata / leader-epoch-checkpoint /
-    .kafka_cleanshutdown file."""
+    .kafka_cleanshutdown file.
+
+    With a record filter (--from-time/--to-time/--key/--header) only the matching records are
+    printed, each after its batch line, and index files are left out."""
+    from mqstore.cli.filters import check_decoder, check_time_range, parse_header_filter, parse_time
     from mqstore.storage.kafka.logdir import is_log_dir
     from mqstore.storage.kafka.tools import dump_index, dump_log, dump_snapshot, dump_txn_index
 
+    lo, hi = parse_time(from_time, "--from-time"), parse_time(to_time, "--to-time")
+    check_time_range(lo, hi)
+    check_decoder(decode)
+    hdr = parse_header_filter(header)
+    kb = key.encode() if key is not None else None
+    filtering = lo is not None or hi is not None or kb is not None or hdr is not None
     p = _existing(path)
     if p.is_file() and p.name in _TEXT_FILES:
         _dump_text_file(p, as_json)
@@ -280,32 +287,96 @@ def dump(path: str, print_data: bool, isolation: str, as_json: bool) -> None:
     if is_log_dir(p):
         _dump_log_dir(p, as_json)
         return
-    if p.is_dir():
+    if p.is_dir() and not filtering:
         _dump_other_files(p, as_json)
     committed = _committed_filter(p) if isolation == "read_committed" else None
-    for f in _files_for_dump(p):
-        if f.suffix == ".log":
-            objs: Any = dump_log(f, print_data=print_data)
-            if committed is not None:
-                objs = committed(objs)
-        elif f.suffix in (".txnindex", ".snapshot"):
-            objs = (dump_txn_index if f.suffix == ".txnindex" else dump_snapshot)(f)
-            if p.is_dir():  # in a directory dump a bad file is shown, not fatal (verify judges it)
-                objs = _tolerant(objs)
+    files = _files_for_dump(p)
+    if filtering:
+        files = [f for f in files if f.suffix == ".log"]
+    total = sum(f.stat().st_size for f in files)
+    done = 0
+    with progress("dump") as prog:
+        for f in files:
+            if f.suffix == ".log":
+                objs: Any = dump_log(f, print_data=print_data or filtering or decode is not None)
+                if committed is not None:
+                    objs = committed(objs)
+                if filtering:
+                    objs = _filter_records(objs, lo, hi, kb, hdr)
+                if decode is not None:
+                    objs = (_decoded(o, decode, as_json) for o in objs)
+            elif f.suffix in (".txnindex", ".snapshot"):
+                objs = (dump_txn_index if f.suffix == ".txnindex" else dump_snapshot)(f)
+                if p.is_dir():  # in a directory dump a bad file is shown, not fatal (verify judges it)
+                    objs = _tolerant(objs)
+            else:
+                objs = dump_index(f)
+            if as_json:
+                echo_json_lines({"file": str(f), **o} for o in objs)
+            else:
+                click.echo(f"Dumping {f}")
+                if f.suffix == ".log":
+                    click.echo(f"Log starting offset: {int(f.name.split('.', 1)[0])}")
+                n = 0
+                for o in objs:
+                    click.echo(_text_line({"file": str(f), **o}))
+                    n += 1
+                if n == 0 and f.suffix not in (".log", ".snapshot"):
+                    click.echo(f"{f} is empty.")
+            done += f.stat().st_size
+            if prog is not None:
+                prog(done, total)
+
+
+def _record_matches(o: dict[str, Any], lo: int | None, hi: int | None, key: bytes | None,
+                    hdr: tuple[str, bytes | None] | None) -> bool:
+    if "controlType" in o:
+        return False
+    ts = o.get("timestamp")
+    if lo is not None and (ts is None or ts < lo):
+        return False
+    if hi is not None and (ts is None or ts > hi):
+        return False
+    if key is not None and o.get("key") != key:
+        return False
+    if hdr is not None:
+        hk, hv = hdr
+        if not any(h["key"] == hk and (hv is None or h["value"] == hv) for h in o.get("headers", [])):
+            return False
+    return True
+
+
+def _filter_records(objs: Iterator[dict[str, Any]], lo: int | None, hi: int | None, key: bytes | None,
+                    hdr: tuple[str, bytes | None] | None) -> Iterator[dict[str, Any]]:
+    """Only the matching records, each batch line before its first match (tails are kept)."""
+    batch: dict[str, Any] | None = None
+    for o in objs:
+        if o["type"] == "batch":
+            batch = o
+        elif o["type"] == "record":
+            if _record_matches(o, lo, hi, key, hdr):
+                if batch is not None:
+                    yield batch
+                    batch = None
+                yield o
         else:
-            objs = dump_index(f)
-        if as_json:
-            echo_json_lines({"file": str(f), **o} for o in objs)
-            continue
-        click.echo(f"Dumping {f}")
-        if f.suffix == ".log":
-            click.echo(f"Log starting offset: {int(f.name.split('.', 1)[0])}")
-        n = 0
-        for o in objs:
-            click.echo(_text_line({"file": str(f), **o}))
-            n += 1
-        if n == 0 and f.suffix not in (".log", ".snapshot"):
-            click.echo(f"{f} is empty.")
+            yield o
+
+
+def _decoded(o: dict[str, Any], mode: str, as_json: bool) -> dict[str, Any]:
+    """A record dict whose key, value and header values are shown as ``mode``."""
+    if o.get("type") != "record" or "controlType" in o:
+        return o
+    from mqstore.cli.filters import decode_text, decode_value
+
+    conv = decode_value if as_json else decode_text
+    d = dict(o)
+    d["key"] = conv(o.get("key"), mode)
+    d["value"] = conv(o.get("value"), mode)
+    if "headers" in o:
+        d["headers"] = [{"key": h["key"], "value": conv(h["value"], mode)} for h in o["headers"]]
+    d["decoded"] = mode
+    return d
 
 
 def _tolerant(objs: Any) -> Iterator[dict[str, Any]]:
@@ -530,3 +601,13 @@ def lookup(path: str, offset: int | None, timestamp: int | None, as_json: bool) 
         click.echo(to_json(d))
     else:
         print_table(None, list(d), [list(d.values())])
+
+
+def _register_more() -> None:
+    """Commands that live in their own modules (report)."""
+    from mqstore.cli.report import kafka_report
+
+    group.add_command(kafka_report)
+
+
+_register_more()

@@ -58,6 +58,7 @@ KERNEL_MODULES = (
     "mqstore.kernels.kafka.index_search",
     "mqstore.kernels.kafka.records",
     "mqstore.kernels.kafka_txn",
+    "mqstore.kernels.report",
 )
 
 
