@@ -10,6 +10,7 @@ from typing import Any
 
 import click
 
+from mqstore.cli import kafka_internal
 from mqstore.cli.common import echo_json_lines, handle_errors, json_option, print_table, to_json
 from mqstore.errors import InvalidArgumentError, StoreNotFoundError
 
@@ -48,10 +49,13 @@ def _files_for_dump(p: Path) -> list[Path]:
     if p.is_dir():
         files = sorted(f for f in p.iterdir()
                        if f.suffix in (".log", ".index", ".timeindex") and f.name.split(".", 1)[0].isdigit())
-        if not files:
+        extra = kafka_internal.extra_files(p)  # KRaft snapshots, quorum-state
+        if not files and not extra:
             raise StoreNotFoundError("no Kafka segment files in directory", path=str(p))
         order = {".log": 0, ".index": 1, ".timeindex": 2}
-        return sorted(files, key=lambda f: (f.name.split(".", 1)[0], order[f.suffix]))
+        return sorted(files, key=lambda f: (f.name.split(".", 1)[0], order[f.suffix])) + extra
+    if kafka_internal.is_extra_file(p):
+        return [p]
     if p.suffix not in (".log", ".index", ".timeindex"):
         raise InvalidArgumentError("expected a partition directory or a .log/.index/.timeindex file", path=str(p))
     return [p]
@@ -68,6 +72,9 @@ def _fmt_bytes(b: bytes | None) -> str:
 
 def _text_line(obj: dict[str, Any]) -> str:
     t = obj["type"]
+    extra = kafka_internal.extra_text_line(obj)
+    if extra is not None:
+        return extra
     if t == "batch" and "baseOffset" in obj:
         return ("baseOffset: {baseOffset} lastOffset: {lastOffset} count: {count} baseSequence: {baseSequence} "
                 "lastSequence: {lastSequence} producerId: {producerId} producerEpoch: {producerEpoch} "
@@ -85,8 +92,12 @@ def _text_line(obj: dict[str, Any]) -> str:
             s += f" sequence: {obj['sequence']} headerKeys: [{','.join(obj['headerKeys'])}]"
         if "controlType" in obj:
             s += f" endTxnMarker: {obj['controlType']} coordinatorEpoch: {obj['coordinatorEpoch']}"
+        elif (dec := kafka_internal.decoded_text(obj)) is not None:
+            s += dec
         else:
             s += f" key: {_fmt_bytes(obj['key'])} payload: {_fmt_bytes(obj['value'])}"
+            if "decoded" in obj:
+                s += f" decodeError: {obj['decoded']['decodeError']}"
             if obj.get("headers"):
                 s += " headers: " + ",".join(f"{h['key']}={_fmt_bytes(h['value'])}" for h in obj["headers"])
         return s
@@ -102,14 +113,22 @@ def _text_line(obj: dict[str, Any]) -> str:
 @group.command("dump")
 @click.argument("path", type=click.Path())
 @click.option("--print-data", is_flag=True, help="Also print every record (key, value, headers).")
+@kafka_internal.decoder_option
 @json_option
 @handle_errors
-def dump(path: str, print_data: bool, as_json: bool) -> None:
+def dump(path: str, print_data: bool, decoder: str, as_json: bool) -> None:
     """Print the batches of a .log, the entries of a .index/.timeindex, or a whole partition directory."""
     from mqstore.storage.kafka.tools import dump_index, dump_log
 
     for f in _files_for_dump(_existing(path)):
-        objs = dump_log(f, print_data=print_data) if f.suffix == ".log" else dump_index(f)
+        dec = kafka_internal.resolve_decoder(decoder, f)
+        data = print_data or (decoder != "auto" and dec != "none")
+        if kafka_internal.is_extra_file(f):
+            objs = kafka_internal.annotate(kafka_internal.dump_extra(f, data), dec)
+        elif f.suffix == ".log":
+            objs = kafka_internal.annotate(dump_log(f, print_data=data), dec)
+        else:
+            objs = dump_index(f)
         if as_json:
             echo_json_lines({"file": str(f), **o} for o in objs)
             continue
@@ -133,7 +152,13 @@ def verify(path: str, strict: bool, as_json: bool) -> None:
 
     p = _existing(path)
     with _progress("verify") as prog:
-        report = verify_path(p, strict=strict, progress=prog)
+        if kafka_internal.is_extra_file(p):  # one KRaft snapshot / quorum-state
+            from mqstore.storage.kafka.tools import VerifyReport
+
+            report = VerifyReport()
+        else:
+            report = verify_path(p, strict=strict, progress=prog)
+        kafka_internal.verify_extra(p, report)
     if as_json:
         click.echo(to_json({
             "ok": report.ok, "segments": report.segments, "batches": report.batches, "bytes": report.bytes,
@@ -247,3 +272,6 @@ def lookup(path: str, offset: int | None, timestamp: int | None, as_json: bool) 
         click.echo(to_json(d))
     else:
         print_table(None, list(d), [list(d.values())])
+
+
+kafka_internal.register(group)
