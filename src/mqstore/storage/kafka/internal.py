@@ -22,15 +22,27 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from mqstore.errors import CorruptDataError, StoreNotFoundError
 from mqstore.formats.kafka.batch import (
     ControlRecordType,
+    batch_body,
     decode_batch_header,
     iter_records,
 )
 from mqstore.formats.kafka.coordinator_records import OFFSETS_TOPIC, decode_coordinator_record
 from mqstore.formats.kafka.metadata_records import decode_metadata_record
 from mqstore.formats.kafka.quorum_state import decode_quorum_state
+from mqstore.kernels.kafka_offsets import (
+    KIND_BAD,
+    KIND_COMMIT,
+    KIND_OTHER,
+    KIND_TOMBSTONE,
+    parse_offset_commits,
+    record_spans,
+    transaction_fate,
+)
 from mqstore.storage.kafka.log import PartitionLog
 from mqstore.storage.kafka.rebuild import MappedLog, analyze_log
 from mqstore.storage.kafka.tools import VerifyReport
@@ -230,21 +242,80 @@ def _partition_dirs(logdir: Path) -> Iterator[tuple[str, int, Path]]:
             yield topic, int(part), d
 
 
-def _iter_partition_records(d: Path) -> Iterator[tuple[Any, Any]]:
-    """Every record of the valid batches of a partition directory, in log order, with its batch."""
-    logs = sorted((f for f in d.iterdir() if f.suffix == ".log" and f.name.split(".", 1)[0].isdigit()),
-                  key=lambda f: int(f.name.split(".", 1)[0]))
-    for f in logs:
-        with MappedLog(f) as ml:
-            mm = ml.mm
-            a = analyze_log(mm)
-            scan = a.scan
-            for i in range(int(scan["count"])):
-                if not a.crc_ok[i] or int(scan["magic"][i]) != 2:
-                    continue
-                h = decode_batch_header(mm, int(scan["position"][i]), path=str(f))
-                for r in iter_records(mm, h, path=str(f)):
-                    yield h, r
+@dataclass
+class _SegmentRecords:
+    """Per-record columns of one segment of ``__consumer_offsets`` (pass 1 of the replay)."""
+
+    path: Path
+    cols: dict[str, np.ndarray]
+    other: list[tuple[int, bytes | None, bytes | None, int]]  # (record index, key, value, offset)
+
+
+def _segment_buffer(f: Path, mm: Any, report: ConsumersReport | None) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """The segment's bytes (plus the decompressed bodies of compressed batches appended) and the
+    columns of its valid v2 batches: ``body_start``, ``body_end``, ``count``, ``attributes``,
+    ``producer_id``, ``base_offset``."""
+    a = analyze_log(mm)
+    scan = a.scan
+    buf = np.frombuffer(mm, dtype=np.uint8) if len(mm) else np.zeros(0, np.uint8)
+    keep = np.nonzero(a.crc_ok & (scan["magic"] == 2) & (scan["size"] >= 61))[0]
+    if report is not None and keep.shape[0] < int(scan["count"]):
+        report.problems.append(f"{f.parent.name}/{f.name}: {int(scan['count']) - keep.shape[0]} invalid batch(es) "
+                               "skipped")
+    pos = scan["position"][keep].astype(np.int64)
+    attrs = scan["attributes"][keep].astype(np.int64)
+    cols = {"body_start": pos + 61, "body_end": pos + scan["size"][keep].astype(np.int64),
+            "count": scan["record_count"][keep].astype(np.int64), "attributes": attrs,
+            "base_offset": scan["base_offset"][keep].astype(np.int64)}
+    if pos.shape[0]:
+        raw = buf[pos[:, None] + np.arange(43, 51)]  # producer id: int64 at byte 43 of the batch
+        cols["producer_id"] = raw.copy().view(">i8").reshape(-1).astype(np.int64)
+    else:
+        cols["producer_id"] = np.zeros(0, np.int64)
+    comp = np.nonzero((attrs & 7) != 0)[0]
+    if comp.shape[0]:
+        extra = bytearray()
+        for i in comp.tolist():
+            h = decode_batch_header(mm, int(pos[i]), path=str(f))
+            body = batch_body(mm, h, path=str(f))
+            cols["body_start"][i] = buf.shape[0] + len(extra)
+            extra += body
+            cols["body_end"][i] = buf.shape[0] + len(extra)
+        buf = np.concatenate([buf, np.frombuffer(bytes(extra), dtype=np.uint8)])
+    return buf, cols
+
+
+def _scan_segment(f: Path, report: ConsumersReport) -> _SegmentRecords:
+    with MappedLog(f) as ml:
+        buf, b = _segment_buffer(f, ml.mm, report)
+        sp = record_spans(buf, b["body_start"], b["body_end"], b["count"])
+        for i in np.nonzero(~sp["ok"])[0].tolist():
+            report.problems.append(f"{f.parent.name}/{f.name}: records of the batch at offset "
+                                   f"{int(b['base_offset'][i])} do not parse; skipped")
+        bi = sp["batch"]
+        attrs = b["attributes"][bi]
+        is_control = (attrs & 0x20) != 0
+        ks, kl, vs, vl = sp["key_start"], sp["key_len"], sp["val_start"], sp["val_len"]
+        ctype = np.full(ks.shape[0], -1, np.int64)
+        has = is_control & (kl >= 4)
+        if has.any():
+            kp = ks[has]
+            ctype[has] = (buf[kp + 2].astype(np.int64) << 8) | buf[kp + 3].astype(np.int64)
+        cols = parse_offset_commits(buf, ks, kl, vs, vl)
+        cols["kind"][is_control] = -1
+        cols["is_txn"] = (attrs & 0x10) != 0
+        cols["is_marker"] = is_control & ((ctype == ControlRecordType.COMMIT) | (ctype == ControlRecordType.ABORT))
+        cols["marker_commit"] = ctype == ControlRecordType.COMMIT
+        cols["producer_id"] = b["producer_id"][bi]
+        cols["record_offset"] = b["base_offset"][bi] + sp["offset_delta"]
+        cols["key_start"], cols["val_start"], cols["val_len"] = ks, vs, vl
+        other = []
+        for i in np.nonzero((cols["kind"] == KIND_OTHER) | (cols["kind"] == KIND_BAD))[0].tolist():
+            key = None if kl[i] < 0 else bytes(buf[ks[i]:ks[i] + kl[i]])
+            val = None if vl[i] < 0 else bytes(buf[vs[i]:vs[i] + vl[i]])
+            other.append((i, key, val, int(cols["record_offset"][i])))
+        del buf
+    return _SegmentRecords(f, cols, other)
 
 
 def consumer_groups(logdir: str | os.PathLike[str], group: str | None = None) -> ConsumersReport:
@@ -256,95 +327,71 @@ def consumer_groups(logdir: str | os.PathLike[str], group: str | None = None) ->
     ABORT drops them); the latest GroupMetadata / ConsumerGroupMetadata record gives the group's
     protocol, generation or epoch, and members.  The lag uses the log end offset of the
     ``topic-partition`` directory when it is in ``logdir`` (else it is unknown).
+
+    The offset commits (nearly all records) never become Python objects one by one: compiled
+    kernels (:mod:`mqstore.kernels.kafka_offsets`) give their fields as columns, numpy keeps the
+    last one per key, and only the survivors are turned into :class:`CommittedOffset`.
     """
     root = Path(logdir)
     if not root.is_dir():
         raise StoreNotFoundError("log directory not found", path=str(root))
-    parts = [(t, p, d) for t, p, d in _partition_dirs(root)]
+    parts = list(_partition_dirs(root))
     offsets_dirs = [d for t, _p, d in parts if t == OFFSETS_TOPIC]
     if not offsets_dirs:
         raise StoreNotFoundError(f"no {OFFSETS_TOPIC}-N partition directory in the log directory", path=str(root))
     report = ConsumersReport(groups={}, offsets_partitions=[d.name for d in offsets_dirs])
-    commits: dict[tuple[str, str, int], CommittedOffset] = {}
     groups = report.groups
     members: dict[str, set[str]] = {}
-
-    def grp(name: str) -> GroupInfo:
-        g = groups.get(name)
-        if g is None:
-            g = groups[name] = GroupInfo(name)
-        return g
-
+    survivors: list[tuple[_SegmentRecords, np.ndarray]] = []
     for d in sorted(offsets_dirs, key=lambda x: int(x.name.rpartition("-")[2])):
-        pending: dict[int, list[tuple[str, Any]]] = {}  # producer id -> transactional commits
-        for h, r in _iter_partition_records(d):
-            if h.is_control:
-                ctype = _control_type(r.key)
-                txn = pending.pop(h.producer_id, [])
-                if ctype == ControlRecordType.COMMIT:
-                    for kind, rec in txn:
-                        _apply(kind, rec, commits)
-                continue
-            report.records += 1
-            try:
-                dec = decode_coordinator_record("offsets", r.key, r.value)
-            except CorruptDataError as exc:
-                report.decode_errors += 1
-                if len(report.problems) < 20:
-                    report.problems.append(f"{d.name} offset {r.offset}: {exc.message}")
-                continue
-            t = dec["type"]
-            if t == "OffsetCommit":
-                k = dec["key"]
-                if group is not None and k["group"] != group:
+        logs = sorted((f for f in d.iterdir() if f.suffix == ".log" and f.name.split(".", 1)[0].isdigit()),
+                      key=lambda f: int(f.name.split(".", 1)[0]))
+        segs = [_scan_segment(f, report) for f in logs]
+        if not segs:
+            continue
+        cat = {k: np.concatenate([s.cols[k] for s in segs]) for k in ("kind", "h1", "h2", "producer_id", "is_txn",
+                                                                      "is_marker", "marker_commit")}
+        seg_of = np.concatenate([np.full(s.cols["kind"].shape[0], j, np.int64) for j, s in enumerate(segs)])
+        first = np.cumsum([0] + [s.cols["kind"].shape[0] for s in segs])
+        report.records += int(np.count_nonzero(cat["kind"] >= 0))
+        fate = transaction_fate(cat["producer_id"], cat["is_txn"], cat["is_marker"], cat["marker_commit"])
+        eff = np.nonzero(fate & ((cat["kind"] == KIND_COMMIT) | (cat["kind"] == KIND_TOMBSTONE)))[0]
+        if eff.shape[0]:
+            rev = eff[::-1]
+            keys = np.empty(rev.shape[0], dtype=[("h1", np.uint64), ("h2", np.uint64)])
+            keys["h1"], keys["h2"] = cat["h1"][rev], cat["h2"][rev]
+            _u, idx = np.unique(keys, return_index=True)
+            last = rev[idx]
+            last = last[cat["kind"][last] == KIND_COMMIT]
+            for j, s in enumerate(segs):
+                mine = last[seg_of[last] == j] - first[j]
+                if mine.shape[0]:
+                    survivors.append((s, np.sort(mine)))
+        for j, s in enumerate(segs):
+            for i, key, val, off in s.other:
+                if not fate[first[j] + i]:
                     continue
-                rec = (k, dec.get("value"), f"{d.name}@{r.offset}")
-                if h.is_transactional:
-                    pending.setdefault(h.producer_id, []).append(("commit", rec))
-                else:
-                    _apply("commit", rec, commits)
-            elif t == "GroupMetadata":
-                name = dec["key"]["group"]
-                if group is not None and name != group:
+                try:
+                    dec = decode_coordinator_record("offsets", key, val)
+                except CorruptDataError as exc:
+                    report.decode_errors += 1
+                    if len(report.problems) < 20:
+                        report.problems.append(f"{d.name} offset {off}: {exc.message}")
                     continue
-                v = dec.get("value")
-                if v is None:
-                    groups.pop(name, None)
+                if dec.get("unknown") or dec["type"] == "OffsetCommit":
+                    report.decode_errors += 1
+                    if len(report.problems) < 20:
+                        report.problems.append(f"{d.name} offset {off}: {dec['type']} record with key "
+                                               f"version {dec['keyVersion']} / value version "
+                                               f"{dec.get('valueVersion')} not decoded")
                     continue
-                g = grp(name)
-                g.kind = "classic"
-                g.protocol_type = v["protocolType"]
-                g.protocol = v["protocol"]
-                g.generation = v["generation"]
-                g.leader = v["leader"]
-                g.members = len(v["members"])
-            elif t in ("ConsumerGroupMetadata", "ShareGroupMetadata"):
-                name = dec["key"]["groupId"]
-                if group is not None and name != group:
-                    continue
-                v = dec.get("value")
-                if v is None:
-                    groups.pop(name, None)
-                    members.pop(name, None)
-                    continue
-                g = grp(name)
-                g.kind = "consumer" if t == "ConsumerGroupMetadata" else "share"
-                g.protocol_type = g.kind
-                g.generation = v["epoch"]
-            elif t in ("ConsumerGroupMemberMetadata", "ShareGroupMemberMetadata"):
-                name = dec["key"]["groupId"]
-                if group is not None and name != group:
-                    continue
-                ms = members.setdefault(name, set())
-                if dec.get("value") is None:
-                    ms.discard(dec["key"]["memberId"])
-                else:
-                    ms.add(dec["key"]["memberId"])
+                _apply_group_record(dec, group, groups, members)
+    commits = _materialize(survivors, group)
     for name, ms in members.items():
         if name in groups:
             groups[name].members = len(ms)
     ends: dict[tuple[str, int], int] = {}
-    wanted = {(c.topic, c.partition) for c in commits.values()}
+    wanted = {(c.topic, c.partition) for c in commits}
     for t, p, d in parts:
         if (t, p) in wanted:
             log = PartitionLog.open(d, read_only=True)
@@ -352,20 +399,69 @@ def consumer_groups(logdir: str | os.PathLike[str], group: str | None = None) ->
                 ends[(t, p)] = log.log_end_offset
             finally:
                 log.close()
-    for c in sorted(commits.values(), key=lambda c: (c.group, c.topic, c.partition)):
+    for c in sorted(commits, key=lambda c: (c.group, c.topic, c.partition)):
         c.log_end_offset = ends.get((c.topic, c.partition))
-        grp(c.group).offsets.append(c)
+        if c.group not in groups:
+            groups[c.group] = GroupInfo(c.group)
+        groups[c.group].offsets.append(c)
     for g in groups.values():
         g.state = "Stable" if g.members else "Empty"
     return report
 
 
-def _apply(kind: str, rec: tuple[dict[str, Any], dict[str, Any] | None, str],
-           commits: dict[tuple[str, str, int], CommittedOffset]) -> None:
-    k, v, where = rec
-    key = (k["group"], k["topic"], k["partition"])
-    if v is None:
-        commits.pop(key, None)
+def _materialize(survivors: list[tuple[_SegmentRecords, np.ndarray]], group: str | None) -> list[CommittedOffset]:
+    """CommittedOffset objects for the last commit of each key (pass 2: only these records)."""
+    out: list[CommittedOffset] = []
+    want = None if group is None else group.encode("utf-8")
+    for s, rows in survivors:
+        c = s.cols
+        with MappedLog(s.path) as ml:
+            buf, _b = _segment_buffer(s.path, ml.mm, None)
+            for i in rows.tolist():
+                g = bytes(buf[c["group_start"][i]:c["group_start"][i] + c["group_len"][i]])
+                if want is not None and g != want:
+                    continue
+                t = bytes(buf[c["topic_start"][i]:c["topic_start"][i] + c["topic_len"][i]])
+                m = bytes(buf[c["meta_start"][i]:c["meta_start"][i] + c["meta_len"][i]])
+                out.append(CommittedOffset(
+                    g.decode("utf-8", "replace"), t.decode("utf-8", "replace"), int(c["partition"][i]),
+                    int(c["offset"][i]), int(c["leader_epoch"][i]), m.decode("utf-8", "replace"),
+                    int(c["commit_timestamp"][i]), source=f"{s.path.parent.name}@{int(c['record_offset'][i])}"))
+            del buf
+    return out
+
+
+def _apply_group_record(dec: dict[str, Any], group: str | None, groups: dict[str, GroupInfo],
+                        members: dict[str, set[str]]) -> None:
+    t = dec["type"]
+    key = dec["key"]
+    name = key.get("group", key.get("groupId"))
+    if name is None or (group is not None and name != group):
         return
-    commits[key] = CommittedOffset(k["group"], k["topic"], k["partition"], v["offset"],
-                                   v.get("leaderEpoch", -1), v["metadata"], v["commitTimestamp"], source=where)
+    v = dec.get("value")
+    if t == "GroupMetadata":
+        if v is None:
+            groups.pop(name, None)
+            return
+        g = groups.setdefault(name, GroupInfo(name))
+        g.kind = "classic"
+        g.protocol_type = v["protocolType"]
+        g.protocol = v["protocol"]
+        g.generation = v["generation"]
+        g.leader = v["leader"]
+        g.members = len(v["members"])
+    elif t in ("ConsumerGroupMetadata", "ShareGroupMetadata"):
+        if v is None:
+            groups.pop(name, None)
+            members.pop(name, None)
+            return
+        g = groups.setdefault(name, GroupInfo(name))
+        g.kind = "consumer" if t == "ConsumerGroupMetadata" else "share"
+        g.protocol_type = g.kind
+        g.generation = v["epoch"]
+    elif t in ("ConsumerGroupMemberMetadata", "ShareGroupMemberMetadata"):
+        ms = members.setdefault(name, set())
+        if v is None:
+            ms.discard(key["memberId"])
+        else:
+            ms.add(key["memberId"])
