@@ -29,7 +29,8 @@ def test_dump_log_json_and_text() -> None:
     assert code == 0
     assert out.count("| offset:") == sum(len(b["records"]) for b in m["batches"])
     assert "endTxnMarker: COMMIT" in out and "endTxnMarker: ABORT" in out
-    assert out.splitlines()[1].startswith("baseOffset: 0 lastOffset: 8 count: 9")
+    assert out.splitlines()[1] == "Log starting offset: 0"  # as kafka-dump-log
+    assert out.splitlines()[2].startswith("baseOffset: 0 lastOffset: 8 count: 9")
 
 
 def test_dump_indexes_and_directory() -> None:
@@ -73,7 +74,17 @@ def test_verify_strict_reports_multi_batch_entries() -> None:
 
 
 def test_verify_reports_untrimmed_and_corrupt() -> None:
+    # the active segment of a live broker (preallocated indexes): info, sound data → exit 0 (issue 12.3)
     code, out, _ = run("verify", str(case_dir("unclean_flush") / "segments"))
+    assert code == 0
+    assert "note: index_preallocated: active segment of a live broker: 4096 bytes preallocated, 87 entries " \
+           "(696 bytes once trimmed" in out
+    assert "note: time_index_preallocated: active segment of a live broker: 4092 bytes preallocated, 72 entries " \
+           "(864 bytes once trimmed" in out
+    assert out.splitlines()[-1] == ("OK: 1 segment(s), 120 batches, 384989 bytes, 87 offset / 72 time index "
+                                    "entries checked")
+    # --strict keeps the old verdict on any untrimmed file
+    code, out, _ = run("verify", str(case_dir("unclean_flush") / "segments"), "--strict")
     assert code == 1
     assert "index_padded" in out and "time_index_sanity" in out and "time_index_padded" in out
     code, out, _ = run("verify", str(case_dir("corrupt_tail_recover") / "corrupted_input"), "--json")

@@ -61,7 +61,10 @@ def test_dump_json_decodes_every_metadata_record(meta: Path) -> None:
     assert [r["decoded"]["version"] for r in seg] == [v for _n, v, _d in METADATA_RECORDS]
     for r, (_n, _v, data) in zip(seg, METADATA_RECORDS, strict=True):
         assert r["decoded"]["data"] == data
-    snap = [r for r in rows if r["file"].endswith(".checkpoint")]
+    kinds = {Path(r["file"]).name: r["kind"] for r in rows if r["type"] == "file"}
+    assert kinds["quorum-state"] == "quorum_state"
+    assert kinds["00000000000000000009-0000000003.checkpoint"] == "kraft_snapshot"
+    snap = [r for r in rows if r["file"].endswith(".checkpoint") and r["type"] != "file"]
     assert snap[0] == {"file": snap[0]["file"], "type": "snapshot", "endOffset": 9, "epoch": 3}
     data_recs = [r for r in snap if r["type"] == "record" and "decoded" in r]
     assert [r["decoded"]["type"] for r in data_recs] == [type_name(n) for n, _v, _d in METADATA_RECORDS]

@@ -23,12 +23,7 @@ from mqstore.formats.rocketmq.javahash import (
     java_string_hashcode,
     tags_code,
 )
-from mqstore.formats.rocketmq.msgid import (
-    create_message_id,
-    decode_message_id,
-    index_file_name,
-    index_file_name_to_ms,
-)
+from mqstore.formats.rocketmq.msgid import create_message_id, decode_message_id
 from mqstore.formats.rocketmq.properties import (
     delete_property,
     encode_properties,
@@ -48,6 +43,7 @@ from mqstore.formats.rocketmq.record import (
     encode_record,
 )
 from mqstore.kernels.rocketmq_scan import STOP_BLANK, STOP_END, scan_segment_py
+from mqstore.storage.rocketmq.layout import index_file_name, index_file_name_to_ms
 
 from .helpers import (
     CASES,

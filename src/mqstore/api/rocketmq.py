@@ -43,6 +43,7 @@ from mqstore.kernels.rocketmq_put import RecordColumns, build_common_props
 from mqstore.kernels.rocketmq_scan import _decode_kernel, crc32_spans
 from mqstore.storage.rocketmq.config import FLUSH_ASYNC, FLUSH_SYNC, StoreConfig, validate_topic
 from mqstore.storage.rocketmq.consumequeue import BOUNDARY_LOWER, BOUNDARY_UPPER
+from mqstore.storage.rocketmq.layout import resolve_config
 from mqstore.storage.rocketmq.store import RecoveryReport, RocketMQStore
 
 __all__ = [
@@ -518,10 +519,13 @@ class MessageStore:
     def open(cls, path: str | os.PathLike[str], config: StoreConfig | Mapping[str, Any] | None = None, *,
              read_only: bool = False, create: bool = True) -> MessageStore:
         """Open (and recover) the store at ``path``; ``read_only`` opens without the writer lock
-        and never changes a file."""
-        if isinstance(config, Mapping):
-            config = StoreConfig.from_dict(dict(config))
-        return cls(RocketMQStore(path, config, read_only=read_only, create=create))
+        and never changes a file.
+
+        Geometry (:func:`mqstore.storage.rocketmq.layout.resolve_config`): a :class:`StoreConfig`
+        is taken as given (a file of another size is a :class:`GeometryMismatchError`); without
+        one, or for the settings a mapping leaves out, the CommitLog segment size, the
+        ConsumeQueue file size and the IndexFile geometry are detected from the files."""
+        return cls(RocketMQStore(path, resolve_config(path, config), read_only=read_only, create=create))
 
     def __enter__(self) -> MessageStore:
         return self
@@ -916,6 +920,49 @@ class MessageStore:
                     f"ConsumeQueue {topic}/{queue_id} unit {queue_offset + i} points at a record of "
                     f"{m.topic}/{m.queue_id} queue offset {m.queue_offset}", path=self.path, offset=off)
             out.append(m)
+        return out
+
+    def get_by_tag(self, topic: str, queue_id: int, tags: str, queue_offset: int = 0,
+                   max_count: int = 32) -> list[Message]:
+        """Up to ``max_count`` messages of a queue from ``queue_offset`` whose tag matches the
+        subscription expression ``tags`` (``"TagA || TagB"``, ``"*"``: all), as a consumer sees
+        them: the ConsumeQueue tags codes (through the ConsumeQueueExt when the units hold ext
+        addresses) select the candidates, then the tag itself is compared (hash collisions)."""
+        from mqstore.formats.rocketmq.javahash import tags_hash
+
+        validate_topic(topic)
+        if max_count <= 0:
+            raise InvalidArgumentError("max_count must be positive")
+        wanted = {t.strip() for t in tags.split("||") if t.strip()}
+        if not wanted:
+            raise InvalidArgumentError(f"empty tag expression {tags!r}")
+        every = "*" in wanted
+        codes = np.array(sorted({tags_hash(t) for t in wanted}), dtype=np.int64)
+        self._sync()
+        cq = self._engine.consume_queue(topic, queue_id)
+        if cq is None:
+            return []
+        if queue_offset < 0 or queue_offset > cq.max_offset_in_queue:
+            raise OffsetOutOfRangeError(
+                f"queue offset {queue_offset} outside [{cq.min_offset_in_queue}, {cq.max_offset_in_queue}] of {topic}/{queue_id}"
+            )
+        out: list[Message] = []
+        q = max(queue_offset, cq.min_offset_in_queue)
+        min_phy = self._engine.commit_log.min_offset
+        while q < cq.max_offset_in_queue and len(out) < max_count:
+            units = cq.get_units(q, 4096)
+            if len(units) == 0:
+                break
+            real = (units["offset"] >= min_phy) & ~((units["offset"] == 0) & (units["size"] == 2**31 - 1))
+            if not every:
+                real &= np.isin(cq.resolve_tags_codes(units["tags_code"]), codes)
+            for off in units["offset"][real].tolist():
+                m = self.get_by_offset(off)
+                if every or m.tags in wanted:
+                    out.append(m)
+                    if len(out) == max_count:
+                        break
+            q += len(units)
         return out
 
     def min_offset(self, topic: str, queue_id: int) -> int:

@@ -61,6 +61,21 @@ def _files_for_dump(p: Path) -> list[Path]:
     return [p]
 
 
+def _control_text(obj: dict[str, Any]) -> str:
+    from mqstore.formats.kafka.kraft_control import SCHEMAS, kraft_control_text
+
+    ctype = obj["controlType"]
+    if "coordinatorEpoch" in obj:
+        return f" endTxnMarker: {ctype} coordinatorEpoch: {obj['coordinatorEpoch']}"
+    if "control" in obj:
+        return " " + kraft_control_text(obj["controlTypeId"], obj["control"])
+    if "controlError" in obj:
+        return f" {SCHEMAS[obj['controlTypeId']][0]}: invalid value ({obj['controlError']})"
+    if ctype == "INVALID":
+        return " controlType: INVALID"
+    return f" controlType: UNKNOWN({obj.get('controlTypeId')})"
+
+
 def _fmt_bytes(b: bytes | None) -> str:
     if b is None:
         return "null"
@@ -70,44 +85,165 @@ def _fmt_bytes(b: bytes | None) -> str:
         return "0x" + b.hex()
 
 
+def _jbool(v: Any) -> str:
+    return ("true" if v else "false") if isinstance(v, bool) else str(v)
+
+
 def _text_line(obj: dict[str, Any]) -> str:
+    """One line as Kafka's kafka-dump-log prints it (docs/kafka.md lists the differences left)."""
     t = obj["type"]
     extra = kafka_internal.extra_text_line(obj)
     if extra is not None:
         return extra
     if t == "batch" and "baseOffset" in obj:
-        return ("baseOffset: {baseOffset} lastOffset: {lastOffset} count: {count} baseSequence: {baseSequence} "
-                "lastSequence: {lastSequence} producerId: {producerId} producerEpoch: {producerEpoch} "
-                "partitionLeaderEpoch: {partitionLeaderEpoch} isTransactional: {isTransactional} "
-                "isControl: {isControl} deleteHorizonMs: {deleteHorizonMs} position: {position} "
-                "{timestampType}: {maxTimestamp} size: {size} magic: {magic} compresscodec: {compresscodec} "
-                "crc: {crc} isvalid: {isvalid}").format(**obj).replace("True", "true").replace("False", "false")
+        horizon = f"OptionalLong[{obj['deleteHorizonMs']}]" if obj.get("hasDeleteHorizon") else "OptionalLong.empty"
+        return (f"baseOffset: {obj['baseOffset']} lastOffset: {obj['lastOffset']} count: {obj['count']} "
+                f"baseSequence: {obj['baseSequence']} lastSequence: {obj['lastSequence']} "
+                f"producerId: {obj['producerId']} producerEpoch: {obj['producerEpoch']} "
+                f"partitionLeaderEpoch: {obj['partitionLeaderEpoch']} isTransactional: "
+                f"{_jbool(obj['isTransactional'])} isControl: {_jbool(obj['isControl'])} deleteHorizonMs: {horizon} "
+                f"position: {obj['position']} {obj['timestampType']}: {obj['maxTimestamp']} size: {obj['size']} "
+                f"magic: {obj['magic']} compresscodec: {obj['compresscodec']} crc: {obj['crc']} "
+                f"isvalid: {_jbool(obj['isvalid'])}")
     if t == "batch":
-        return ("offset: {offset} position: {position} magic: {magic} size: {size} crc: {crc} "
-                "isvalid: {isvalid}").format(**obj)
+        return (f"offset: {obj['offset']} position: {obj['position']} "
+                f"{obj.get('timestampType', 'NoTimestampType')}: {obj['maxTimestamp']} size: {obj['size']} "
+                f"magic: {obj['magic']} compresscodec: {obj.get('compresscodec', 'none')} crc: {obj['crc']} "
+                f"isvalid: {_jbool(obj['isvalid'])}")
     if t == "record":
         s = (f"| offset: {obj['offset']} {obj.get('timestampType', 'CreateTime')}: {obj['timestamp']} "
              f"keySize: {obj['keySize']} valueSize: {obj['valueSize']}")
         if "sequence" in obj:
             s += f" sequence: {obj['sequence']} headerKeys: [{','.join(obj['headerKeys'])}]"
         if "controlType" in obj:
-            s += f" endTxnMarker: {obj['controlType']} coordinatorEpoch: {obj['coordinatorEpoch']}"
+            s += _control_text(obj)
         elif (dec := kafka_internal.decoded_text(obj)) is not None:
             s += dec
         else:
-            s += f" key: {_fmt_bytes(obj['key'])} payload: {_fmt_bytes(obj['value'])}"
+            if obj["key"] is not None:
+                s += f" key: {_fmt_bytes(obj['key'])}"
+            if obj["value"] is not None:
+                s += f" payload: {_fmt_bytes(obj['value'])}"
             if "decoded" in obj:
                 s += f" decodeError: {obj['decoded']['decodeError']}"
-            if obj.get("headers"):
-                s += " headers: " + ",".join(f"{h['key']}={_fmt_bytes(h['value'])}" for h in obj["headers"])
         return s
     if t == "offset_index_entry":
         return f"offset: {obj['offset']} position: {obj['position']}"
     if t == "time_index_entry":
         return f"timestamp: {obj['timestamp']} offset: {obj['offset']}"
     if t == "tail":
-        return f"invalid tail: {obj['bytes']} bytes from position {obj['position']} ({obj['reason']})"
+        return f"Found {obj['bytes']} invalid bytes at the end of {Path(obj['file']).name}"
     return str(obj)
+
+
+_TEXT_FILES = ("recovery-point-offset-checkpoint", "log-start-offset-checkpoint", "replication-offset-checkpoint",
+               "cleaner-offset-checkpoint", "leader-epoch-checkpoint", "meta.properties", "partition.metadata",
+               ".kafka_cleanshutdown")
+
+
+def _dump_text_file(p: Path, as_json: bool) -> None:
+    from mqstore.storage.kafka.logdir import read_log_dir_file
+
+    obj = read_log_dir_file(p)
+    if as_json:
+        click.echo(to_json({"file": str(p), **obj}))
+        return
+    click.echo(f"Dumping {p}")
+    t = obj["type"]
+    if t in ("offset_checkpoint", "leader_epoch_checkpoint"):
+        click.echo(f"version: {obj['version']} entries: {len(obj['entries'])}")
+        for e in obj["entries"]:
+            click.echo(" ".join(f"{k}: {v}" for k, v in e.items()))
+    else:
+        click.echo(" ".join(f"{k}: {'null' if v is None else v}" for k, v in obj.items() if k != "type"))
+
+
+def _dump_other_files(p: Path, as_json: bool) -> None:
+    """A partition directory's files other than segments and their indexes, each with its kind
+    (nothing is skipped silently; ``unknown`` for what is not Kafka's)."""
+    from mqstore.storage.kafka.logdir import classify_partition_file
+
+    rows = []
+    for f in sorted(p.iterdir()):
+        kind = classify_partition_file(f.name).kind if f.is_file() else "unknown"
+        if kind not in ("log", "index", "timeindex"):
+            rows.append((f, kind))
+    if as_json:
+        echo_json_lines({"type": "file", "file": str(f), "kind": k} for f, k in rows)
+    else:
+        for f, k in rows:
+            click.echo(f"file: {f.name} kind: {k}")
+
+
+def _plain_table(columns: list[str], rows: list[tuple[Any, ...]]) -> None:
+    """An aligned plain-text table (stable, greppable output whatever the terminal width)."""
+    cells = [columns] + [["-" if v is None else str(v) for v in r] for r in rows]
+    widths = [max(len(c[i]) for c in cells) for i in range(len(columns))]
+    for c in cells:
+        click.echo("  ".join(v.ljust(w) for v, w in zip(c, widths, strict=True)).rstrip())
+
+
+def _dump_log_dir(p: Path, as_json: bool) -> None:
+    from mqstore.storage.kafka.logdir import read_log_dir_files, scan_log_dir, summarize_partition
+
+    layout = scan_log_dir(p)
+    files = read_log_dir_files(layout)
+    summaries = [summarize_partition(info, files) for info in layout.partitions]
+    meta = files.meta
+    cs = files.clean_shutdown
+    head: dict[str, Any] = {
+        "type": "log_dir", "path": str(p),
+        "meta_properties": None if meta is None else {"version": meta.version, "node_id": meta.node_id,
+                                                       "cluster_id": meta.cluster_id,
+                                                       "directory_id": meta.directory_id},
+        "clean_shutdown": None if cs is None else {"version": cs.version, "broker_epoch": cs.broker_epoch},
+        "checkpoints": {name: len(c.offsets) for name, c in files.checkpoints.items()},
+        "entries": layout.entries, "remote_index_cache": layout.remote_cache, "errors": files.errors,
+    }
+    if as_json:
+        click.echo(to_json(head))
+        echo_json_lines({"type": "partition", **vars(s)} for s in summaries)
+    else:
+        click.echo(f"Log directory {p}")
+        if meta is not None:
+            click.echo(f"meta.properties: version: {meta.version} node.id: {meta.node_id} cluster.id: "
+                       f"{meta.cluster_id} directory.id: {meta.directory_id or 'none'}")
+        if cs is not None:
+            click.echo(".kafka_cleanshutdown: " + ("empty (legacy marker)" if cs.version is None else
+                                                   f"version: {cs.version} brokerEpoch: {cs.broker_epoch}"))
+        elif "clean_shutdown" not in layout.entries.values():
+            click.echo(".kafka_cleanshutdown: absent (broker running, or not shut down cleanly)")
+        for name, c in files.checkpoints.items():
+            click.echo(f"{name}: {len(c.offsets)} entries")
+        kinds: dict[str, int] = {}
+        for k in layout.entries.values():
+            kinds[k] = kinds.get(k, 0) + 1
+        click.echo("entries: " + ", ".join(f"{k} {n}" for k, n in sorted(kinds.items())))
+        if layout.remote_cache:
+            rk: dict[str, int] = {}
+            for k in layout.remote_cache.values():
+                rk[k] = rk.get(k, 0) + 1
+            click.echo("remote-log-index-cache: " + ", ".join(f"{k} {n}" for k, n in sorted(rk.items())))
+        for name, kind in layout.entries.items():
+            if kind == "unknown":
+                click.echo(f"unknown: {name}")
+        for name, kind in layout.remote_cache.items():
+            if kind == "unknown":
+                click.echo(f"unknown: remote-log-index-cache/{name}")
+        _plain_table(["PARTITION", "STATE", "SEGMENTS", "BYTES", "FIRST", "END", "RECOVERY", "START", "HW",
+                      "CLEANER", "EPOCH", "TOPIC-ID"],
+                    [(s.partition, s.state, s.segments, s.bytes, s.first_offset, s.log_end_offset,
+                      s.recovery_point, s.log_start_offset, s.high_watermark, s.cleaner_offset, s.leader_epoch,
+                      s.topic_id) for s in summaries])
+        for s in summaries:
+            click.echo(f"{s.partition}: " + ", ".join(f"{k} {n}" for k, n in sorted(s.files.items())))
+            for name in s.unknown:
+                click.echo(f"unknown: {s.partition}/{name}")
+    for name, msg in files.errors.items():
+        click.echo(f"warning: {p / name}: {msg}", err=True)
+    for s in summaries:
+        for name, msg in s.errors.items():
+            click.echo(f"warning: {p / s.partition / name}: {msg}", err=True)
 
 
 @group.command("dump")
@@ -117,10 +253,22 @@ def _text_line(obj: dict[str, Any]) -> str:
 @json_option
 @handle_errors
 def dump(path: str, print_data: bool, decoder: str, as_json: bool) -> None:
-    """Print the batches of a .log, the entries of a .index/.timeindex, or a whole partition directory."""
+    """Print the batches of a .log, the entries of a .index/.timeindex, a whole partition directory,
+    a log directory (one summary per partition), a KRaft snapshot / quorum-state, or a checkpoint /
+    meta.properties / partition.metadata / leader-epoch-checkpoint / .kafka_cleanshutdown file."""
+    from mqstore.storage.kafka.logdir import is_log_dir
     from mqstore.storage.kafka.tools import dump_index, dump_log
 
-    for f in _files_for_dump(_existing(path)):
+    p = _existing(path)
+    if p.is_file() and p.name in _TEXT_FILES:
+        _dump_text_file(p, as_json)
+        return
+    if is_log_dir(p):
+        _dump_log_dir(p, as_json)
+        return
+    if p.is_dir():
+        _dump_other_files(p, as_json)
+    for f in _files_for_dump(p):
         dec = kafka_internal.resolve_decoder(decoder, f)
         data = print_data or (decoder != "auto" and dec != "none")
         if kafka_internal.is_extra_file(f):
@@ -133,9 +281,11 @@ def dump(path: str, print_data: bool, decoder: str, as_json: bool) -> None:
             echo_json_lines({"file": str(f), **o} for o in objs)
             continue
         click.echo(f"Dumping {f}")
+        if f.suffix == ".log":
+            click.echo(f"Log starting offset: {int(f.name.split('.', 1)[0])}")
         n = 0
         for o in objs:
-            click.echo(_text_line(o))
+            click.echo(_text_line({"file": str(f), **o}))
             n += 1
         if n == 0 and f.suffix != ".log":
             click.echo(f"{f} is empty.")
@@ -148,9 +298,13 @@ def dump(path: str, print_data: bool, decoder: str, as_json: bool) -> None:
 @handle_errors
 def verify(path: str, strict: bool, as_json: bool) -> None:
     """Check log CRCs and both indexes against the log (non-zero exit on any problem)."""
+    from mqstore.storage.kafka.logdir import is_log_dir
     from mqstore.storage.kafka.tools import verify_path
 
     p = _existing(path)
+    if is_log_dir(p):
+        _verify_log_dir(p, strict, as_json)
+        return
     with _progress("verify") as prog:
         if kafka_internal.is_extra_file(p):  # one KRaft snapshot / quorum-state
             from mqstore.storage.kafka.tools import VerifyReport
@@ -178,6 +332,36 @@ def verify(path: str, strict: bool, as_json: bool) -> None:
         sys.exit(1)
 
 
+def _verify_log_dir(p: Path, strict: bool, as_json: bool) -> None:
+    from mqstore.storage.kafka.logdir import verify_log_dir
+
+    res = verify_log_dir(p, strict=strict)
+    if as_json:
+        click.echo(to_json({
+            "ok": res.ok, "path": str(p),
+            "problems": [vars(x) for x in res.problems], "notes": [vars(x) for x in res.notes],
+            "partitions": [{"partition": r.partition, "state": r.state, "ok": r.ok, "segments": r.segments,
+                            "batches": r.batches, "bytes": r.bytes, "problems": [vars(x) for x in r.problems],
+                            "notes": [vars(x) for x in r.notes]} for r in res.partitions],
+        }))
+    else:
+        for x in res.notes + [n for r in res.partitions for n in r.notes]:
+            click.echo(f"note: {x.kind}: {x.message} ({x.path})")
+        for x in res.problems + [q for r in res.partitions for q in r.problems]:
+            where = x.path if x.position is None else f"{x.path} @ {x.position}"
+            click.echo(f"problem: {x.kind}: {x.message} ({where})")
+        _plain_table(["PARTITION", "STATE", "SEGMENTS", "BATCHES", "BYTES", "PROBLEMS", "NOTES", "STATUS"],
+                    [(r.partition, r.state, r.segments, r.batches, r.bytes, len(r.problems), len(r.notes),
+                      "OK" if r.ok else "FAILED") for r in res.partitions])
+        bad = len(res.problems) + sum(len(r.problems) for r in res.partitions)
+        status = "OK" if res.ok else f"{bad} problem(s)"
+        click.echo(f"{status}: {len(res.partitions)} partition(s), {sum(r.segments for r in res.partitions)} "
+                   f"segment(s), {sum(r.batches for r in res.partitions)} batches, "
+                   f"{sum(r.bytes for r in res.partitions)} bytes")
+    if not res.ok:
+        sys.exit(1)
+
+
 @group.command("rebuild-index")
 @click.argument("path", type=click.Path())
 @click.option("--out", "out_dir", type=click.Path(), default=None, help="Write the indexes here (default: next to each .log).")
@@ -195,16 +379,34 @@ def rebuild_index(path: str, out_dir: str | None, index_interval_bytes: int, max
         raise InvalidArgumentError(f"--index-interval-bytes must be ≥ 0, got {index_interval_bytes}")
     if max_index_bytes < 12:
         raise InvalidArgumentError(f"--max-index-bytes must be ≥ 12, got {max_index_bytes}")
+    from mqstore.storage.kafka.logdir import is_log_dir, scan_log_dir
+
     p = _existing(path)
-    logs = _segment_logs(p)
-    if not logs:
-        raise StoreNotFoundError("no .log segment files in directory", path=str(p))
-    if out_dir is not None:
-        Path(out_dir).mkdir(parents=True, exist_ok=True)
+    jobs: list[tuple[Path, str | None]] = []
+    if is_log_dir(p):
+        # every partition Kafka loads (live and -future); -delete/-stray ones are left alone
+        for info in scan_log_dir(p).partitions:
+            if info.name.state in ("delete", "stray"):
+                why = ("Kafka loads it only to delete it" if info.name.state == "delete"
+                       else "Kafka keeps it out of service until it deletes it")
+                click.echo(f"skipped: {info.label} (-{info.name.state}: {why})", err=True)
+                continue
+            sub = None if out_dir is None else str(Path(out_dir) / info.label)
+            jobs += [(Path(f), sub) for f in info.logs]
+        if not jobs:
+            raise StoreNotFoundError("no .log segment files in any partition of the log directory", path=str(p))
+    else:
+        logs = _segment_logs(p)
+        if not logs:
+            raise StoreNotFoundError("no .log segment files in directory", path=str(p))
+        jobs = [(f, out_dir) for f in logs]
+    for _f, sub in jobs:
+        if sub is not None:
+            Path(sub).mkdir(parents=True, exist_ok=True)
     rows = []
     with _progress("rebuild-index") as prog:
-        for f in logs:
-            r = rebuild_indexes(f, out_dir, index_interval_bytes=index_interval_bytes,
+        for f, sub in jobs:
+            r = rebuild_indexes(f, sub, index_interval_bytes=index_interval_bytes,
                                 max_index_size=max_index_bytes, progress=prog)
             rows.append(r)
     if as_json:
@@ -212,12 +414,17 @@ def rebuild_index(path: str, out_dir: str | None, index_interval_bytes: int, max
     else:
         print_table("rebuilt indexes", ["segment", "batches", "valid bytes", "offset entries", "time entries",
                                         "next offset"],
-                    [(Path(r.log_path).name, r.batches, r.valid_bytes, r.offset_entries, r.time_entries,
+                    [(_segment_label(p, r.log_path), r.batches, r.valid_bytes, r.offset_entries, r.time_entries,
                       r.next_offset) for r in rows])
     for r in rows:
         if r.truncated_bytes:
             click.echo(f"warning: {r.log_path}: {r.truncated_bytes} invalid bytes from position {r.valid_bytes} "
                        f"({r.error or r.stop}); indexes cover the valid prefix, the .log was not modified", err=True)
+
+
+def _segment_label(root: Path, log_path: str) -> str:
+    lp = Path(log_path)
+    return str(lp.relative_to(root)) if root.is_dir() and lp.is_relative_to(root) else lp.name
 
 
 @group.command("lookup")

@@ -102,7 +102,7 @@ def extra_text_line(obj: dict[str, Any]) -> str | None:
     """Text of the object kinds this module adds (None: not one of them)."""
     t = obj.get("type")
     if t == "quorum_state":
-        fields = {k: v for k, v in obj.items() if k != "type"}
+        fields = {k: v for k, v in obj.items() if k not in ("type", "file")}
         return "quorum-state: " + json.dumps(fields, separators=(",", ":"))
     if t == "snapshot":
         return f"snapshot: endOffset: {obj['endOffset']} epoch: {obj['epoch']}"

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import contextvars
+import functools
 import sys
 from pathlib import Path
 
 import click
 
 from mqstore.cli.common import echo_json_lines, handle_errors, json_option, print_table, to_json
+from mqstore.errors import MqStoreError
 
 store_arg = click.argument("store", type=click.Path(file_okay=False, path_type=Path))
 LONG_MAX = 2**63 - 1
@@ -21,73 +24,42 @@ def _geometry_options(f):
                         help="CommitLog segment size (default: detected from the files).")(f)
 
 
+#: (--commitlog, --readonly-commitlog) of the running command (set by _commitlog_options)
+_COMMITLOG: contextvars.ContextVar[tuple[str | None, str | None]] = contextvars.ContextVar(
+    "mqstore_rocketmq_commitlog", default=(None, None))
+
+
+def _commitlog_options(f):
+    """``--commitlog DIR[,DIR...]`` and ``--readonly-commitlog DIR[,DIR...]`` for a command: the
+    broker's ``storePathCommitLog`` and ``readOnlyCommitLogStorePaths``."""
+
+    @functools.wraps(f)
+    def wrapper(*args, commitlog=None, readonly_commitlog=None, **kwargs):
+        token = _COMMITLOG.set((commitlog, readonly_commitlog))
+        try:
+            return f(*args, **kwargs)
+        finally:
+            _COMMITLOG.reset(token)
+
+    wrapper = click.option("--readonly-commitlog", "readonly_commitlog", default=None, metavar="DIR[,DIR...]",
+                           help="readOnlyCommitLogStorePaths: CommitLog directories read but never written.")(wrapper)
+    return click.option("--commitlog", "commitlog", default=None, metavar="DIR[,DIR...]",
+                        help="storePathCommitLog: the CommitLog directory, or a comma-separated list of "
+                             "directories (default: STORE/commitlog).")(wrapper)
+
+
 def _config(store: Path, commitlog_file_size=None, slots=None, items=None, cq_file_size=None):
+    """The store's configuration: the options given, the rest of the geometry detected from the
+    files (:func:`mqstore.storage.rocketmq.layout.resolve_config`)."""
     from mqstore.errors import StoreNotFoundError
-    from mqstore.storage.rocketmq.config import StoreConfig
-    from mqstore.storage.rocketmq.rebuild import detect_segment_size
+    from mqstore.storage.rocketmq.layout import resolve_config
 
     if not store.is_dir():
         raise StoreNotFoundError(f"store directory {store} does not exist")
-    kw: dict[str, int] = {}
-    seg = commitlog_file_size or (detect_segment_size(store / "commitlog") if (store / "commitlog").is_dir() else None)
-    if seg:
-        kw["commit_log_file_size"] = seg
-    if slots:
-        kw["hash_slot_num"] = slots
-    if items:
-        kw["index_num"] = items
-    if cq_file_size:
-        kw["consume_queue_file_size"] = cq_file_size
-    if not slots and not items:
-        detected = _detect_index_geometry(store, kw.get("hash_slot_num"))
-        if detected:
-            kw["hash_slot_num"], kw["index_num"] = detected
-    if not cq_file_size:
-        cq = _detect_cq_size(store)
-        if cq:
-            kw["consume_queue_file_size"] = cq
-    return StoreConfig(background_services=False, **kw)
-
-
-def _detect_cq_size(store: Path) -> int | None:
-    base = store / "consumequeue"
-    if not base.is_dir():
-        return None
-    for p in base.glob("*/*/*"):
-        if p.is_file() and p.name.isdigit() and p.stat().st_size:
-            return p.stat().st_size
-    return None
-
-
-def _detect_index_geometry(store: Path, slots_hint: int | None) -> tuple[int, int] | None:
-    """Recover (slots, items) of existing index files from their size and header counts."""
-    base = store / "index"
-    if not base.is_dir():
-        return None
-    from mqstore.formats.rocketmq.indexfile import DEFAULT_HASH_SLOT_NUM, DEFAULT_INDEX_NUM, index_file_size
-
-    files = sorted(p for p in base.iterdir() if p.is_file() and p.name.isdigit())
-    if not files:
-        return None
-    size = files[0].stat().st_size
-    if size == index_file_size(DEFAULT_HASH_SLOT_NUM, DEFAULT_INDEX_NUM):
-        return DEFAULT_HASH_SLOT_NUM, DEFAULT_INDEX_NUM
-    # size = 40 + 4 s + 20 n.  A full file has indexCount == n; otherwise try common slot/item ratios.
-    import struct
-
-    for p in files:
-        with open(p, "rb") as fh:
-            count = struct.unpack(">qqqqii", fh.read(40))[5]
-        if p.stat().st_size == size and count > 1:
-            rest = size - 40 - 20 * count
-            if rest > 0 and rest % 4 == 0 and p != files[-1]:
-                return rest // 4, count
-    for ratio in (4, 10, 1, 2, 8, 5, 20):
-        # 40 + 4 s + 20 r s = size
-        s, rem = divmod(size - 40, 4 + 20 * ratio)
-        if rem == 0 and s > 0:
-            return s, ratio * s
-    return None
+    commitlog, readonly = _COMMITLOG.get()
+    return resolve_config(store, None, background_services=False, commit_log_file_size=commitlog_file_size,
+                          hash_slot_num=slots, index_num=items, consume_queue_file_size=cq_file_size,
+                          store_path_commit_log=commitlog, read_only_commit_log_store_paths=readonly)
 
 
 def _open(store: Path, read_only: bool = True):
@@ -112,21 +84,55 @@ def group() -> None:
 
 @group.command()
 @store_arg
+@_commitlog_options
 @json_option
 @handle_errors
 def inspect(store: Path, as_json: bool) -> None:
     """Files, topics, queues, message counts, index files, checkpoint, clean/unclean shutdown."""
+    from mqstore.storage.rocketmq import config_files
+    from mqstore.storage.rocketmq.layout import commit_log_dirs
+
     with _open(store) as s:
         eng = s.engine
         cl = eng.commit_log
+        cfg = eng.config
+        cl_dirs, cl_ro = commit_log_dirs(store, cfg.store_path_commit_log, cfg.read_only_commit_log_store_paths)
+        queues = [{"topic": t, "queueId": q, "minOffset": cq.min_offset_in_queue, "maxOffset": cq.max_offset_in_queue,
+                   "messages": cq.max_offset_in_queue - cq.min_offset_in_queue, "files": len(cq.queue.files),
+                   "extFiles": len(cq.ext.queue.files) if cq.ext is not None else 0}
+                  for (t, q), cq in sorted(eng.consume_queues.items())]
+        conf = [{"name": c.name, "size": c.size, "kind": c.kind, "entries": c.entries, "error": c.error}
+                for c in config_files.list_config_files(store)]
+        try:
+            delay_offsets = config_files.delay_offsets(store)
+        except MqStoreError:
+            delay_offsets = {}  # the error is shown with the file in "config"
+        levels = cfg.message_delay_level.split()
+        delay = []
+        for (t, q), cq in sorted(eng.consume_queues.items()):
+            if t != config_files.SCHEDULE_TOPIC:
+                continue
+            level = q + 1
+            done = delay_offsets.get(level)
+            delay.append({"level": level, "delay": levels[q] if q < len(levels) else None, "queueId": q,
+                          "maxOffset": cq.max_offset_in_queue, "deliveredOffset": done,
+                          "pending": None if done is None else cq.max_offset_in_queue - done})
+        for level, done in sorted(delay_offsets.items()):
+            if (config_files.SCHEDULE_TOPIC, level - 1) not in eng.consume_queues:
+                delay.append({"level": level, "delay": levels[level - 1] if 0 < level <= len(levels) else None,
+                              "queueId": level - 1, "maxOffset": None, "deliveredOffset": done, "pending": None})
         info = {
             "store": str(store),
             "cleanShutdown": eng.last_exit_ok,
             "commitLog": {"segmentSize": cl.file_size, "segments": [f.path.name for f in cl.queue.files],
+                          "dirs": cl_dirs, "readOnlyDirs": cl_ro,
                           "minOffset": cl.min_offset, "maxOffset": cl.max_offset},
-            "queues": [{"topic": t, "queueId": q, "minOffset": cq.min_offset_in_queue, "maxOffset": cq.max_offset_in_queue,
-                        "messages": cq.max_offset_in_queue - cq.min_offset_in_queue, "files": len(cq.queue.files)}
-                       for (t, q), cq in sorted(eng.consume_queues.items())],
+            "consumeQueueExt": {"enabled": cfg.enable_consume_queue_ext,
+                                "fileSize": cfg.mapped_file_size_consume_queue_ext,
+                                "queues": sum(1 for q in queues if q["extFiles"])},
+            "queues": queues,
+            "config": conf,
+            "delayQueues": delay,
             "indexFiles": [{"name": f.name, "beginTimestamp": f.header.begin_timestamp, "endTimestamp": f.header.end_timestamp,
                             "beginPhyOffset": f.header.begin_phy_offset, "endPhyOffset": f.header.end_phy_offset,
                             "hashSlotCount": f.header.hash_slot_count, "indexCount": f.header.index_count,
@@ -144,8 +150,21 @@ def inspect(store: Path, as_json: bool) -> None:
     click.echo(f"store {store}: {'clean' if info['cleanShutdown'] else 'UNCLEAN'} shutdown")
     c = info["commitLog"]
     click.echo(f"commitlog: {len(c['segments'])} segments of {c['segmentSize']} bytes, offsets [{c['minOffset']}, {c['maxOffset']})")
-    print_table("queues", ["topic", "queueId", "minOffset", "maxOffset", "messages", "files"],
-                [(q["topic"], q["queueId"], q["minOffset"], q["maxOffset"], q["messages"], q["files"]) for q in info["queues"]])
+    if len(c["dirs"]) > 1 or c["readOnlyDirs"] or c["dirs"] != [str((store / "commitlog").resolve())]:
+        click.echo(f"commitlog directories: {', '.join(c['dirs'])}"
+                   + (f"; read-only: {', '.join(c['readOnlyDirs'])}" if c["readOnlyDirs"] else ""))
+    x = info["consumeQueueExt"]
+    if x["enabled"] or x["queues"]:
+        click.echo(f"consumequeue_ext: {x['queues']} queues with ext files of {x['fileSize']} bytes")
+    print_table("queues", ["topic", "queueId", "minOffset", "maxOffset", "messages", "files", "extFiles"],
+                [(q["topic"], q["queueId"], q["minOffset"], q["maxOffset"], q["messages"], q["files"], q["extFiles"])
+                 for q in info["queues"]])
+    if info["delayQueues"]:
+        print_table("delay queues (SCHEDULE_TOPIC_XXXX, config/delayOffset.json)",
+                    ["level", "delay", "queueId", "maxOffset", "deliveredOffset", "pending"],
+                    [tuple(d.values()) for d in info["delayQueues"]])
+    if info["config"]:
+        print_table("config/", ["name", "size", "kind", "entries", "error"], [tuple(f.values()) for f in info["config"]])
     print_table("index files", ["name", "beginTimestamp", "endTimestamp", "beginPhyOffset", "endPhyOffset", "hashSlotCount", "indexCount", "full"],
                 [tuple(f.values()) for f in info["indexFiles"]])
     print_table("checkpoint", list(info["checkpoint"]), [tuple(info["checkpoint"].values())])
@@ -153,6 +172,7 @@ def inspect(store: Path, as_json: bool) -> None:
 
 @group.command()
 @store_arg
+@_commitlog_options
 @click.option("--topic", default=None, help="Only messages of this topic.")
 @click.option("--from-offset", type=click.IntRange(min=0), default=0, help="CommitLog offset to start at.")
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="At most this many messages.")
@@ -195,20 +215,29 @@ def dump(store: Path, topic: str | None, from_offset: int, limit: int | None, as
 
 @group.command()
 @store_arg
+@_commitlog_options
 @click.option("--topic", required=True)
 @click.option("--queue", "queue_id", type=click.IntRange(min=0), required=True)
 @click.option("--offset", type=click.IntRange(min=0), required=True, help="Queue offset.")
 @click.option("--count", type=click.IntRange(min=1), default=1, show_default=True)
+@click.option("--tag", "tag", default=None, metavar="EXPR",
+              help="Only messages whose tag matches (\"TagA || TagB\"), found through the ConsumeQueue tags "
+                   "codes (and the ConsumeQueueExt); --count then counts matches.")
 @json_option
 @handle_errors
-def get(store: Path, topic: str, queue_id: int, offset: int, count: int, as_json: bool) -> None:
+def get(store: Path, topic: str, queue_id: int, offset: int, count: int, tag: str | None, as_json: bool) -> None:
     """Messages of a queue by queue offset."""
     with _open(store) as s:
+        if tag is not None:
+            _print_messages(s.get_by_tag(topic, queue_id, tag, offset, count), as_json,
+                            f"{topic}/{queue_id} tag {tag} from {offset}")
+            return
         _print_messages(s.get(topic, queue_id, offset, count), as_json, f"{topic}/{queue_id} from {offset}")
 
 
 @group.command("query-key")
 @store_arg
+@_commitlog_options
 @click.option("--topic", required=True)
 @click.option("--key", required=True)
 @click.option("--begin", type=int, default=None, help="Store time from (ms, inclusive).")
@@ -232,6 +261,7 @@ def query_key(store: Path, topic: str, key: str, begin: int | None, end: int | N
 
 @group.command("query-time")
 @store_arg
+@_commitlog_options
 @click.option("--topic", required=True)
 @click.option("--queue", "queue_id", type=click.IntRange(min=0), required=True)
 @click.option("--timestamp", type=int, required=True, help="Store time (ms).")
@@ -251,6 +281,7 @@ def query_time(store: Path, topic: str, queue_id: int, timestamp: int, boundary:
 
 @group.command()
 @store_arg
+@_commitlog_options
 @json_option
 @handle_errors
 def verify(store: Path, as_json: bool) -> None:
@@ -260,18 +291,20 @@ def verify(store: Path, as_json: bool) -> None:
 
     rep = verify_store(store, _config(store))
     if as_json:
-        click.echo(to_json({"ok": rep.ok, "messages": rep.messages, "cqUnits": rep.cq_units,
+        click.echo(to_json({"ok": rep.ok, "messages": rep.messages, "cqUnits": rep.cq_units, "extUnits": rep.ext_units,
                             "indexItems": rep.index_items, "problems": rep.problems}))
     else:
         for p in rep.problems:
             click.echo(p)
-        click.echo(f"{rep.messages} messages, {rep.cq_units} ConsumeQueue units, {rep.index_items} index items: "
+        ext = f" ({rep.ext_units} through consumequeue_ext)" if rep.ext_units else ""
+        click.echo(f"{rep.messages} messages, {rep.cq_units} ConsumeQueue units{ext}, {rep.index_items} index items: "
                    f"{'clean' if rep.ok else f'{len(rep.problems)} problems'}")
     sys.exit(0 if rep.ok else 1)
 
 
 @group.command("rebuild-index")
 @store_arg
+@_commitlog_options
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Write consumequeue/, index/ and checkpoint here (default: in place).")
 @_geometry_options
@@ -315,3 +348,46 @@ def rebuild_index(store: Path, out: Path | None, commitlog_file_size: int | None
                    f"{stats.messages} messages ({stats.keys} keys) in {dt:.2f} s into {out or store}")
         if stats.stop_error:
             click.echo(f"warning: the CommitLog scan stopped early: {stats.stop_error}", err=True)
+
+
+@group.command()
+@store_arg
+@_commitlog_options
+@click.option("--group", "group_name", default=None, help="Only this consumer group.")
+@json_option
+@handle_errors
+def consumers(store: Path, group_name: str | None, as_json: bool) -> None:
+    """Consumer groups with their committed offsets (config/consumerOffset.json) and the lag
+    against each ConsumeQueue's max offset: mqadmin consumerProgress, offline."""
+    from mqstore.storage.rocketmq import config_files
+
+    offsets = config_files.consumer_offsets(store)  # a bad file fails before the store is opened
+    with _open(store) as s:
+        eng = s.engine
+
+        def queue_range(topic: str, qid: int) -> tuple[int, int] | None:
+            cq = eng.consume_queues.get((topic, qid))
+            return None if cq is None else (cq.min_offset_in_queue, cq.max_offset_in_queue)
+
+        rows = config_files.consumer_progress(offsets, queue_range)
+    if group_name is not None:
+        rows = [r for r in rows if r.group == group_name]
+    if as_json:
+        echo_json_lines({"group": r.group, "topic": r.topic, "queueId": r.queue_id, "brokerOffset": r.broker_offset,
+                         "consumerOffset": r.consumer_offset, "minOffset": r.min_offset, "diff": r.diff} for r in rows)
+        return
+    if not rows:
+        click.echo("no committed consumer offsets (config/consumerOffset.json)")
+        return
+    groups: dict[str, list] = {}
+    for r in rows:
+        groups.setdefault(r.group, []).append(r)
+    for i, (g, grows) in enumerate(groups.items()):
+        if i:
+            click.echo("")
+        w = max(6, *(len(r.topic) for r in grows))
+        click.echo(f"consumer group {g}")
+        click.echo(f"{'#Topic':<{w}}  {'#QID':<4}  {'#Broker Offset':<20}  {'#Consumer Offset':<20}  #Diff")
+        for r in grows:
+            click.echo(f"{r.topic:<{w}}  {r.queue_id:<4}  {r.broker_offset:<20}  {r.consumer_offset:<20}  {r.diff}")
+        click.echo(f"Diff Total: {sum(r.diff for r in grows)}")

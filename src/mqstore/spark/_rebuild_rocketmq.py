@@ -240,9 +240,11 @@ def summary_picks(included: list[ChunkSummary], starts: dict[int, int],
     return picks, ask
 
 
-def plan_index_files(total_keys: int, per_file: int, picks: Iterable[tuple[str, int, int, int]]) -> list[IndexFilePlan]:
-    """Names and carry-over values of the IndexFiles, as the IndexService would roll them."""
-    from mqstore.storage.rocketmq.index import next_index_file_name
+def plan_index_files(total_keys: int, per_file: int, picks: Iterable[tuple[str, int, int, int]],
+                     directory: str | os.PathLike[str] | None = None) -> list[IndexFilePlan]:
+    """Names and carry-over values of the IndexFiles, as the IndexService would roll them into
+    ``directory`` (the naming rule is :func:`mqstore.storage.rocketmq.layout.next_index_file_name`)."""
+    from mqstore.storage.rocketmq.layout import next_index_file_name
 
     n_files = -(-total_keys // per_file) if total_keys else 0
     first_ts: dict[int, int] = {}
@@ -255,7 +257,7 @@ def plan_index_files(total_keys: int, per_file: int, picks: Iterable[tuple[str, 
     plans: list[IndexFilePlan] = []
     prev: str | None = None
     for k in range(n_files):
-        name = next_index_file_name(prev, first_ts[k])
+        name = next_index_file_name(directory, prev, first_ts[k])
         phy, ts = carry.get(k, (0, 0))
         keys = min(per_file, total_keys - k * per_file)
         plans.append(IndexFilePlan(k, name, k * per_file, keys, phy, ts))

@@ -45,6 +45,11 @@ class RocketMQOptions:
     max_offsets_per_trigger: int | None = None
     max_bytes_per_trigger: int | None = None
     stream_starting: str | dict[str, int] = "earliest"  # streaming: "earliest"/"latest"/{broker: offset}
+    # commitLogPath: per store, its CommitLog directory or comma-separated directories (None: STORE/commitlog)
+    commit_log_paths: tuple[str | None, ...] = ()
+
+    def commit_log_of(self, index: int) -> str | None:
+        return self.commit_log_paths[index] if index < len(self.commit_log_paths) else None
 
     def topic_selected(self, topic: str) -> bool:
         if self.topics is not None:
@@ -185,6 +190,21 @@ def parse_options(options: Mapping[str, str], *, streaming: bool = False) -> Roc
             f"broker name {dup[0]!r} is used by more than one store; give each store its own name with the "
             "option brokerNames (a list aligned with the paths)")
 
+    cl_text = _get(options, "commitLogPath")
+    commit_logs: tuple[str | None, ...] = ()
+    if cl_text is not None and cl_text.strip().startswith("["):
+        listed = _json("commitLogPath", cl_text.strip())
+        if not isinstance(listed, list) or len(listed) != len(paths) or \
+                not all(v is None or isinstance(v, str) for v in listed):
+            raise SourceOptionError(f"option commitLogPath as a JSON list must hold one directory (or null) per "
+                                    f"store: {len(paths)} stores")
+        commit_logs = tuple(v.strip() or None if isinstance(v, str) else None for v in listed)
+    elif cl_text is not None and cl_text.strip():
+        if len(paths) != 1:
+            raise SourceOptionError("option commitLogPath names the CommitLog of one store; with several stores "
+                                    "give a JSON list aligned with the paths")
+        commit_logs = (cl_text.strip(),)
+
     topics_text = _get(options, "topics")
     pattern = _get(options, "topicPattern")
     topics: tuple[str, ...] | None = None
@@ -214,6 +234,7 @@ def parse_options(options: Mapping[str, str], *, streaming: bool = False) -> Roc
         check_crc=_parse_bool("checkCRC", _get(options, "checkCRC"), False),
         fail_on_data_loss=_parse_bool("failOnDataLoss", _get(options, "failOnDataLoss"), True),
         min_partitions=_parse_int("minPartitions", _get(options, "minPartitions"), minimum=1),
+        commit_log_paths=commit_logs,
     )
     if streaming:
         for name, value in (("endingOffsets", eo_text), ("startingTimestamp", st), ("endingTimestamp", et)):

@@ -19,49 +19,49 @@ from pathlib import Path
 
 import numpy as np
 
-from mqstore.errors import CorruptDataError, DataLossError, GeometryMismatchError, StoreNotFoundError
+from mqstore.errors import CorruptDataError, DataLossError, StoreNotFoundError
 from mqstore.formats.rocketmq.record import check_record
 from mqstore.kernels.rocketmq_scan import STOP_BLANK, STOP_INVALID, record_positions
 from mqstore.spark._rocketmq_read import close_map, open_segment
 from mqstore.storage.rocketmq.commitlog import CommitLog
 from mqstore.storage.rocketmq.consumequeue import BOUNDARY_LOWER, ConsumeQueue
+from mqstore.storage.rocketmq.layout import (
+    SegmentFile,
+    commitlog_dir,
+    commitlog_segments,
+    consume_queue_dirs,
+    detect_cq_file_size,
+    segment_files,
+)
+
+Segment = SegmentFile
 
 
-@dataclass(frozen=True, slots=True)
-class Segment:
-    path: str
-    base: int  # global offset of the first byte (the file name)
-    size: int
+def commit_log_dirs_of(store: str, commit_log: str | None = None) -> list[Path]:
+    """The CommitLog directories of a store: ``commit_log`` (the option ``commitLogPath``: one
+    directory or a comma-separated list, as the broker's ``storePathCommitLog``) or
+    ``STORE/commitlog``."""
+    from mqstore.storage.rocketmq.config import split_paths
 
-    @property
-    def end(self) -> int:
-        return self.base + self.size
+    return [Path(d) for d in split_paths(commit_log)] or [commitlog_dir(store)]
 
 
-def list_segments(store: str) -> list[Segment]:
+def list_segments(store: str, commit_log: str | None = None) -> list[Segment]:
     """The CommitLog segment files of a store, ascending (an empty last file is left out)."""
-    cl_dir = Path(store) / "commitlog"
-    if not cl_dir.is_dir():
-        raise StoreNotFoundError("not a RocketMQ store: no commitlog directory", path=str(store))
-    entries = sorted((p for p in cl_dir.iterdir() if p.name.isdigit() and p.is_file()), key=lambda p: int(p.name))
-    segs = [Segment(str(p), int(p.name), p.stat().st_size) for p in entries]
-    if segs and segs[-1].size == 0:
-        segs.pop()
-    sizes = {s.size for s in segs}
-    if len(sizes) > 1:
-        odd = next(s for s in segs if s.size != segs[0].size)
-        raise GeometryMismatchError(f"CommitLog segments differ in size ({segs[0].size} and {odd.size} bytes)",
-                                    path=odd.path)
-    return segs
+    dirs = commit_log_dirs_of(store, commit_log)
+    if not any(d.is_dir() for d in dirs):
+        raise StoreNotFoundError("not a RocketMQ store: no commitlog directory", path=str(dirs[0]))
+    return commitlog_segments(store, dirs=None if commit_log is None else dirs)
 
 
 class StoreView:
     """A store opened read-only for planning (close it, or use it as a context manager)."""
 
-    def __init__(self, path: str, broker_name: str, *, with_queues: bool = True) -> None:
+    def __init__(self, path: str, broker_name: str, *, with_queues: bool = True, commit_log: str | None = None) -> None:
         self.path = str(path)
         self.broker_name = broker_name
-        self.segments = list_segments(self.path)
+        self.commit_log_option = commit_log
+        self.segments = list_segments(self.path, commit_log)
         self.file_size = self.segments[0].size if self.segments else 0
         self.commit_log: CommitLog | None = None
         self.cqs: dict[tuple[str, int], ConsumeQueue] = {}
@@ -70,27 +70,19 @@ class StoreView:
 
     def _open_queues(self) -> None:
         if self.segments:
-            self.commit_log = CommitLog(Path(self.path) / "commitlog", self.file_size, read_only=True)
+            dirs = [str(d) for d in commit_log_dirs_of(self.path, self.commit_log_option)]
+            self.commit_log = CommitLog(Path(dirs[0]), self.file_size, read_only=True, paths=dirs)
             self.commit_log.load()
         min_phy = self.segments[0].base if self.segments else 0
-        cq_root = Path(self.path) / "consumequeue"
-        if not cq_root.is_dir():
-            return
-        for tdir in sorted(cq_root.iterdir()):
-            if not tdir.is_dir():
+        cq_size = detect_cq_file_size(self.path)
+        for topic, qid, qdir in consume_queue_dirs(self.path):
+            if cq_size is None or not any(p.stat().st_size for p in segment_files(qdir)):
                 continue
-            for qdir in sorted(tdir.iterdir()):
-                if not (qdir.is_dir() and qdir.name.isdigit()):
-                    continue
-                files = sorted(p for p in qdir.iterdir() if p.is_file() and p.name.isdigit())
-                sizes = [p.stat().st_size for p in files if p.stat().st_size > 0]
-                if not sizes:
-                    continue
-                cq = ConsumeQueue(qdir, tdir.name, int(qdir.name), sizes[0], read_only=True)
-                cq.load()
-                cq.recover()
-                cq.correct_min_offset(min_phy)
-                self.cqs[(tdir.name, int(qdir.name))] = cq
+            cq = ConsumeQueue(qdir, topic, qid, cq_size, read_only=True)
+            cq.load()
+            cq.recover()
+            cq.correct_min_offset(min_phy)
+            self.cqs[(topic, qid)] = cq
 
     # ------------------------------------------------------------------ queues
     def queue_ranges(self) -> dict[tuple[str, int], tuple[int, int]]:
@@ -114,7 +106,7 @@ class StoreView:
             cq = self.cqs.get(key)
             if cq is None or first >= end:
                 continue
-            u0, u1 = cq.get_unit(first), cq.get_unit(end - 1)
+            u0, u1 = cq.get_unit(first, resolve_ext=False), cq.get_unit(end - 1, resolve_ext=False)
             if u0 is None or u1 is None:
                 continue
             a, b = u0.commit_log_offset, u1.commit_log_offset + u1.size

@@ -541,18 +541,14 @@ _GEOMETRY_FIELDS = ("commit_log_file_size", "consume_queue_file_size", "hash_slo
 
 
 def store_config_for(store: str | os.PathLike[str], config: StoreConfig | None = None) -> StoreConfig:
-    """The geometry used to dispatch ``store``: ``config`` if given, else the defaults with the
-    CommitLog segment size detected from the files."""
-    from mqstore.storage.rocketmq.config import StoreConfig
-    from mqstore.storage.rocketmq.rebuild import detect_segment_size
+    """The geometry used to dispatch ``store``: ``config`` if given, else detected from the files
+    (:func:`mqstore.storage.rocketmq.layout.resolve_config`)."""
+    from mqstore.storage.rocketmq.layout import resolve_config
 
     root = Path(store)
     if not (root / "commitlog").is_dir():
         raise StoreNotFoundError(f"{root} is not a RocketMQ store (no commitlog/ directory)")
-    if config is not None:
-        return config
-    seg = detect_segment_size(root / "commitlog")
-    return StoreConfig(commit_log_file_size=seg) if seg else StoreConfig()
+    return resolve_config(root, config)
 
 
 def start_dispatch(spark: SparkSession, store: str | os.PathLike[str], checkpoint: str | os.PathLike[str], *,

@@ -43,76 +43,35 @@ def result_schema() -> str:
 
 # =============================================================================== planning (driver)
 def _store_geometry(root: Path, hash_slot_num: int | None, index_num: int | None) -> tuple[int, int, int]:
-    """(CommitLog segment size, slots, items) of a store: segment size from the files, index
-    geometry given or recovered from the files (a full file's count, or the broker defaults)."""
-    from mqstore.formats.rocketmq.indexfile import DEFAULT_HASH_SLOT_NUM, DEFAULT_INDEX_NUM, index_file_size
-    from mqstore.storage.rocketmq.rebuild import detect_segment_size
+    """(CommitLog segment size, slots, items) of a store: given, or detected from the files by
+    :func:`mqstore.storage.rocketmq.layout.resolve_config`; every IndexFile must fit it."""
+    from mqstore.formats.rocketmq.indexfile import index_file_size
+    from mqstore.storage.rocketmq.layout import commitlog_segments, index_files, resolve_config
 
     if not (root / "commitlog").is_dir():
         raise StoreNotFoundError(f"{root} is not a RocketMQ store (no commitlog/ directory)")
-    seg = detect_segment_size(root / "commitlog")
-    if seg is None:
-        raise StoreNotFoundError(f"{root}/commitlog has no segments of one size")
-    files = _index_files(root)
-    if hash_slot_num and index_num:
-        slots, items = hash_slot_num, index_num
-    else:
-        slots, items = detect_index_geometry(files) or (DEFAULT_HASH_SLOT_NUM, DEFAULT_INDEX_NUM)
-    for p in files:
+    segs = commitlog_segments(root)
+    if not segs:
+        raise StoreNotFoundError(f"{root}/commitlog has no segments")
+    cfg = resolve_config(root, None, hash_slot_num=hash_slot_num, index_num=index_num)
+    slots, items = cfg.hash_slot_num, cfg.index_num
+    for p in index_files(root):
         if p.stat().st_size != index_file_size(slots, items):
             raise GeometryMismatchError(
                 f"index file is {p.stat().st_size} bytes, not {index_file_size(slots, items)} "
                 f"({slots} slots x {items} items): pass the store's hash_slot_num/index_num", path=str(p))
-    return seg, slots, items
-
-
-def detect_index_geometry(files: Sequence[Path]) -> tuple[int, int] | None:
-    """(slots, items) of existing IndexFiles: the broker defaults when the size fits, a full file's
-    count, else the first common slots:items ratio consistent with the size and the header."""
-    from mqstore.formats.rocketmq.indexfile import (
-        DEFAULT_HASH_SLOT_NUM,
-        DEFAULT_INDEX_NUM,
-        IndexHeader,
-        index_file_size,
-    )
-
-    if not files:
-        return None
-    size = files[0].stat().st_size
-    if size == index_file_size(DEFAULT_HASH_SLOT_NUM, DEFAULT_INDEX_NUM):
-        return DEFAULT_HASH_SLOT_NUM, DEFAULT_INDEX_NUM
-    headers = []
-    for p in files:
-        with open(p, "rb") as fh:
-            headers.append(IndexHeader.decode(fh.read(40)))
-    for h in headers[:-1]:  # every file but the last was full when the next one was created
-        rest = size - 40 - 20 * h.index_count
-        if rest > 0 and rest % 4 == 0:
-            return rest // 4, h.index_count
-    for ratio in (4, 10, 1, 2, 5, 8, 16, 20):
-        slots, r = divmod(size - 40, 4 + 20 * ratio)
-        if r == 0 and slots > 0 and all(h.index_count <= slots * ratio and h.hash_slot_count <= slots for h in headers):
-            return slots, slots * ratio
-    return None
-
-
-def _index_files(root: Path) -> list[Path]:
-    base = root / "index"
-    if not base.is_dir():
-        return []
-    return sorted(p for p in base.iterdir() if p.is_file() and p.name.isdigit())
+    return segs[0].size, slots, items
 
 
 def _file_tasks(root: Path, begin: int, end: int) -> list[str]:
     """Index files of a store that may hold keys stored in [begin, end] (the index keeps times
     rounded down to seconds: the window is widened by one second, as the local query does)."""
-    from mqstore.formats.rocketmq.indexfile import IndexHeader
+    from mqstore.storage.rocketmq.layout import index_files, read_index_header
 
     wbegin = max(0, begin - 1000)
     out = []
-    for p in _index_files(root):
-        with open(p, "rb") as fh:
-            h = IndexHeader.decode(fh.read(40))
+    for p in index_files(root):
+        h = read_index_header(p)
         if h.index_count <= 1:
             continue
         if h.end_timestamp < wbegin or h.begin_timestamp > end:

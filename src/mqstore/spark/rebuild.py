@@ -90,17 +90,14 @@ def _positive(name: str, value: int | None, minimum: int = 1) -> None:
 # ============================================================================ RocketMQ
 def _rocketmq_config(root: Path, hash_slot_num: int | None, index_num: int | None, cq_file_size: int | None,
                      commit_log_file_size: int | None) -> Any:
-    from mqstore.storage.rocketmq.rebuild import default_rebuild_config
+    from mqstore.storage.rocketmq.layout import resolve_config
 
     _positive("hash_slot_num", hash_slot_num)
     _positive("index_num", index_num, 2)
     _positive("cq_file_size", cq_file_size, 20)
     _positive("commit_log_file_size", commit_log_file_size, 4096)
-    cfg = default_rebuild_config(root)
-    changes = {k: v for k, v in (("hash_slot_num", hash_slot_num), ("index_num", index_num),
-                                 ("consume_queue_file_size", cq_file_size),
-                                 ("commit_log_file_size", commit_log_file_size)) if v is not None}
-    return dataclasses.replace(cfg, **changes) if changes else cfg
+    return resolve_config(root, None, hash_slot_num=hash_slot_num, index_num=index_num,
+                          consume_queue_file_size=cq_file_size, commit_log_file_size=commit_log_file_size)
 
 
 def _check_out(root: Path, out: Path) -> bool:
@@ -201,7 +198,7 @@ def rebuild_rocketmq(spark: SparkSession, store: str | os.PathLike[str], out: st
             picks, ask = rr.summary_picks(included, starts, per_file)
             for i in sorted(ask):  # files roll inside these chunks: read the keys at the boundaries
                 picks += list(rr.boundary_picks(rr.load_key_columns(str(stage), i), starts[i], per_file))
-            plans = rr.plan_index_files(total_keys, per_file, picks)
+            plans = rr.plan_index_files(total_keys, per_file, picks, target / "index")
         # ---------------------------------------------------------------- 3. write
         written: list[tuple[Any, ...]] = []
         if included:

@@ -172,7 +172,8 @@ class PushedFilters:
 def plan_batch(opts: RocketMQOptions, pushed: PushedFilters | None = None) -> list[CommitLogRange]:
     """The input partitions of a batch read (driver side; also usable without Spark)."""
     pushed = pushed or PushedFilters()
-    views = [StoreView(p, b) for p, b in zip(opts.paths, opts.broker_names, strict=True)]
+    views = [StoreView(p, b, commit_log=opts.commit_log_of(i))
+             for i, (p, b) in enumerate(zip(opts.paths, opts.broker_names, strict=True))]
     try:
         known = {t for v in views for (t, _q) in v.cqs}
         topics = select_topics(opts, known)
@@ -249,6 +250,7 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, opts: RocketMQOptions) -> None:
         self.opts = opts
         self.stores = dict(zip(opts.broker_names, opts.paths, strict=True))
+        self.commit_logs = {b: opts.commit_log_of(i) for i, b in enumerate(opts.broker_names)}
         self._target: dict[str, int] | None = None
         self._latest: dict[str, int] | None = None
         if opts.topics is not None or opts.topic_pattern is not None:
@@ -258,7 +260,7 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self._filter = None
 
     def _segments(self, broker: str) -> list[Segment]:
-        return list_segments(self.stores[broker])
+        return list_segments(self.stores[broker], self.commit_logs[broker])
 
     def _end_of(self, broker: str, start: int | None = None) -> int:
         segs = self._segments(broker)

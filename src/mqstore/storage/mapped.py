@@ -29,6 +29,7 @@ from mqstore.errors import (
     ReadOnlyStoreError,
     StoreError,
 )
+from mqstore.storage.layout import offset_files, offset_name
 
 _NO_SPACE = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 
@@ -90,10 +91,6 @@ GIL_FREE_COPY_MIN = 16 << 10
 
 def _is_u8_array(data: object) -> bool:
     return isinstance(data, np.ndarray) and data.dtype == np.uint8 and data.ndim == 1 and data.flags.c_contiguous
-
-
-def segment_name(offset: int) -> str:
-    return f"{offset:020d}"
 
 
 def ensure_inside(root: Path, path: Path) -> Path:
@@ -269,7 +266,9 @@ class MappedFileQueue:
         deleted, any other file of the wrong length is an error."""
         if not self.directory.is_dir():
             return
-        entries = sorted(p for p in self.directory.iterdir() if p.is_file() and p.name.isdigit())
+        self._load_entries(offset_files(self.directory))
+
+    def _load_entries(self, entries: list[Path]) -> None:
         for i, p in enumerate(entries):
             size = p.stat().st_size
             if size == 0 and i == len(entries) - 1:
@@ -330,7 +329,7 @@ class MappedFileQueue:
             raise ReadOnlyStoreError("store is opened read-only", path=str(self.directory))
         new_from = last.end_offset if last is not None else start_offset - start_offset % self.file_size
         self.directory.mkdir(parents=True, exist_ok=True)
-        mf = MappedFile(self.directory / segment_name(new_from), self.file_size, create=True)
+        mf = MappedFile(self.directory / offset_name(new_from), self.file_size, create=True)
         self.files.append(mf)
         return mf
 
@@ -385,3 +384,75 @@ class MappedFileQueue:
             self.directory.rmdir()
         except OSError:
             pass
+
+
+class MultiPathMappedFileQueue(MappedFileQueue):
+    """The segments of one queue spread over several directories (the broker's CommitLog with
+    ``storePathCommitLog`` = ``dirA,dirB,...`` and ``readOnlyCommitLogStorePaths``).
+
+    Loading gathers the numeric files of every path (writable and read-only) and orders them by
+    name, whatever directory holds them.  A new segment for global offset ``o`` goes to
+    ``sorted(writable paths)[(o // file_size) % len(writable paths)]``: round-robin by segment
+    number over the writable paths sorted as strings (the read-only ones never receive one).
+    The broker also skips paths whose disk is nearly full; this writer does not (no disk quota
+    policy offline), which only matters for where *new* segments go, never for reading.
+    """
+
+    def __init__(self, paths: list[str], readonly_paths: list[str], file_size: int, *, read_only: bool = False) -> None:
+        if not paths:
+            raise StoreError("no CommitLog directory given")
+        super().__init__(Path(paths[0]), file_size, read_only=read_only)
+        self.paths = list(dict.fromkeys(paths))
+        self.readonly_paths = list(dict.fromkeys(readonly_paths))
+
+    def writable_paths(self) -> list[str]:
+        ro = set(self.readonly_paths)
+        return sorted(p for p in self.paths if p not in ro)
+
+    def all_paths(self) -> list[str]:
+        return list(dict.fromkeys(self.paths + self.readonly_paths))
+
+    def load(self) -> None:
+        by_name: dict[str, Path] = {}
+        for d in self.all_paths():
+            base = Path(d)
+            if not base.is_dir():
+                continue
+            for p in base.iterdir():
+                if not (p.is_file() and p.name.isdigit()):
+                    continue
+                if p.name in by_name and by_name[p.name].resolve() != p.resolve():
+                    raise StoreError(f"segment {p.name} is in two CommitLog directories: {by_name[p.name]} and {p}",
+                                     path=str(p))
+                by_name.setdefault(p.name, p)
+        self._load_entries([by_name[n] for n in sorted(by_name)])
+
+    def directory_for(self, offset: int) -> Path:
+        """The directory a new segment starting at ``offset`` goes to."""
+        paths = self.writable_paths()
+        if not paths:
+            raise ReadOnlyStoreError("every CommitLog directory is read-only", path=str(self.directory))
+        return Path(paths[(offset // self.file_size) % len(paths)])
+
+    def get_last_or_create(self, start_offset: int = 0) -> MappedFile:
+        last = self.last()
+        if last is not None and not last.is_full():
+            return last
+        if self.read_only:
+            raise ReadOnlyStoreError("store is opened read-only", path=str(self.directory))
+        new_from = last.end_offset if last is not None else start_offset - start_offset % self.file_size
+        d = self.directory_for(new_from)
+        d.mkdir(parents=True, exist_ok=True)
+        mf = MappedFile(d / offset_name(new_from), self.file_size, create=True)
+        self.files.append(mf)
+        return mf
+
+    def destroy(self) -> None:
+        for f in self.files:
+            f.destroy()
+        self.files = []
+        for d in self.all_paths():
+            try:
+                Path(d).rmdir()
+            except OSError:
+                pass

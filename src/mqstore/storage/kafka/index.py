@@ -79,6 +79,32 @@ class _FastSearch:
         return bisect_right(self.keys, target, lo, min(lo + _TOP_STRIDE, len(self.keys))) - 1
 
 
+def live_entry_count(rel: np.ndarray, slot0_all_zero: bool) -> int:
+    """How many entries a preallocated (zero-padded, untrimmed) index file really holds.
+
+    ``rel`` is the relative-offset column of every whole slot of the file.  A live broker's active
+    segment keeps its index files preallocated to ``segment.index.bytes`` (rounded down to the entry
+    size) with zeros after the entries it appended; the entry count lives only in the broker's
+    memory (the mmap position).  Offline it is recovered as follows:
+
+    * the entries end at the first slot > 0 whose relative offset is 0 (DumpLogSegments' rule:
+      offsets strictly increase inside an index, so only slot 0 may hold relative offset 0);
+    * when the file is padded and slot 0 is all zero as well, the index holds no entry at all
+      (Kafka never indexes position 0 — an entry needs more than ``index.interval.bytes`` before
+      it — so ``(0, 0)`` in ``.index`` and ``(0 ms, 0)`` in ``.timeindex`` are padding).
+
+    A file without any such slot (trimmed, or full) holds ``len(rel)`` entries.
+    """
+    n = int(rel.shape[0])
+    if n > 1:
+        zeros = np.nonzero(rel[1:] == 0)[0]
+        if zeros.shape[0]:
+            n = int(zeros[0]) + 1
+            if n == 1 and slot0_all_zero:
+                n = 0
+    return n
+
+
 def round_down(n: int, factor: int) -> int:
     return factor * (n // factor)
 
@@ -150,12 +176,14 @@ class AbstractIndex:
         self._max_entries = self._length // self.ENTRY_SIZE
         self._entries = 0 if not exists else self._max_entries
         if exists and stop_at_padding and self._entries > 1:
-            rel = self._rel_column_raw(self._entries)
-            zeros = np.nonzero(rel[1:] == 0)[0]
-            if zeros.shape[0]:
-                self._entries = int(zeros[0]) + 1
+            n = live_entry_count(self._rel_column_raw(self._entries), self._slot0_all_zero())
+            if n < self._entries:
+                self._entries = n
                 self.padded = True
         self._after_load()
+
+    def _slot0_all_zero(self) -> bool:
+        return self._mm is not None and self._length >= self.ENTRY_SIZE and not any(self._mm[: self.ENTRY_SIZE])
 
     # ------------------------------------------------------------------ mapping
     def _map(self) -> None:
@@ -184,6 +212,13 @@ class AbstractIndex:
 
     def _after_load(self) -> None:
         """Hook: refresh cached last entry."""
+
+    def raw_bytes(self, start: int, end: int) -> np.ndarray:
+        """A copy of the file's bytes ``[start, end)`` (clipped to the file) as uint8."""
+        start, end = max(0, start), min(end, self._length)
+        if self._mm is None or end <= start:
+            return np.zeros(0, np.uint8)
+        return np.frombuffer(self._mm[start:end], dtype=np.uint8)
 
     def _check_open(self) -> None:
         if self._fd < 0 and not self.missing:

@@ -40,10 +40,12 @@ from mqstore.formats.kafka.batch import (
     validate_batch,
 )
 from mqstore.formats.kafka.index_entry import OffsetPosition, TimestampOffset
+from mqstore.kernels.kafka import scan_batches
 from mqstore.storage.kafka.index import OffsetIndex, TimeIndex
 from mqstore.storage.kafka.rebuild import (
     DEFAULT_INDEX_INTERVAL_BYTES,
     DEFAULT_MAX_INDEX_SIZE,
+    MappedLog,
     analyze_log_file,
     atomic_write,
     indexes_of,
@@ -53,6 +55,7 @@ from mqstore.storage.kafka.rebuild import (
 
 INT32_MAX = (1 << 31) - 1
 LONG_MAX = (1 << 63) - 1
+_SCAN_MAPPED_BYTES = 1 << 20
 
 
 def now_ms() -> int:
@@ -294,7 +297,16 @@ class LogSegment:
     # ------------------------------------------------------------------ max timestamp state (§4.4)
     def _load_max_ts(self) -> TimestampOffset:
         if self._max_ts_and_offset is None:
-            self._max_ts_and_offset = self.time_index.last_entry
+            if self.read_only:
+                # Offline the time index may be missing, a live broker's preallocated file (its
+                # last entries only in the broker's memory) or cut short: the last entry is then
+                # below the segment's real maximum.  Kafka would have rebuilt or kept it in memory;
+                # read-only, the batches after the last indexed entry give the same maximum
+                # (a few KiB to scan when the index is sound, the whole segment when it is missing).
+                self._load_largest_timestamp()
+            else:
+                self._max_ts_and_offset = self.time_index.last_entry
+        assert self._max_ts_and_offset is not None
         return self._max_ts_and_offset
 
     @property
@@ -319,11 +331,19 @@ class LogSegment:
     def _load_largest_timestamp(self) -> None:
         last = self.time_index.last_entry
         self._max_ts_and_offset = last
-        pos = self.offset_index.lookup(last.offset).position
+        pos = self._index_position(last.offset)
         best_ts, best_off = -1, -1
-        for ref in self.batches(pos):
-            if ref.max_timestamp > best_ts:
-                best_ts, best_off = ref.max_timestamp, ref.last_offset
+        if self._size - pos > _SCAN_MAPPED_BYTES:  # long tail (index missing or sparse): compiled header walk
+            with MappedLog(self.log_path) as ml:
+                scan = scan_batches(ml.mm, pos)
+                if scan["count"]:
+                    i = int(np.argmax(scan["max_timestamp"]))  # first batch holding the maximum
+                    best_ts, best_off = int(scan["max_timestamp"][i]), int(scan["last_offset"][i])
+                del scan
+        else:
+            for ref in self.batches(pos):
+                if ref.max_timestamp > best_ts:
+                    best_ts, best_off = ref.max_timestamp, ref.last_offset
         if best_ts > last.timestamp:
             self._max_ts_and_offset = TimestampOffset(best_ts, best_off)
 
@@ -359,10 +379,15 @@ class LogSegment:
         self.bytes_since_last_index_entry += n
 
     # ------------------------------------------------------------------ lookups (§4.2, §4.3)
+    def _index_position(self, offset: int) -> int:
+        """The offset index's position hint for ``offset``; 0 (scan from the start) when the entry
+        points past the end of the ``.log`` (a stale or damaged index Kafka would have rebuilt)."""
+        pos = self.offset_index.lookup(offset).position
+        return pos if 0 <= pos <= self._size else 0
+
     def translate_offset(self, offset: int, starting_position: int = 0) -> LogOffsetPosition | None:
         """First batch (from the index hint) whose last offset ≥ ``offset``: ``(last_offset, position, size)``."""
-        mapping = self.offset_index.lookup(offset)
-        for ref in self.batches(max(mapping.position, starting_position)):
+        for ref in self.batches(max(self._index_position(offset), starting_position)):
             if ref.last_offset >= offset:
                 return LogOffsetPosition(ref.last_offset, ref.position, ref.size)
         return None
@@ -391,7 +416,7 @@ class LogSegment:
         """First record with timestamp ≥ ``timestamp`` and offset ≥ ``starting_offset`` (default base)."""
         start = self.base_offset if starting_offset is None else starting_offset
         te = self.time_index.lookup(timestamp)
-        pos = self.offset_index.lookup(max(te.offset, start)).position
+        pos = self._index_position(max(te.offset, start))
         for ref in self.batches(pos):
             if ref.max_timestamp >= timestamp:
                 recs, epoch = self.records_of(ref)

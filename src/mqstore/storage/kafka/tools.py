@@ -36,7 +36,9 @@ from mqstore.formats.kafka.batch import (
     iter_legacy_records,
     iter_records,
 )
-from mqstore.storage.kafka.index import OffsetIndex, TimeIndex
+from mqstore.formats.kafka.kraft_control import SCHEMAS as KRAFT_SCHEMAS
+from mqstore.formats.kafka.kraft_control import decode_kraft_control
+from mqstore.storage.kafka.index import OffsetIndex, TimeIndex, live_entry_count
 from mqstore.storage.kafka.rebuild import MappedLog, analyze_log, parse_base_offset
 
 ProgressFn = Callable[[int, int], None]
@@ -80,6 +82,36 @@ def _padding_start(rel: np.ndarray) -> int:
     return rel.shape[0]
 
 
+def _index_padding(idx: OffsetIndex | TimeIndex, rel: np.ndarray) -> tuple[int, bool]:
+    """``(entries, padding is all zero)`` of an index file as a live broker leaves it
+    (:func:`live_entry_count`); the second value is True for a trimmed file too."""
+    slot0_zero = idx.length >= idx.ENTRY_SIZE and not np.any(idx.raw_bytes(0, idx.ENTRY_SIZE))
+    n = live_entry_count(rel, slot0_zero)
+    tail = idx.raw_bytes(n * idx.ENTRY_SIZE, idx.length)
+    return n, not np.any(tail)
+
+
+def _judge_padding(report: VerifyReport, path: Path, kind: str, idx: OffsetIndex | TimeIndex, n: int,
+                   clean: bool, active: bool, strict: bool) -> bool:
+    """Report an untrimmed index file; True when it is a live active segment's preallocated file
+    (then the entries before the padding are the ones to judge)."""
+    size = n * idx.ENTRY_SIZE
+    if idx.length == size:
+        return False
+    if not clean:
+        report.add(f"{kind}_stale_entries", path, size,
+                   f"non-zero bytes after the {n} entries of an untrimmed file (stale or damaged entries; "
+                   "Kafka rebuilds this index on load)")
+        return False
+    if active and not strict:
+        report.note(f"{kind}_preallocated", path, size,
+                    f"active segment of a live broker: {idx.length} bytes preallocated, {n} entries "
+                    f"({size} bytes once trimmed, as Kafka trims it on roll and close)")
+        return True
+    report.add(f"{kind}_padded", path, size, f"{idx.length - size} bytes after {n} entries (file not trimmed)")
+    return False
+
+
 def _max_record_timestamp(mm: Any, position: int, magic: int, path: str) -> int:
     if magic >= 2:
         h = decode_batch_header(mm, position, path=path)
@@ -89,8 +121,13 @@ def _max_record_timestamp(mm: Any, position: int, magic: int, path: str) -> int:
 
 
 def verify_segment(log_path: Path, report: VerifyReport, *, strict: bool = False,
-                   progress: ProgressFn | None = None) -> None:
-    """Check one segment (``.log`` and, when present, its ``.index``/``.timeindex``)."""
+                   progress: ProgressFn | None = None, active: bool = False) -> None:
+    """Check one segment (``.log`` and, when present, its ``.index``/``.timeindex``).
+
+    ``active``: the partition's last segment.  A live broker keeps its indexes preallocated and
+    zero-filled past the entries; unless ``strict``, that is a note (``index_preallocated``) and the
+    entries before the padding are judged (sanity checks included) — with ``strict`` it is the
+    ``index_padded`` problem of any untrimmed file."""
     base = parse_base_offset(log_path)
     lp = str(log_path)
     report.segments += 1
@@ -131,16 +168,18 @@ def verify_segment(log_path: Path, report: VerifyReport, *, strict: bool = False
             report.note("index_missing", oi_path, None, "no .index file (Kafka rebuilds it on load)")
         else:
             raw = OffsetIndex(oi_path, base, -1, writable=False)
-            try:
-                raw.sanity_check()
-            except CorruptIndexError as exc:
-                report.add("index_sanity", oi_path, None, exc.message)
             keys = raw.column_array(False)
             vals = raw.column_array(True)
-            valid_n = _padding_start(keys - base)
-            if raw.length != valid_n * 8:
-                report.add("index_padded", oi_path, valid_n * 8,
-                           f"{raw.length - valid_n * 8} bytes after {valid_n} entries (file not trimmed)")
+            valid_n, clean = _index_padding(raw, keys - base)
+            live = _judge_padding(report, oi_path, "index", raw, valid_n, clean, active, strict)
+            try:
+                if live:  # the sanity check on the entries before the padding
+                    with OffsetIndex(oi_path, base, -1, writable=False, stop_at_padding=True) as view:
+                        view.sanity_check()
+                else:
+                    raw.sanity_check()
+            except CorruptIndexError as exc:
+                report.add("index_sanity", oi_path, None, exc.message)
             report.offset_index_entries += valid_n
             for slot in range(valid_n):
                 o, p = int(keys[slot]), int(vals[slot])
@@ -169,16 +208,18 @@ def verify_segment(log_path: Path, report: VerifyReport, *, strict: bool = False
             report.note("time_index_missing", ti_path, None, "no .timeindex file (Kafka rebuilds it on load)")
         else:
             raw_t = TimeIndex(ti_path, base, -1, writable=False)
-            try:
-                raw_t.sanity_check()
-            except CorruptIndexError as exc:
-                report.add("time_index_sanity", ti_path, None, exc.message)
             ts_col = raw_t.column_array(False)
             off_col = raw_t.column_array(True)
-            valid_t = _padding_start(off_col - base)
-            if raw_t.length != valid_t * 12:
-                report.add("time_index_padded", ti_path, valid_t * 12,
-                           f"{raw_t.length - valid_t * 12} bytes after {valid_t} entries (file not trimmed)")
+            valid_t, clean = _index_padding(raw_t, off_col - base)
+            live = _judge_padding(report, ti_path, "time_index", raw_t, valid_t, clean, active, strict)
+            try:
+                if live:
+                    with TimeIndex(ti_path, base, -1, writable=False, stop_at_padding=True) as view_t:
+                        view_t.sanity_check()
+                else:
+                    raw_t.sanity_check()
+            except CorruptIndexError as exc:
+                report.add("time_index_sanity", ti_path, None, exc.message)
             report.time_index_entries += valid_t
             prev_ts = None
             for slot in range(valid_t):
@@ -231,16 +272,37 @@ def verify_path(path: str | os.PathLike[str], *, strict: bool = False,
     if p.is_dir():
         if not logs:
             raise StoreNotFoundError("no .log segment files in directory", path=str(p))
+        _note_other_files(p, report)
         bases = {parse_base_offset(f) for f in logs}
         for f in sorted(p.iterdir()):
             if f.suffix in (".index", ".timeindex", ".txnindex") and f.name.split(".", 1)[0].isdigit():
                 if parse_base_offset(f) not in bases:
                     report.note("stray_index", f, None, "index file without a .log (Kafka deletes it on load)")
+    last = _last_segment_log(p if p.is_dir() else logs[0].parent)
     for f in logs:
         if not f.exists():
             raise StoreNotFoundError("segment log file not found", path=str(f))
-        verify_segment(f, report, strict=strict, progress=progress)
+        verify_segment(f, report, strict=strict, progress=progress, active=last is not None and f == last)
     return report
+
+
+def _note_other_files(directory: Path, report: VerifyReport) -> None:
+    """Files of a partition directory that are neither segments nor their indexes: unknown ones
+    and the temporaries Kafka settles on load are notes (never skipped silently)."""
+    from mqstore.storage.kafka.logdir import PARTITION_FILE_KINDS, classify_partition_file
+
+    for f in sorted(directory.iterdir()):
+        kind = classify_partition_file(f.name).kind if f.is_file() else "unknown"
+        if kind == "unknown":
+            report.note("unknown_file", f, None, "not a Kafka partition file (Kafka ignores it)")
+        elif kind in ("deleted", "cleaned", "swap", "checkpoint_tmp", "kraft_snapshot_partial"):
+            report.note(kind + "_file", f, None, PARTITION_FILE_KINDS[kind])
+
+
+def _last_segment_log(directory: Path) -> Path | None:
+    """The partition's active segment: the ``.log`` with the highest base offset."""
+    logs = [f for f in directory.iterdir() if f.suffix == ".log" and f.name.split(".", 1)[0].isdigit()]
+    return max(logs, key=lambda f: int(f.name.split(".", 1)[0])) if logs else None
 
 
 # ----------------------------------------------------------------------------- dump
@@ -262,7 +324,8 @@ def dump_log(log_path: Path, *, print_data: bool = False) -> Iterator[dict[str, 
                     "count": h.records_count, "baseSequence": h.base_sequence, "lastSequence": h.last_sequence,
                     "producerId": h.producer_id, "producerEpoch": h.producer_epoch,
                     "partitionLeaderEpoch": h.partition_leader_epoch, "isTransactional": h.is_transactional,
-                    "isControl": h.is_control, "deleteHorizonMs": h.delete_horizon_ms, "position": p,
+                    "isControl": h.is_control, "deleteHorizonMs": h.delete_horizon_ms,
+                    "hasDeleteHorizon": h.has_delete_horizon, "position": p,
                     "timestampType": h.timestamp_type.label, "maxTimestamp": h.max_timestamp,
                     "baseTimestamp": h.base_timestamp, "size": h.size, "magic": h.magic,
                     "compresscodec": h.compression.name.lower(), "crc": h.crc, "isvalid": valid,
@@ -279,26 +342,47 @@ def dump_log(log_path: Path, *, print_data: bool = False) -> Iterator[dict[str, 
                             "headers": [{"key": x.key, "value": x.value} for x in r.headers],
                         }
                         if h.is_control:
-                            try:
-                                c = decode_control_record(r, path=lp)
-                                rec["controlType"] = c.type_name
-                                rec["coordinatorEpoch"] = c.coordinator_epoch
-                            except CorruptDataError:
-                                rec["controlType"] = "INVALID"
+                            rec.update(_control_fields(r, lp))
                         yield rec
             else:
-                yield {"type": "batch", "offset": int(scan["last_offset"][i]), "position": p, "magic": m,
-                       "size": int(scan["size"][i]), "crc": int(scan["crc"][i]), "isvalid": valid,
-                       "maxTimestamp": int(scan["max_timestamp"][i])}
-                if print_data and valid and m < 2:
-                    msg = decode_legacy_message(mm, p, path=lp)
+                obj: dict[str, Any] = {"type": "batch", "offset": int(scan["last_offset"][i]), "position": p,
+                                       "magic": m, "size": int(scan["size"][i]), "crc": int(scan["crc"][i]),
+                                       "isvalid": valid, "maxTimestamp": int(scan["max_timestamp"][i])}
+                msg = None
+                if m < 2:
+                    try:
+                        msg = decode_legacy_message(mm, p, validate=False, path=lp)
+                        obj["timestampType"] = msg.timestamp_type.label
+                        obj["compresscodec"] = msg.compression.name.lower()
+                    except CorruptDataError:
+                        msg = None
+                yield obj
+                if print_data and valid and msg is not None:
                     for r in iter_legacy_records(msg, path=lp):
-                        yield {"type": "record", "offset": r.offset, "timestamp": r.timestamp,
-                               "keySize": -1 if r.key is None else len(r.key),
+                        yield {"type": "record", "offset": r.offset, "timestampType": msg.timestamp_type.label,
+                               "timestamp": r.timestamp, "keySize": -1 if r.key is None else len(r.key),
                                "valueSize": -1 if r.value is None else len(r.value), "key": r.key, "value": r.value}
         if a.stop != "end" or scan["valid_end"] < a.log_size:
             yield {"type": "tail", "position": int(scan["valid_end"]), "bytes": a.log_size - int(scan["valid_end"]),
                    "reason": a.stop if a.stop != "end" else "torn"}
+
+
+def _control_fields(r: Any, path: str) -> dict[str, Any]:
+    """What a control record holds: end-transaction markers (type 0/1) and the KRaft control
+    records (types 2–6, their values decoded); ``controlType`` ``INVALID`` when undecodable."""
+    try:
+        c = decode_control_record(r, path=path)
+    except CorruptDataError:
+        return {"controlType": "INVALID"}
+    out: dict[str, Any] = {"controlType": c.type_name, "controlTypeId": c.type}
+    if c.coordinator_epoch is not None:
+        out["coordinatorEpoch"] = c.coordinator_epoch
+    elif c.type in KRAFT_SCHEMAS:
+        try:
+            out["control"] = decode_kraft_control(c.type, r.value)
+        except CorruptDataError as exc:
+            out["controlError"] = exc.message
+    return out
 
 
 def dump_index(path: Path) -> Iterator[dict[str, Any]]:

@@ -25,7 +25,7 @@ from mqstore.formats.rocketmq.record import (
     store_timestamp_position,
 )
 from mqstore.kernels.rocketmq_scan import STOP_BLANK, STOP_LIMIT, DispatchBatch, scan_segment
-from mqstore.storage.mapped import MappedFile, MappedFileQueue
+from mqstore.storage.mapped import MappedFile, MappedFileQueue, MultiPathMappedFileQueue
 
 DEFAULT_COMMIT_LOG_FILE_SIZE = 1024 * 1024 * 1024
 WARM_AHEAD_BYTES = 64 << 20  # how far ahead of the write position warm_ahead() populates pages
@@ -41,14 +41,21 @@ class RecoveryResult:
 
 
 class CommitLog:
-    def __init__(self, directory: Path, file_size: int = DEFAULT_COMMIT_LOG_FILE_SIZE, *, read_only: bool = False) -> None:
+    def __init__(self, directory: Path, file_size: int = DEFAULT_COMMIT_LOG_FILE_SIZE, *, read_only: bool = False,
+                 paths: list[str] | None = None, readonly_paths: list[str] | None = None) -> None:
+        """``directory``: the one CommitLog directory; or ``paths`` (+ ``readonly_paths``), the
+        broker's multi-path CommitLog (:class:`MultiPathMappedFileQueue`)."""
         if file_size < 64:
             from mqstore.errors import InvalidArgumentError
 
             raise InvalidArgumentError(f"CommitLog segment size {file_size} is too small")
-        self.directory = Path(directory)
         self.file_size = file_size
-        self.queue = MappedFileQueue(self.directory, file_size, read_only=read_only)
+        if paths and (len(paths) > 1 or readonly_paths):
+            self.queue: MappedFileQueue = MultiPathMappedFileQueue(list(paths), list(readonly_paths or []), file_size,
+                                                                   read_only=read_only)
+        else:
+            self.queue = MappedFileQueue(Path(paths[0]) if paths else Path(directory), file_size, read_only=read_only)
+        self.directory = self.queue.directory
         self.read_only = read_only
         self._warmed = (-1, 0)  # (segment start offset, position populated up to)
 

@@ -36,6 +36,17 @@ class StoreConfig:
 
     commit_log_file_size: int = 1024 * 1024 * 1024
     consume_queue_file_size: int = 300_000 * 20
+    # ConsumeQueueExt (enableConsumeQueueExt): new ConsumeQueue units carry addresses of ext units
+    # in consumequeue_ext/ (read through whenever the directory exists, whatever this says)
+    enable_consume_queue_ext: bool = False
+    mapped_file_size_consume_queue_ext: int = 48 * 1024 * 1024
+    bit_map_length_consume_queue_ext: int = 64
+    # storePathCommitLog: None = STORE/commitlog; else one directory or a comma-separated list
+    # (the broker's MultiPathMappedFileQueue: segments spread round-robin over the sorted paths)
+    store_path_commit_log: str | None = None
+    # readOnlyCommitLogStorePaths: comma-separated directories whose segments are read, never
+    # created (new segments go to the other paths)
+    read_only_commit_log_store_paths: str | None = None
     hash_slot_num: int = 5_000_000
     index_num: int = 5_000_000 * 4
     max_message_size: int = 4 * 1024 * 1024
@@ -75,6 +86,13 @@ class StoreConfig:
         if self.consume_queue_file_size < 20:
             raise InvalidArgumentError(f"consume_queue_file_size must be at least 20 bytes, not {self.consume_queue_file_size}")
         check_geometry(self.hash_slot_num, self.index_num)
+        if self.mapped_file_size_consume_queue_ext < 24:
+            raise InvalidArgumentError("mapped_file_size_consume_queue_ext must be at least 24 bytes, "
+                                       f"not {self.mapped_file_size_consume_queue_ext}")
+        for name in ("store_path_commit_log", "read_only_commit_log_store_paths"):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, str):
+                raise InvalidArgumentError(f"{name} must be a directory or a comma-separated list of directories")
         if self.max_message_size <= 0:
             raise InvalidArgumentError("max_message_size must be positive")
         try:
@@ -107,6 +125,17 @@ class StoreConfig:
         if unknown:
             raise InvalidArgumentError(f"unknown store settings: {', '.join(sorted(unknown))}")
         return cls(**values)  # type: ignore[arg-type]
+
+
+MULTI_PATH_SPLITTER = ","
+
+
+def split_paths(value: str | None) -> list[str]:
+    """The directories of a ``storePathCommitLog``-style setting (comma-separated, trimmed,
+    empty entries dropped, order and spelling kept)."""
+    if not value:
+        return []
+    return [p.strip() for p in value.strip().split(MULTI_PATH_SPLITTER) if p.strip()]
 
 
 TOPIC_PATTERN = re.compile(r"^[%|a-zA-Z0-9_-]+$")

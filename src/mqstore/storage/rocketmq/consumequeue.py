@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mqstore.errors import StoreError
+from mqstore.errors import CorruptDataError, StoreError
 from mqstore.formats.rocketmq.consumequeue import (
     BLANK_UNIT,
     CQ_DTYPE,
@@ -22,7 +22,9 @@ from mqstore.formats.rocketmq.consumequeue import (
     decode_unit,
     encode_unit,
 )
+from mqstore.formats.rocketmq.consumequeue_ext import MAX_ADDR, is_ext_addr, undecorate
 from mqstore.storage.mapped import MappedFile, MappedFileQueue
+from mqstore.storage.rocketmq.consumequeue_ext import ConsumeQueueExt
 
 #: Given (commit_log_offset, size) → the message's store timestamp, or -1 when unavailable.
 StoreTimeLookup = Callable[[int, int], int]
@@ -32,17 +34,47 @@ BOUNDARY_UPPER = "upper"
 
 
 class ConsumeQueue:
-    def __init__(self, directory: Path, topic: str, queue_id: int, file_size: int, *, read_only: bool = False) -> None:
+    """One queue's units; with ``ext`` (``consumequeue_ext/<topic>/<queueId>``) tags codes may be
+    addresses of ext units, which every read resolves.  ``ext_write`` (the broker's
+    ``isExtWriteEnable``: the ext exists and ``enableConsumeQueueExt``) makes new units carry
+    ext addresses: an ext unit (tags code, store time, no bitmap) is written first."""
+
+    def __init__(self, directory: Path, topic: str, queue_id: int, file_size: int, *, read_only: bool = False,
+                 ext: ConsumeQueueExt | None = None, ext_write: bool = False) -> None:
         self.topic = topic
         self.queue_id = queue_id
         self.file_size = file_size
+        self.read_only = read_only
         self.queue = MappedFileQueue(directory, file_size, read_only=read_only)
+        self.ext = ext
+        self.ext_write = ext_write and ext is not None
         self.max_physic_offset = -1
         self.min_logic_offset = 0  # bytes
 
     # ------------------------------------------------------------------ load / recover
     def load(self) -> None:
         self.queue.load()
+        if self.ext is not None:
+            self.ext.load()
+            self.ext.recover()
+
+    def _last_ext_addr(self) -> int | None:
+        """The last ext address the written units hold (``None``: none)."""
+        for f in reversed(self.queue.files):
+            n = f.wrote_position // CQ_UNIT_SIZE
+            if n == 0:
+                continue
+            tags = np.frombuffer(f.mm, dtype=CQ_DTYPE, count=n)["tags_code"]
+            hits = np.flatnonzero(tags <= MAX_ADDR)
+            if len(hits):
+                return int(tags[hits[-1]])
+        return None
+
+    def _truncate_ext(self) -> None:
+        """Recovery's rule: the ext keeps exactly what the remaining units address."""
+        if self.ext is None or self.read_only or not self.ext.queue.files:
+            return
+        self.ext.truncate_after(self._last_ext_addr())
 
     def recover(self) -> None:
         """Spec §2.4: scan the last three segments for the end of the valid units."""
@@ -70,6 +102,7 @@ class ConsumeQueue:
             break
         self.max_physic_offset = max_ext
         self.queue.truncate_dirty(process_offset)
+        self._truncate_ext()
 
     def truncate_dirty_logic_files(self, phy_offset: int) -> None:
         """Spec §2.4: drop units whose message starts at or beyond ``phy_offset`` (the CommitLog's
@@ -95,6 +128,7 @@ class ConsumeQueue:
             if len(real):
                 self.max_physic_offset = int(real[-1]["offset"]) + int(real[-1]["size"])
             del units, keep, real
+            self._truncate_ext()
             return
 
     # ------------------------------------------------------------------ offsets
@@ -111,7 +145,7 @@ class ConsumeQueue:
         files = self.queue.files
         if not files:
             return
-        last_unit = self.get_unit(self.max_offset_in_queue - 1) if self.max_offset_in_queue > 0 else None
+        last_unit = self.get_unit(self.max_offset_in_queue - 1, resolve_ext=False) if self.max_offset_in_queue > 0 else None
         if last_unit is not None and last_unit.commit_log_offset < min_commit_log_offset:
             self.min_logic_offset = self.queue.max_offset
             return
@@ -127,9 +161,16 @@ class ConsumeQueue:
         del units, offs, ok
 
     # ------------------------------------------------------------------ write (spec §2.3)
-    def put_unit(self, commit_log_offset: int, size: int, tags_code: int, cq_offset: int) -> bool:
+    def put_unit(self, commit_log_offset: int, size: int, tags_code: int, cq_offset: int,
+                 store_timestamp: int | None = None) -> bool:
         if commit_log_offset + size <= self.max_physic_offset:
             return True
+        if self.ext_write and store_timestamp is not None and self.ext is not None:
+            from mqstore.formats.rocketmq.consumequeue_ext import ExtUnit
+
+            addr = self.ext.put(ExtUnit(tags_code, store_timestamp))
+            if addr is not None:
+                tags_code = addr
         expect = cq_offset * CQ_UNIT_SIZE
         mf = self._file_for_logic_offset(expect)
         if mf is None:
@@ -145,9 +186,12 @@ class ConsumeQueue:
         mf.append(encode_unit(commit_log_offset, size, tags_code))
         return True
 
-    def put_units(self, offsets: np.ndarray, sizes: np.ndarray, tags: np.ndarray, cq_offsets: np.ndarray) -> int:
+    def put_units(self, offsets: np.ndarray, sizes: np.ndarray, tags: np.ndarray, cq_offsets: np.ndarray,
+                  store_timestamps: np.ndarray | None = None) -> int:
         """Append many units of this queue (in CommitLog order); vectorised when they are the
-        contiguous continuation of the queue, otherwise unit by unit with the exact rules."""
+        contiguous continuation of the queue, otherwise unit by unit with the exact rules.
+        With ext writing on, ``store_timestamps`` (required then) go into the ext units and the
+        units carry their addresses."""
         n = len(offsets)
         if n == 0:
             return 0
@@ -157,6 +201,11 @@ class ConsumeQueue:
         if already.any():
             first_new = int(np.argmin(already)) if not already.all() else n
             done = first_new
+        if self.ext_write and self.ext is not None and done < n:
+            if store_timestamps is None:
+                raise StoreError(f"ConsumeQueue {self.topic}/{self.queue_id} writes ext units: store times needed")
+            tags = np.array(tags, dtype=np.int64)
+            tags[done:] = self.ext.put_plain_many(tags[done:], np.asarray(store_timestamps, np.int64)[done:])
         while done < n:
             if not self.queue.files:
                 self.put_unit(int(offsets[done]), int(sizes[done]), int(tags[done]), int(cq_offsets[done]))
@@ -205,14 +254,39 @@ class ConsumeQueue:
         mf.append(blank * n)
 
     # ------------------------------------------------------------------ read
-    def get_unit(self, queue_offset: int) -> CQUnit | None:
+    def get_unit(self, queue_offset: int, *, resolve_ext: bool = True) -> CQUnit | None:
+        """The unit at ``queue_offset``; its tags code is the real tag hash (an ext address is
+        resolved) unless ``resolve_ext`` is false."""
         if queue_offset < self.min_offset_in_queue or queue_offset >= self.max_offset_in_queue:
             return None
         pos = queue_offset * CQ_UNIT_SIZE
         mf = self.queue.find(pos)
         if mf is None:
             return None
-        return decode_unit(mf.mm, pos - mf.file_from_offset)
+        unit = decode_unit(mf.mm, pos - mf.file_from_offset)
+        if resolve_ext and is_ext_addr(unit.tags_code):
+            unit = unit._replace(tags_code=self.resolve_tags_code(unit.tags_code))
+        return unit
+
+    def resolve_tags_code(self, tags_code: int) -> int:
+        """The real tag hash of a unit's tags code (a typed error for an unreadable ext address)."""
+        if not is_ext_addr(tags_code):
+            return tags_code
+        if self.ext is None:
+            raise CorruptDataError(f"ConsumeQueue {self.topic}/{self.queue_id} holds ext address {tags_code} "
+                                   f"but the store has no consumequeue_ext/{self.topic}/{self.queue_id} files")
+        return self.ext.get(tags_code).tags_code
+
+    def resolve_tags_codes(self, tags: np.ndarray) -> np.ndarray:
+        """Vectorised :meth:`resolve_tags_code` (only the addresses are looked up)."""
+        tags = np.asarray(tags, dtype=np.int64)
+        hits = np.flatnonzero(tags <= MAX_ADDR)
+        if not len(hits):
+            return tags
+        out = tags.copy()
+        for i in hits.tolist():
+            out[i] = self.resolve_tags_code(int(tags[i]))
+        return out
 
     def get_units(self, queue_offset: int, max_count: int) -> np.ndarray:
         """Units from ``queue_offset`` (at most ``max_count``), as a structured array (copied)."""
@@ -327,13 +401,31 @@ class ConsumeQueue:
         if n:
             self.min_logic_offset = max(self.min_logic_offset, self.queue.files[0].file_from_offset if self.queue.files else 0)
         self.correct_min_offset(min_commit_log_offset)
+        self._delete_expired_ext()
         return n
+
+    def _delete_expired_ext(self) -> None:
+        """The broker's ``truncateByMinAddress``: drop the ext files that end before the ext unit of
+        the first live ConsumeQueue unit."""
+        if self.ext is None or self.read_only or not self.ext.queue.files:
+            return
+        unit = self.get_unit(self.min_offset_in_queue, resolve_ext=False)
+        if unit is None or not is_ext_addr(unit.tags_code):
+            return
+        real = undecorate(unit.tags_code)
+        victims = [f for f in self.ext.queue.files[:-1] if f.end_offset < real]
+        if victims:
+            self.ext.queue.delete_files(victims)
 
     def flush(self, least_pages: int = 0) -> None:
         self.queue.flush(least_pages)
+        if self.ext is not None:
+            self.ext.flush(least_pages)
 
     def close(self) -> None:
         self.queue.close()
+        if self.ext is not None:
+            self.ext.close()
 
 
 def _java_div(a: int, b: int) -> int:

@@ -10,21 +10,31 @@ from pathlib import Path
 
 import numpy as np
 
+from mqstore.formats.rocketmq.consumequeue_ext import DEFAULT_EXT_FILE_SIZE
 from mqstore.kernels.rocketmq_scan import DispatchBatch
 from mqstore.storage.mapped import ensure_inside
 from mqstore.storage.rocketmq.config import validate_topic
 from mqstore.storage.rocketmq.consumequeue import ConsumeQueue
+from mqstore.storage.rocketmq.consumequeue_ext import ConsumeQueueExt
 from mqstore.storage.rocketmq.index import IndexFile, IndexService
 
 
 class IndexWriters:
-    """The ConsumeQueues of a store (``consumequeue/``) and its IndexService (``index/``)."""
+    """The ConsumeQueues of a store (``consumequeue/``, with their ``consumequeue_ext/`` files)
+    and its IndexService (``index/``).
 
-    def __init__(self, root: Path, cq_file_size: int, index: IndexService | None, *, read_only: bool = False) -> None:
+    ``ext_enabled`` is ``enableConsumeQueueExt``: every queue gets ext files and new units carry
+    ext addresses.  Without it a queue whose ext directory exists still reads through it (the
+    units a broker wrote with the ext on stay readable), and writes plain tags codes."""
+
+    def __init__(self, root: Path, cq_file_size: int, index: IndexService | None, *, read_only: bool = False,
+                 ext_enabled: bool = False, ext_file_size: int = DEFAULT_EXT_FILE_SIZE) -> None:
         self.root = Path(root)
         self.cq_file_size = cq_file_size
         self.index = index
         self.read_only = read_only
+        self.ext_enabled = ext_enabled
+        self.ext_file_size = ext_file_size
         self.consume_queues: dict[tuple[str, int], ConsumeQueue] = {}
         self.last_logic_store_ts = 0
         self._released: set[Path] = set()  # files whose pages release_full_files dropped
@@ -32,12 +42,25 @@ class IndexWriters:
     def cq_dir(self, topic: str, queue_id: int) -> Path:
         return ensure_inside(self.root, self.root / "consumequeue" / topic / str(queue_id))
 
+    def ext_dir(self, topic: str, queue_id: int) -> Path:
+        return ensure_inside(self.root, self.root / "consumequeue_ext" / topic / str(queue_id))
+
+    def _ext_for(self, topic: str, queue_id: int) -> ConsumeQueueExt | None:
+        d = self.ext_dir(topic, queue_id)
+        if not self.ext_enabled and not d.is_dir():
+            return None
+        return ConsumeQueueExt(d, self.ext_file_size, read_only=self.read_only)
+
+    def _new_queue(self, directory: Path, topic: str, queue_id: int) -> ConsumeQueue:
+        return ConsumeQueue(directory, topic, queue_id, self.cq_file_size, read_only=self.read_only,
+                            ext=self._ext_for(topic, queue_id), ext_write=self.ext_enabled)
+
     def consume_queue(self, topic: str, queue_id: int, *, create: bool = False) -> ConsumeQueue | None:
         key = (topic, queue_id)
         cq = self.consume_queues.get(key)
         if cq is None and create:
             validate_topic(topic)
-            cq = ConsumeQueue(self.cq_dir(topic, queue_id), topic, queue_id, self.cq_file_size, read_only=self.read_only)
+            cq = self._new_queue(self.cq_dir(topic, queue_id), topic, queue_id)
             self.consume_queues[key] = cq
         return cq
 
@@ -56,7 +79,7 @@ class IndexWriters:
                 if not qdir.is_dir() or qdir.is_symlink():
                     continue
                 ensure_inside(self.root, qdir)
-                cq = ConsumeQueue(qdir, tdir.name, qid, self.cq_file_size, read_only=self.read_only)
+                cq = self._new_queue(qdir, tdir.name, qid)
                 cq.load()
                 self.consume_queues[(tdir.name, qid)] = cq
 
@@ -75,7 +98,8 @@ class IndexWriters:
                 r = rows[grp]
                 cq = self.consume_queue(batch.topics[int(batch.topic_id[r[0]])], int(batch.queue_id[r[0]]), create=True)
                 assert cq is not None
-                cq.put_units(batch.commit_log_offset[r], batch.size[r], batch.tags_code[r], batch.queue_offset[r])
+                cq.put_units(batch.commit_log_offset[r], batch.size[r], batch.tags_code[r], batch.queue_offset[r],
+                             batch.store_timestamp[r])
             self.last_logic_store_ts = int(batch.store_timestamp[rows[-1]])
         if self.index is not None:
             self.index.build(batch)
@@ -88,6 +112,7 @@ class IndexWriters:
         import mmap
 
         files = [mf for cq in self.consume_queues.values() for mf in cq.queue.files[:-1]]
+        files += [mf for cq in self.consume_queues.values() if cq.ext is not None for mf in cq.ext.queue.files[:-1]]
         if self.index is not None:
             files += self.index.files[:-1]
         for f in files:

@@ -25,7 +25,6 @@ import numpy as np
 from mqstore.errors import CorruptIndexError, FlushError, GeometryMismatchError, ReadOnlyStoreError
 from mqstore.formats.rocketmq.indexfile import IndexFileBuffer, index_file_size
 from mqstore.formats.rocketmq.javahash import index_key_hash
-from mqstore.formats.rocketmq.msgid import index_file_name, index_file_name_to_ms
 from mqstore.kernels.rocketmq_index import (
     SELECT_FILES_CYCLE,
     SELECT_ONE_CYCLE,
@@ -35,6 +34,12 @@ from mqstore.kernels.rocketmq_index import (
 )
 from mqstore.kernels.rocketmq_scan import DispatchBatch
 from mqstore.storage.mapped import msync_range, size_file
+from mqstore.storage.rocketmq.layout import (
+    index_tmp_name,
+    is_index_tmp_name,
+    is_offset_name,
+    next_index_file_name,
+)
 
 LONG_MAX = 2**63 - 1
 
@@ -48,7 +53,7 @@ class IndexFile:
         self.read_only = read_only
         size = index_file_size(hash_slot_num, index_num)
         if create:  # sized under a temporary name, then renamed: a crash never leaves a short file
-            tmp = self.path.with_name(f".{self.path.name}.tmp")
+            tmp = self.path.with_name(index_tmp_name(self.path.name))
             fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
             try:
                 size_file(fd, size, self.path)
@@ -177,8 +182,8 @@ class IndexService:
             return None
         names = sorted(p.name for p in self.directory.iterdir() if p.is_file())
         for name in names:
-            if not name.isdigit():
-                if name.startswith(".") and name.endswith(".tmp") and not self.read_only:
+            if not is_offset_name(name):
+                if is_index_tmp_name(name) and not self.read_only:
                     (self.directory / name).unlink()  # a file whose creation was interrupted
                 continue  # the broker skips non-numeric names
             self.files.append(IndexFile(self.directory / name, self.hash_slot_num, self.index_num, read_only=self.read_only))
@@ -237,9 +242,7 @@ class IndexService:
             raise ReadOnlyStoreError("store is opened read-only", path=str(self.directory))
         self.directory.mkdir(parents=True, exist_ok=True)
         prev = self.last_file()
-        name = next_index_file_name(prev.name if prev is not None else None, first_timestamp)
-        while (self.directory / name).exists():
-            name = index_file_name(index_file_name_to_ms(name) + 1)
+        name = next_index_file_name(self.directory, prev.name if prev is not None else None, first_timestamp)
         f = IndexFile(self.directory / name, self.hash_slot_num, self.index_num, create=True)
         if prev is not None:
             f.buffer.carry_over(prev.header.end_phy_offset, prev.header.end_timestamp)
@@ -585,15 +588,6 @@ class IndexService:
 def _out_buffer(size: int) -> tuple[np.ndarray, memoryview]:
     out = np.empty(size, np.int64)
     return out, memoryview(out)
-
-
-def next_index_file_name(prev_name: str | None, first_timestamp: int) -> str:
-    """Name of a new IndexFile whose first key has ``first_timestamp``: its UTC
-    ``yyyyMMddHHmmssSSS``, or 1 ms after the previous file's name when that is not greater."""
-    name = index_file_name(max(first_timestamp, 0))
-    if prev_name is not None and prev_name.isdigit() and len(prev_name) == 17 and name <= prev_name:
-        name = index_file_name(index_file_name_to_ms(prev_name) + 1)
-    return name
 
 
 def _bulk_put(f: IndexFile, key_hash: np.ndarray, phy: np.ndarray, ts: np.ndarray, start: int,

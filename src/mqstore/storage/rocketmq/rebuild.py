@@ -24,6 +24,7 @@ from mqstore.storage.rocketmq.consumequeue import ConsumeQueue
 from mqstore.storage.rocketmq.dispatch import IndexWriters
 from mqstore.storage.rocketmq.index import IndexFile, IndexService
 from mqstore.storage.rocketmq.index import _bulk_put as bulk_put_into
+from mqstore.storage.rocketmq.layout import commit_log_dirs, resolve_config
 
 
 @dataclass(slots=True)
@@ -36,19 +37,6 @@ class RebuildStats:
     stop_error: str | None
 
 
-def detect_segment_size(commitlog_dir: Path) -> int | None:
-    """The size of the segments of a CommitLog directory (all but an empty last one agree)."""
-    sizes = {p.stat().st_size for p in commitlog_dir.iterdir() if p.is_file() and p.name.isdigit() and p.stat().st_size}
-    return sizes.pop() if len(sizes) == 1 else None
-
-
-def default_rebuild_config(root: Path) -> StoreConfig:
-    """The configuration a rebuild uses when none is given: defaults, with the CommitLog segment
-    size detected from the files."""
-    seg = detect_segment_size(root / "commitlog")
-    return StoreConfig(commit_log_file_size=seg) if seg is not None else StoreConfig()
-
-
 def rebuild_target(root: Path, out: str | os.PathLike[str] | None) -> tuple[bool, Path]:
     """``(in_place, target)``: an in-place rebuild (``out`` missing or the store itself) is built
     in a hidden directory of the store and swapped in by :func:`swap_in` when complete."""
@@ -59,8 +47,9 @@ def rebuild_target(root: Path, out: str | os.PathLike[str] | None) -> tuple[bool
 
 
 def swap_in(root: Path, target: Path) -> None:
-    """Replace the store's ``consumequeue/``, ``index/`` and checkpoint by the rebuilt ones."""
-    for name in ("consumequeue", "index"):
+    """Replace the store's ``consumequeue/``, ``consumequeue_ext/``, ``index/`` and checkpoint by
+    the rebuilt ones."""
+    for name in ("consumequeue", "consumequeue_ext", "index"):
         old = root / name
         if old.exists():
             shutil.rmtree(old)
@@ -159,10 +148,10 @@ def rebuild_indexes(store: str | os.PathLike[str], out: str | os.PathLike[str] |
     same bytes whatever the count."""
     nthreads = resolve_threads(threads) if threads is not None else default_threads(reserve=1)
     root = Path(store)
-    cl_dir = root / "commitlog"
-    if not cl_dir.is_dir():
-        raise StoreNotFoundError(f"{root} has no commitlog/ directory")
-    cfg = config or default_rebuild_config(root)
+    cfg = resolve_config(root, config)
+    paths, ro = commit_log_dirs(root, cfg.store_path_commit_log, cfg.read_only_commit_log_store_paths)
+    if not any(Path(p).is_dir() for p in paths + ro):
+        raise StoreNotFoundError(f"{root} has no CommitLog directory ({', '.join(paths + ro)})")
     if out is None or Path(out).resolve() == root.resolve():
         # in place: no writer may run while the files are rebuilt and swapped (StoreLockedError)
         from mqstore.storage.rocketmq.store import StoreLock
@@ -177,13 +166,14 @@ def rebuild_indexes(store: str | os.PathLike[str], out: str | os.PathLike[str] |
 
 def _rebuild(root: Path, out: str | os.PathLike[str] | None, cfg: StoreConfig,
              progress: Callable[[int, int], None] | None, check_crc: bool, nthreads: int) -> RebuildStats:
-    cl_dir = root / "commitlog"
+    paths, ro = commit_log_dirs(root, cfg.store_path_commit_log, cfg.read_only_commit_log_store_paths)
     in_place, target = rebuild_target(root, out)
-    commit_log = CommitLog(cl_dir, cfg.commit_log_file_size, read_only=True)
+    commit_log = CommitLog(Path(paths[0]), cfg.commit_log_file_size, read_only=True, paths=paths, readonly_paths=ro)
     commit_log.load()
     index = IndexService(target / "index", cfg.hash_slot_num, cfg.index_num)
     index.bulk_threads = nthreads
-    writers = IndexWriters(target, cfg.mapped_file_size_consume_queue, index if cfg.message_index_enable else None)
+    writers = IndexWriters(target, cfg.mapped_file_size_consume_queue, index if cfg.message_index_enable else None,
+                           ext_enabled=cfg.enable_consume_queue_ext, ext_file_size=cfg.mapped_file_size_consume_queue_ext)
     full_end_ts: list[int] = []
     index.on_file_full = full_end_ts.append
     messages = keys = 0
@@ -283,7 +273,7 @@ def _digest(path: Path) -> str:
     return h.hexdigest()
 
 
-def tree_files(root: Path, subdirs: tuple[str, ...] = ("consumequeue", "index")) -> dict[str, Path]:
+def tree_files(root: Path, subdirs: tuple[str, ...] = ("consumequeue", "consumequeue_ext", "index")) -> dict[str, Path]:
     out: dict[str, Path] = {}
     for sub in subdirs:
         base = root / sub
@@ -295,7 +285,7 @@ def tree_files(root: Path, subdirs: tuple[str, ...] = ("consumequeue", "index"))
 
 
 def compare_trees(a: str | os.PathLike[str], b: str | os.PathLike[str],
-                  subdirs: tuple[str, ...] = ("consumequeue", "index")) -> list[str]:
+                  subdirs: tuple[str, ...] = ("consumequeue", "consumequeue_ext", "index")) -> list[str]:
     """Differences between the index trees of two stores (empty list: byte-identical)."""
     fa, fb = tree_files(Path(a), subdirs), tree_files(Path(b), subdirs)
     diff = [f"only in {a}: {k}" for k in sorted(set(fa) - set(fb))]

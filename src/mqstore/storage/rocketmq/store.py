@@ -52,6 +52,8 @@ from mqstore.storage.rocketmq.config import FLUSH_SYNC, StoreConfig
 from mqstore.storage.rocketmq.consumequeue import ConsumeQueue
 from mqstore.storage.rocketmq.dispatch import IndexWriters
 from mqstore.storage.rocketmq.index import IndexService
+from mqstore.storage.rocketmq.layout import commit_log_dirs
+from mqstore.storage.rocketmq.queue_table import NextQueueOffsets
 
 OS_PAGE = 4096
 # The reput service is woken by a put only once this much is pending; otherwise it wakes on its
@@ -166,13 +168,18 @@ class RocketMQStore:
             if not read_only:
                 # Before recovery touches a file: a crash during recovery is an unclean shutdown.
                 (self.root / "abort").write_text(str(os.getpid()))
-            self.commit_log = CommitLog(self._sub("commitlog"), self.config.commit_log_file_size, read_only=read_only)
+            cl_paths, cl_ro = commit_log_dirs(self.root, self.config.store_path_commit_log,
+                                              self.config.read_only_commit_log_store_paths)
+            self.commit_log = CommitLog(Path(cl_paths[0]), self.config.commit_log_file_size, read_only=read_only,
+                                        paths=cl_paths, readonly_paths=cl_ro)
             self._cl_queue = self.commit_log.queue
             self.checkpoint = StoreCheckpoint(self.root / "checkpoint", read_only=read_only)
             self.index = IndexService(self._sub("index"), self.config.hash_slot_num, self.config.index_num, read_only=read_only)
             self.index.on_file_full = self._on_index_file_full
             self.writers = IndexWriters(self.root, self.config.mapped_file_size_consume_queue,
-                                        self.index if self.config.message_index_enable else None, read_only=read_only)
+                                        self.index if self.config.message_index_enable else None, read_only=read_only,
+                                        ext_enabled=self.config.enable_consume_queue_ext,
+                                        ext_file_size=self.config.mapped_file_size_consume_queue_ext)
             self.recovery = self._load_and_recover()
             self.reput_from_offset = self.commit_log.max_offset
             if not read_only and self.config.background_services:
@@ -233,32 +240,45 @@ class RocketMQStore:
         index_from = None
         if cfg.message_index_enable:
             index_from = self.index.load(normal, cp.index_msg_timestamp, commit_log_end=end if not self.read_only else None)
-        for key, cq in self.consume_queues.items():
-            self.queue_offsets[key] = cq.max_offset_in_queue
+        for cq in self.consume_queues.values():
             cq.correct_min_offset(self.commit_log.min_offset)
         redispatch = None
+        tail = NextQueueOffsets()
         if not self.read_only and self.commit_log.queue.files:
             if normal:
                 start = dispatch_from_phy if dispatch_from_phy >= 0 else self.commit_log.min_offset
             else:
                 start = res.start_offset
+            if not cfg.dispatch_enabled and normal:
+                # An external dispatcher owns the ConsumeQueues: one killed mid-batch leaves some
+                # queues behind others, so their common end is no bound; its checkpoint time is.
+                first = self.commit_log.choose_recovery_segment(
+                    normal=False, dispatch_from_phy=-1, min_timestamp=cp.min_timestamp(),
+                    check_crc=cfg.check_crc_on_recover)
+                start = min(start, self.commit_log.queue.files[first].file_from_offset)
             if index_from is not None:
                 start = min(start, index_from)
             if start < end and not cfg.dispatch_enabled:
-                self._recover_queue_offsets(start, end)
+                for batch in self.commit_log.scan(start, end):
+                    tail.add(batch)
             elif start < end:
                 redispatch = start
-                self._dispatch_range(start, end)
+                self._dispatch_range(start, end, tail.add)
+        self._recover_topic_queue_table(tail.table())
         return RecoveryReport(normal, end, truncated, redispatch, index_from, res.error)
 
-    def _recover_queue_offsets(self, start: int, end: int) -> None:
-        """Dispatch disabled: the ConsumeQueues may lag behind the CommitLog (an external
-        dispatcher writes them), so take the next queue offsets from the records themselves."""
-        for batch in self.commit_log.scan(start, end):
-            rows = np.flatnonzero(batch.cq_mask())
-            for r in rows.tolist():
-                key = (batch.topic_of(r), int(batch.queue_id[r]))
-                self.queue_offsets[key] = max(self.queue_offsets.get(key, 0), int(batch.queue_offset[r]) + 1)
+    def _recover_topic_queue_table(self, tail: dict[tuple[str, int], int]) -> None:
+        """The next queue offset of every queue, once the recovered CommitLog tail is dispatched
+        (spec §6.3; the broker's ``recoverTopicQueueTable`` after its recovery dispatch): the end
+        of its ConsumeQueue, or past the highest queue offset of its records in the recovered
+        range (``tail``) when that is higher (dispatch disabled: the ConsumeQueues may lag).  Never
+        lower than what a record of the CommitLog already carries, so no queue offset is
+        assigned twice (issue 18)."""
+        table = {key: cq.max_offset_in_queue for key, cq in self.consume_queues.items()}
+        for key, nxt in tail.items():
+            if nxt > table.get(key, 0):
+                table[key] = nxt
+        self.queue_offsets = table
 
     # ================================================================== append
     def append(self, records: list[MessageRecord]) -> list[AppendResult]:
@@ -534,10 +554,12 @@ class RocketMQStore:
             self.reput_from_offset = end
             return n
 
-    def _dispatch_range(self, start: int, end: int) -> int:
+    def _dispatch_range(self, start: int, end: int, seen: Callable[[DispatchBatch], None] | None = None) -> int:
         n = 0
         for batch in self.commit_log.scan(start, end):
             n += self.apply_batch(batch)
+            if seen is not None:
+                seen(batch)
         return n
 
     def apply_batch(self, batch: DispatchBatch) -> int:

@@ -7,9 +7,12 @@ from pathlib import Path
 
 import numpy as np
 
+from mqstore.errors import MqStoreError
 from mqstore.formats.rocketmq.consumequeue import CQ_DTYPE, CQ_UNIT_SIZE, INT_MAX
+from mqstore.formats.rocketmq.consumequeue_ext import MAX_ADDR, undecorate
 from mqstore.formats.rocketmq.indexfile import time_diff_seconds
 from mqstore.kernels.rocketmq_scan import STOP_INVALID
+from mqstore.storage.rocketmq.config_files import list_config_files
 from mqstore.storage.rocketmq.store import RocketMQStore
 
 
@@ -17,6 +20,7 @@ from mqstore.storage.rocketmq.store import RocketMQStore
 class VerifyReport:
     messages: int = 0
     cq_units: int = 0
+    ext_units: int = 0
     index_items: int = 0
     problems: list[str] = field(default_factory=list)
 
@@ -72,9 +76,27 @@ def verify_store(root: str | Path, config=None, *, max_problems: int = 1000) -> 
                     if size_of.get(off) != size:
                         problem(f"consumequeue/{topic}/{qid}: unit {qoff} points at offset {off} size {size}, "
                                 f"which is not a record of the CommitLog (valid end {end})")
-                    elif fields_of[off][:3] != (topic, qid, qoff) or fields_of[off][3] != tags[i]:
+                        continue
+                    tag = tags[i]
+                    where = f"consumequeue/{topic}/{qid}: unit {qoff}"
+                    if tag <= MAX_ADDR:  # a ConsumeQueueExt address: the ext unit holds the tags code
+                        rep.ext_units += 1
+                        try:
+                            ext = cq.ext.get(tag) if cq.ext is not None else None
+                        except MqStoreError as exc:
+                            problem(f"{where}: ext address {tag} (ext offset {undecorate(tag)}): {exc.message}")
+                            continue
+                        if ext is None:
+                            problem(f"{where}: tags code {tag} is a ConsumeQueueExt address but the store has no "
+                                    f"consumequeue_ext/{topic}/{qid} files")
+                            continue
+                        if ext.msg_store_time != fields_of[off][4]:
+                            problem(f"{where}: ext unit at {undecorate(tag)} has store time {ext.msg_store_time}, "
+                                    f"the message at offset {off} {fields_of[off][4]}")
+                        tag = ext.tags_code
+                    if fields_of[off][:3] != (topic, qid, qoff) or fields_of[off][3] != tag:
                         t, q, o, tc, _ = fields_of[off]
-                        problem(f"consumequeue/{topic}/{qid}: unit {qoff} (tags code {tags[i]}) points at offset "
+                        problem(f"{where} (tags code {tag}) points at offset "
                                 f"{off}, a record of {t}/{q} queue offset {o} tags code {tc}")
                 del units
         for f in store.index.files:
@@ -99,6 +121,9 @@ def verify_store(root: str | Path, config=None, *, max_problems: int = 1000) -> 
                     problem(f"index/{f.name}: item {item} has a negative time difference")
             for text in store.index.verify_chains():
                 problem(f"index/{text}")
+        for c in list_config_files(Path(root)):
+            if c.error is not None:
+                problem(f"config/{c.name}: {c.error}")
     finally:
         store.close()
     return rep
