@@ -202,3 +202,24 @@ def test_snapshot_with_compressed_batches(tmp_path: Path) -> None:
     assert code == 0
     types = [json.loads(x).get("decoded", {}).get("type") for x in out.splitlines()]
     assert [t for t in types if t] == [type_name(n) for n, _v, _d in METADATA_RECORDS]
+
+
+def test_log_directory_verify_checks_snapshots_and_bootstrap(tmp_path: Path) -> None:
+    meta = make_metadata_dir(tmp_path, snapshot=snapshot_bytes(metadata_values()),
+                             quorum_state=encode_quorum_state(QS_V1))
+    (tmp_path / "bootstrap.checkpoint").write_bytes(snapshot_bytes(metadata_values()[:1], epoch=0))
+    before = tree_hash(tmp_path)
+    code, out, _ = run("verify", str(tmp_path), "--json")
+    assert code == 0, out
+    assert tree_hash(tmp_path) == before
+    (meta / "00000000000000000020-0000000004.checkpoint").write_bytes(
+        snapshot_bytes(metadata_values(), footer=False))
+    (tmp_path / "bootstrap.checkpoint").write_bytes(snapshot_bytes(metadata_values()[:1], header=False))
+    code, out, _ = run("verify", str(tmp_path), "--json")
+    rep = json.loads(out)
+    assert code == 1
+    assert [(p["kind"], Path(p["path"]).name) for p in rep["problems"]] == [
+        ("snapshot_header", "bootstrap.checkpoint")]
+    part = next(r for r in rep["partitions"] if r["partition"] == "__cluster_metadata-0")
+    assert [(p["kind"], Path(p["path"]).name) for p in part["problems"]] == [
+        ("snapshot_footer", "00000000000000000020-0000000004.checkpoint")]

@@ -111,23 +111,9 @@ def extra_text_line(obj: dict[str, Any]) -> str | None:
 
 def verify_extra(p: Path, report: Any) -> None:
     """Snapshot checks for a snapshot file or for the snapshots of a directory; quorum-state parse."""
-    from mqstore.errors import CorruptDataError
-    from mqstore.storage.kafka.internal import (
-        QUORUM_STATE,
-        read_quorum_state,
-        snapshot_files,
-        verify_snapshot,
-    )
+    from mqstore.storage.kafka.internal import verify_kraft_files
 
-    files = snapshot_files(p) if p.is_dir() else [p]
-    for f in files:
-        verify_snapshot(f, report)
-    qs = p / QUORUM_STATE if p.is_dir() else (p if p.name == QUORUM_STATE else None)
-    if qs is not None and qs.is_file():
-        try:
-            read_quorum_state(qs)
-        except CorruptDataError as exc:
-            report.add("quorum_state", str(qs), None, exc.message)
+    verify_kraft_files(p, report)
 
 
 def register(group: click.Group) -> None:

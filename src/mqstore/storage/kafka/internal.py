@@ -193,6 +193,21 @@ def snapshot_files(directory: Path) -> list[Path]:
     return sorted(f for f in directory.iterdir() if f.is_file() and snapshot_kind(f.name) is not None)
 
 
+def verify_kraft_files(path: str | os.PathLike[str], report: VerifyReport) -> None:
+    """The KRaft checks of a path into ``report``: every snapshot of a directory (or the one
+    snapshot file given) with :func:`verify_snapshot`, and ``quorum-state`` parsed
+    (``quorum_state`` problem when it does not)."""
+    p = Path(path)
+    for f in (snapshot_files(p) if p.is_dir() else [p] if snapshot_kind(p.name) else []):
+        verify_snapshot(f, report)
+    qs = p / QUORUM_STATE if p.is_dir() else (p if p.name == QUORUM_STATE else None)
+    if qs is not None and qs.is_file():
+        try:
+            read_quorum_state(qs)
+        except CorruptDataError as exc:
+            report.add("quorum_state", str(qs), None, exc.message)
+
+
 # ----------------------------------------------------------------------------- __consumer_offsets
 @dataclass
 class CommittedOffset:
