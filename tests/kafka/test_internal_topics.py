@@ -5,6 +5,7 @@ by the project's writers: dump decodes them, ``kafka consumers`` replays the off
 from __future__ import annotations
 
 import json
+import struct
 from pathlib import Path
 
 import pytest
@@ -22,7 +23,8 @@ from kraft_support import (
 
 from mqstore.cli.main import cli
 from mqstore.errors import StoreNotFoundError
-from mqstore.formats.kafka import SimpleRecord
+from mqstore.formats.kafka import Compression, SimpleRecord, encode_batch
+from mqstore.formats.kafka.batch import batch_crc
 from mqstore.formats.kafka.coordinator_records import encode_coordinator_key, encode_coordinator_value
 from mqstore.storage.kafka.internal import consumer_groups
 
@@ -171,3 +173,15 @@ def test_unknown_record_type_and_value_version(tmp_path: Path) -> None:
     recs = [x for x in out.splitlines() if x.startswith("| offset:")]
     assert recs[0].endswith('key: {"type":"99","unknown":true,"bytes":"78797a"} payload: 0000616263')
     assert recs[1].endswith('payload: {"version":"9","unknown":true,"bytes":"7a7a"}')
+
+
+def test_undecompressible_batch_is_reported_and_skipped(tmp_path: Path) -> None:
+    bad = bytearray(encode_batch([offset_commit("g", "orders", 0, 9)], compression=Compression.GZIP))
+    bad[70:80] = b"\x00" * 10  # break the gzip stream
+    struct.pack_into(">I", bad, 17, batch_crc(bytes(bad), 0, len(bad)))  # a valid CRC over broken data
+    write_partition(tmp_path, "__consumer_offsets-0", [[offset_commit("g", "orders", 0, 1)], bytes(bad)])
+    write_partition(tmp_path, "orders-0", [[SimpleRecord(value=b"x")] * 3])
+    code, out, err = run("consumers", str(tmp_path), "--json")
+    assert code == 0
+    assert [(o["offset"], o["lag"]) for o in json.loads(out)["offsets"]] == [(1, 2)]
+    assert "batch at offset 1:" in err and "skipped" in err

@@ -292,7 +292,14 @@ def _segment_buffer(f: Path, mm: Any, report: ConsumersReport | None) -> tuple[n
         extra = bytearray()
         for i in comp.tolist():
             h = decode_batch_header(mm, int(pos[i]), path=str(f))
-            body = batch_body(mm, h, path=str(f))
+            try:
+                body = batch_body(mm, h, path=str(f))
+            except CorruptDataError as exc:  # undecompressible: skipped, reported
+                if report is not None:
+                    report.problems.append(f"{f.parent.name}/{f.name}: batch at offset {h.base_offset}: "
+                                           f"{exc.message}; skipped")
+                cols["count"][i] = 0
+                continue
             cols["body_start"][i] = buf.shape[0] + len(extra)
             extra += body
             cols["body_end"][i] = buf.shape[0] + len(extra)
