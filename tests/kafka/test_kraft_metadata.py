@@ -165,6 +165,11 @@ def test_bad_metadata_records_are_shown_not_crashing(tmp_path: Path) -> None:
     assert "decodeError:" in recs[0]
     assert recs[1].endswith('payload: {"type":"UNKNOWN","apiKey":99,"version":0,"bytes":"dead"}')
     assert "decodeError: metadata record without a value" in recs[2]
+    code, out, _ = run("verify", str(d), "--json")
+    rep_json = json.loads(out)
+    assert code == 1
+    assert [p["kind"] for p in rep_json["problems"]] == ["metadata_record", "metadata_record"]
+    assert [n["kind"] for n in rep_json["notes"] if n["kind"].startswith("unknown")] == ["unknown_metadata_record"]
     # the same records in a snapshot: one problem per bad record, the unknown one a note
     snap = d / "00000000000000000003-0000000001.checkpoint"
     snap.write_bytes(snapshot_bytes([truncated, unknown]))

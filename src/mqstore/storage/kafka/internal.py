@@ -31,7 +31,7 @@ from mqstore.formats.kafka.batch import (
     decode_batch_header,
     iter_records,
 )
-from mqstore.formats.kafka.coordinator_records import OFFSETS_TOPIC, decode_coordinator_record
+from mqstore.formats.kafka.coordinator_records import METADATA_TOPIC, OFFSETS_TOPIC, decode_coordinator_record
 from mqstore.formats.kafka.metadata_records import decode_metadata_record
 from mqstore.formats.kafka.quorum_state import decode_quorum_state
 from mqstore.kernels.kafka_offsets import (
@@ -188,6 +188,43 @@ def verify_snapshot(path: str | os.PathLike[str], report: VerifyReport | None = 
     return report
 
 
+def _verify_metadata_segment(f: Path, report: VerifyReport) -> None:
+    """Every data record of the valid batches of a ``__cluster_metadata`` segment must be a valid
+    metadata record (``metadata_record`` problem, at most 20 listed; unknown types are notes)."""
+    lp = str(f)
+    bad = unknown = 0
+    with MappedLog(f) as ml:
+        mm = ml.mm
+        a = analyze_log(mm)
+        scan = a.scan
+        for i in range(int(scan["count"])):
+            if not a.crc_ok[i] or int(scan["magic"][i]) != 2 or int(scan["attributes"][i]) & 0x20:
+                continue
+            pos = int(scan["position"][i])
+            h = decode_batch_header(mm, pos, path=lp)
+            try:
+                recs = list(iter_records(mm, h, path=lp))
+            except CorruptDataError as exc:
+                report.add("metadata_record", lp, pos, f"cannot decode batch records: {exc.message}")
+                continue
+            for r in recs:
+                try:
+                    d = decode_metadata_record(r.value)
+                except CorruptDataError as exc:
+                    bad += 1
+                    if bad <= 20:
+                        report.add("metadata_record", lp, pos, f"record at offset {r.offset}: {exc.message}")
+                    continue
+                if d.get("unknown"):
+                    unknown += 1
+                    if unknown <= 20:
+                        report.note("unknown_metadata_record", lp, pos,
+                                    f"record at offset {r.offset}: api key {d['apiKey']} version {d['version']} "
+                                    "is not known to mqstore (left undecoded)")
+    if bad > 20:
+        report.add("metadata_record", lp, None, f"{bad - 20} more invalid metadata records")
+
+
 def snapshot_files(directory: Path) -> list[Path]:
     """KRaft snapshot files of a directory, by name."""
     return sorted(f for f in directory.iterdir() if f.is_file() and snapshot_kind(f.name) is not None)
@@ -200,6 +237,10 @@ def verify_kraft_files(path: str | os.PathLike[str], report: VerifyReport) -> No
     p = Path(path)
     for f in (snapshot_files(p) if p.is_dir() else [p] if snapshot_kind(p.name) else []):
         verify_snapshot(f, report)
+    if p.is_dir() and p.name.rpartition("-")[0] == METADATA_TOPIC:
+        for f in sorted(p.glob("*.log")):
+            if f.name.split(".", 1)[0].isdigit():
+                _verify_metadata_segment(f, report)
     qs = p / QUORUM_STATE if p.is_dir() else (p if p.name == QUORUM_STATE else None)
     if qs is not None and qs.is_file():
         try:
