@@ -34,9 +34,9 @@ from mqstore.formats.rocketmq.javahash import java_bytes_hashcode
 from mqstore.formats.rocketmq.properties import encode_properties
 from mqstore.formats.rocketmq.record import BLANK_MAGIC, MAGIC_V1
 from mqstore.kernels.javahash import hash_spans, index_hash_spans
-from mqstore.kernels.rocketmq_index import bulk_put, bulk_put_py, header_array, select_many, select_many_py
-from mqstore.kernels.rocketmq_index_bulk import bulk_put_parallel
-from mqstore.kernels.rocketmq_scan import scan_segment, scan_segment_py
+from mqstore.kernels.rocketmq.chain_walk import select_many, select_many_py
+from mqstore.kernels.rocketmq.index_build import bulk_put, bulk_put_parallel, bulk_put_py, header_array
+from mqstore.kernels.rocketmq.scan import scan_segment, scan_segment_py
 from mqstore.kernels.threads import default_threads
 
 TOPICS = ["TopicTest", "orders", "payments", "user-events", "inventory", "AaTopic", "BBTopic", "audit-log"]
@@ -149,8 +149,11 @@ COLD = r"""
 import time, numpy as np
 t0 = time.perf_counter()
 from mqstore.kernels.javahash import hash_spans
-from mqstore.kernels.rocketmq_scan import scan_segment, record_positions, decode_columns
-from mqstore.kernels.rocketmq_index import bulk_put, select_many
+from mqstore.kernels.rocketmq.scan import scan_segment
+from mqstore.kernels.rocketmq.framing import record_positions
+from mqstore.kernels.rocketmq.columns import decode_columns
+from mqstore.kernels.rocketmq.index_build import bulk_put
+from mqstore.kernels.rocketmq.chain_walk import select_many
 t1 = time.perf_counter()
 hash_spans(b"ab", np.array([0]), np.array([2])); t2 = time.perf_counter()
 scan_segment(b"\0" * 64, 0, 0, 64, check_crc=True); t3 = time.perf_counter()

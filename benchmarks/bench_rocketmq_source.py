@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT.parent / "src"))
 
 from mqstore import MessageStore, StoreConfig  # noqa: E402
-from mqstore.kernels.rocketmq_scan import decode_columns  # noqa: E402
+from mqstore.kernels.rocketmq.columns import decode_columns  # noqa: E402
 from mqstore.spark._rocketmq_read import (  # noqa: E402
     BATCH_BYTES,
     BATCH_ROWS,

@@ -13,10 +13,14 @@ flush, retention...) in a byte of shared memory.  Two ways to die:
   SIGKILLs itself after a random number of Python line events inside it, i.e. in the middle of a
   roll, a dispatch or a retention pass.
 
-After each kill the parent reopens (recovery), then checks: every acknowledged message that
-retention has not removed is readable byte-identical; every record in the store is a whole,
-known message (nothing torn); queries by queue offset / key / time (RocketMQ) and by offset /
-time (Kafka) find every acknowledged message; ``verify`` is clean.
+After each kill the parent copies the store and opens the copy as the next writer would
+(recovery, background services on), so that checking never repairs the store: the next child
+recovers the crashed store itself, as an application does.  Right after ``open`` (no explicit
+dispatch) every acknowledged RocketMQ message that retention has not removed must be at its
+acknowledged queue offset (``get``); then: every acknowledged message is readable byte-identical;
+every record in the store is a whole, known message (nothing torn); no two CommitLog records share
+a (topic, queue, queue offset) (a scan of the whole CommitLog); queries by key / time (RocketMQ)
+and by offset / time (Kafka) find a sample of the acknowledged messages; ``verify`` is clean.
 
 Usage::
 
@@ -80,6 +84,8 @@ class CampaignResult:
     unacked_survivors: int = 0  # written but killed before the acknowledgement: whole, kept
     torn_records: int = 0
     lost: int = 0
+    queue_offset_misses: int = 0  # acknowledged messages not at their queue offset right after open
+    duplicate_queue_offsets: int = 0  # (topic, queue, queue offset) triples carried by several records
     verify_problems: int = 0
     query_misses: int = 0
     recoveries_truncated: int = 0
@@ -87,7 +93,8 @@ class CampaignResult:
     failures: list[str] = field(default_factory=list)
 
     def ok(self) -> bool:
-        return not (self.lost or self.torn_records or self.verify_problems or self.query_misses or self.failures)
+        return not (self.lost or self.torn_records or self.verify_problems or self.query_misses
+                    or self.queue_offset_misses or self.duplicate_queue_offsets or self.failures)
 
     def as_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -322,17 +329,31 @@ def _account(acked: dict[int, Ack], fresh: set[int], seen: dict[int, int], lowes
 def _check_rocketmq(path: Path, policy: str, acked: dict[int, Ack], fresh: set[int], res: CampaignResult,
                     rng: random.Random, phase: str = "put") -> None:
     from mqstore import MessageStore, StoreConfig
+    from mqstore.storage.rocketmq.queue_table import queue_offset_duplicates
     from mqstore.storage.rocketmq.verify import verify_store
 
-    cfg = _rocketmq_config(policy)
-    cfg.background_services = False
+    cfg = _rocketmq_config(policy)  # as the next writer opens it: background services on
     with MessageStore.open(path, cfg) as s:
+        cl = s.engine.commit_log
+        min_off = cl.min_offset
+        # right after open, no explicit dispatch: every acknowledged message at its queue offset
+        for i, a in sorted(acked.items()):
+            if a.offset < min_off:
+                continue  # removed by retention (counted below)
+            topic, qid = f"T{i % 3}", i % 2
+            try:
+                got = s.get(topic, qid, a.queue_offset, 1)
+            except Exception as exc:  # an OffsetOutOfRangeError is a miss like any other
+                got = []
+                res.failures.append(f"get({topic},{qid},{a.queue_offset}) of message {i}: {type(exc).__name__}: {exc}")
+            if not got or got[0].commit_log_offset != a.offset:
+                res.queue_offset_misses += 1
+                res.failures.append(f"get({topic},{qid},{a.queue_offset}) right after open misses message {i} "
+                                    f"(at {a.offset}; got {got[0].commit_log_offset if got else None})")
         if s.recovery.clean_shutdown and phase != "recovery":  # a kill before the marker changed is clean
             res.failures.append("store claims a clean shutdown after SIGKILL")
         if s.recovery.truncated_bytes:
             res.recoveries_truncated += 1
-        cl = s.engine.commit_log
-        min_off = cl.min_offset
         # every record in the store is a whole known message
         seen: dict[int, int] = {}
         for batch in cl.scan(min_off, cl.max_offset, check_crc=True):
@@ -343,15 +364,16 @@ def _check_rocketmq(path: Path, policy: str, acked: dict[int, Ack], fresh: set[i
                     res.torn_records += 1
                     res.failures.append(f"record at {off} is not a whole message")
                 seen[i] = off
+        # no queue offset carried by two records, over the whole CommitLog
+        for d in queue_offset_duplicates(cl.scan(min_off, cl.max_offset)):
+            res.duplicate_queue_offsets += 1
+            res.failures.append(f"queue offset {d.queue_offset} of {d.topic}/{d.queue_id} is carried by the records "
+                                f"at {list(d.commit_log_offsets)}")
         _account(acked, fresh, seen, min_off, res)
-        # queries: by queue offset, key and time, on a sample of the acknowledged messages
+        # queries: by key and time, on a sample of the acknowledged messages
         for i in rng.sample(sorted(acked), min(12, len(acked))):
             a = acked[i]
             topic, qid = f"T{i % 3}", i % 2
-            got = s.get(topic, qid, a.queue_offset, 1)
-            if not got or got[0].commit_log_offset != a.offset:
-                res.query_misses += 1
-                res.failures.append(f"get({topic},{qid},{a.queue_offset}) misses message {i}")
             hits = [m.commit_log_offset for m in s.query_by_key(topic, f"key-{i}")]
             if hits != [a.offset]:
                 res.query_misses += 1
@@ -450,10 +472,12 @@ def run_campaign(layout: str, policy: str, kills: int, *, seed: int, workdir: Pa
     rng = random.Random(seed)
     res = CampaignResult(layout, policy)
     path = workdir / f"{layout}-{policy}"
+    check = workdir / f"{layout}-{policy}-check"
     shutil.rmtree(path, ignore_errors=True)  # message numbers and timestamps restart with each campaign
     targets = ROCKETMQ_TARGETS if layout == "rocketmq" else KAFKA_TARGETS
     shm = mmap.mmap(-1, 64)
     acked: dict[int, Ack] = {}
+    kept = False
     try:
         for round_no in range(kills):
             if _STOP.is_set():  # SIGTERM/SIGINT: end after the last whole round, report what ran
@@ -467,16 +491,26 @@ def run_campaign(layout: str, policy: str, kills: int, *, seed: int, workdir: Pa
             res.messages_acked += len(acks)
             res.failures.extend(errors)
             acked.update(acks)
+            # check a copy: the crashed store itself stays as the kill left it for the next child
+            shutil.rmtree(check, ignore_errors=True)
+            if path.exists():
+                shutil.copytree(path, check)
+            failures_before = len(res.failures)
+            broken = False
             try:
                 if layout == "rocketmq":
-                    _check_rocketmq(path, policy, acked, set(acks), res, rng, phase)
+                    _check_rocketmq(check, policy, acked, set(acks), res, rng, phase)
                 else:
-                    _check_kafka(path, policy, acked, set(acks), res, rng, phase)
+                    _check_kafka(check, policy, acked, set(acks), res, rng, phase)
             except Exception as exc:  # the store cannot be reopened or queried: a failure, keep the files
                 res.failures.append(f"round {round_no}: reopen/check failed: {type(exc).__name__}: {exc}")
+                broken = True
+            if len(res.failures) > failures_before and not kept:  # the crashed store as it was before the check
                 keep = workdir / f"failed-{layout}-{policy}-{round_no}"
                 shutil.copytree(path, keep, dirs_exist_ok=True)
                 res.failures.append(f"store kept at {keep}")
+                kept = True
+            if broken:
                 break
             if progress is not None:
                 progress(res)
@@ -484,6 +518,7 @@ def run_campaign(layout: str, policy: str, kills: int, *, seed: int, workdir: Pa
                 break
     finally:
         shm.close()
+        shutil.rmtree(check, ignore_errors=True)
     return res
 
 
@@ -496,6 +531,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", action="store_true", help="print one JSON object per campaign")
     ap.add_argument("--policies", default=None,
                     help="only these flush policies (comma-separated, e.g. async or sync,every-message)")
+    ap.add_argument("--max-failures", type=int, default=20,
+                    help="end a campaign after this many failure lines (it goes on counting until then)")
     args = ap.parse_args(argv)
     combos = [(lay, pol) for lay in args.layouts.split(",")
               for pol in (ROCKETMQ_POLICIES if lay == "rocketmq" else KAFKA_POLICIES)
@@ -522,19 +559,22 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"  {r.layout}/{r.policy}: {r.kills} kills, {r.messages_acked} acked, "
                           f"{r.messages_verified} verified, lost {r.lost}", file=sys.stderr, flush=True)
 
-            r = run_campaign(lay, pol, per, seed=args.seed * 100 + k, workdir=work, progress=show)
+            r = run_campaign(lay, pol, per, seed=args.seed * 100 + k, workdir=work, progress=show,
+                             max_failures=args.max_failures)
             ok &= r.ok()
             for name in ("kills", "targeted_kills", "messages_acked", "messages_verified", "rechecks", "retained_out",
-                         "unacked_survivors", "torn_records", "lost", "verify_problems", "query_misses",
-                         "recoveries_truncated"):
+                         "unacked_survivors", "torn_records", "lost", "queue_offset_misses", "duplicate_queue_offsets",
+                         "verify_problems", "query_misses", "recoveries_truncated"):
                 setattr(total, name, getattr(total, name) + getattr(r, name))
             total.phases.update(r.phases)
+            total.failures.extend(r.failures)
             if args.json:
                 print(json.dumps(r.as_dict()))
             else:
                 print(f"{lay:8} {pol:13} kills={r.kills} (targeted {r.targeted_kills}) acked={r.messages_acked} "
                       f"verified={r.messages_verified} retained_out={r.retained_out} "
                       f"unacked_survivors={r.unacked_survivors} torn={r.torn_records} lost={r.lost} "
+                      f"queue_offset_misses={r.queue_offset_misses} duplicates={r.duplicate_queue_offsets} "
                       f"verify_problems={r.verify_problems} query_misses={r.query_misses} "
                       f"truncating_recoveries={r.recoveries_truncated}")
                 print(f"         phases at kill: {dict(sorted(r.phases.items()))}")
@@ -543,8 +583,9 @@ def main(argv: list[str] | None = None) -> int:
         elapsed = time.monotonic() - t0
         if not args.json:
             print(f"TOTAL kills={total.kills} acked={total.messages_acked} verified={total.messages_verified} "
-                  f"lost={total.lost} torn={total.torn_records} verify_problems={total.verify_problems} "
-                  f"query_misses={total.query_misses} in {elapsed:.0f} s ({'OK' if ok else 'FAILED'})"
+                  f"lost={total.lost} torn={total.torn_records} queue_offset_misses={total.queue_offset_misses} "
+                  f"duplicates={total.duplicate_queue_offsets} verify_problems={total.verify_problems} "
+                  f"query_misses={total.query_misses} failures={len(total.failures)} in {elapsed:.0f} s ({'OK' if ok else 'FAILED'})"
                   + (" (stopped early by a signal)" if _STOP.is_set() else ""))
     return 0 if ok else 1
 

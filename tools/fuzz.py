@@ -49,8 +49,8 @@ from mqstore.formats.rocketmq.record import (
     decode_record,
     encode_record,
 )
-from mqstore.kernels.kafka import scan_batches, scan_batches_py
-from mqstore.kernels.rocketmq_scan import scan_segment, scan_segment_py
+from mqstore.kernels.kafka.batches import scan_batches, scan_batches_py
+from mqstore.kernels.rocketmq.scan import scan_segment, scan_segment_py
 
 MAX_INPUT = 4096  # fuzz inputs stay small: a decoder must never allocate far more than it was given
 IDX_SLOTS, IDX_ITEMS = 8, 16

@@ -47,6 +47,7 @@ def test_sigkill_campaign_loses_nothing_acknowledged(warm: Path, work: Path, lay
     assert res.failures == []
     assert res.kills == KILLS
     assert res.lost == 0 and res.torn_records == 0 and res.verify_problems == 0 and res.query_misses == 0
+    assert res.queue_offset_misses == 0 and res.duplicate_queue_offsets == 0
     assert res.messages_acked > KILLS  # the children really wrote
     assert res.messages_verified > 0 and res.rechecks >= res.messages_verified
     # both kinds of kill happened, and the targeted ones hit several phases
@@ -64,3 +65,25 @@ def test_campaign_detects_a_lost_message(warm: Path, tmp_path: Path) -> None:
 
     campaign._check_rocketmq(tmp_path / "rocketmq-sync", "sync", acked, set(acked), bad, random.Random(1))
     assert bad.lost == 1 and not bad.ok()
+
+
+def test_campaign_detects_a_reused_queue_offset(warm: Path, tmp_path: Path) -> None:
+    """The checker is not vacuous: a record that reuses a taken queue offset is reported as a
+    duplicate, and the acknowledged message it hides as a miss by queue offset."""
+    res = campaign.run_campaign("rocketmq", "sync", 1, seed=5, workdir=tmp_path)
+    assert res.ok()
+    from mqstore import MessageStore
+
+    path = tmp_path / "rocketmq-sync"
+    cfg = campaign._rocketmq_config("sync")
+    cfg.background_services = False
+    with MessageStore.open(path, cfg) as s:
+        r = s.put("T0", campaign.body_of(0), queue_id=0, keys=["key-0", "shared"])
+        s.engine.queue_offsets[("T0", 0)] = r.queue_offset  # as the old recovery did: the table restarts too low
+        s.put("T0", campaign.body_of(3), queue_id=0, keys=["key-3", "shared"])
+    acked = {0: campaign.Ack(offset=r.commit_log_offset, queue_offset=r.queue_offset, timestamp=r.store_timestamp)}
+    bad = campaign.CampaignResult("rocketmq", "sync")
+    import random
+
+    campaign._check_rocketmq(path, "sync", acked, set(acked), bad, random.Random(1))
+    assert bad.duplicate_queue_offsets == 1 and not bad.ok()

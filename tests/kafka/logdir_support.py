@@ -27,11 +27,12 @@ def ts_of(offset: int) -> int:
 
 
 def write_partition(directory: Path, n_batches: int = 60, per_batch: int = 5, *, live: bool = False,
-                    segment_bytes: int = 4000, max_index_size: int = 1200) -> list[tuple[int, int]]:
+                    segment_bytes: int = 4000, max_index_size: int = 1000) -> list[tuple[int, int]]:
     """A partition with several segments written by PartitionLog (index every 300 bytes).
 
     ``live=True`` leaves it as a running broker's directory would be seen: the active segment's
-    ``.index``/``.timeindex`` preallocated to ``max_index_size`` (rounded to the entry size) and
+    ``.index``/``.timeindex`` preallocated to ``max_index_size`` rounded down to the entry size
+    (1000 → 1000 and 996 bytes) and
     zero-filled after the entries, no final time-index entry, no clean-shutdown marker.
     Returns ``[(offset, timestamp)]`` of every record."""
     cfg = LogConfig(segment_bytes=segment_bytes, index_interval_bytes=300, max_index_size=max_index_size)

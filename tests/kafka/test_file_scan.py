@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import random
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -14,29 +15,32 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kafka_support import CASES, batch, case_dir, load_manifest
 
-import mqstore.kernels.kafka as kk
-from mqstore.errors import TruncatedRecordError
+import mqstore.kernels.kafka.batches as kb
+import mqstore.kernels.kafka.file_scan as kfs
+import mqstore.storage.kafka.file_scan as sfs
+from kernel_twins import twins
+from mqstore.errors import InvalidArgumentError, TruncatedRecordError
 from mqstore.formats.kafka import encode_legacy_message
 from mqstore.storage.kafka.rebuild import analyze_log, analyze_log_file
 
-pytestmark = pytest.mark.skipif(not kk.HAVE_FILE_SCAN, reason="pread/ISA-L symbols not available")
+pytestmark = pytest.mark.skipif(not kfs.HAVE_FILE_SCAN, reason="pread/ISA-L symbols not available")
 
 
 def _same(data: bytes, path: Path, **kw: object) -> tuple[dict, np.ndarray]:
     path.write_bytes(data)
     fd = os.open(path, os.O_RDONLY)
     try:
-        got, ok = kk.scan_check_file(fd, len(data), **kw)  # type: ignore[arg-type]
-        twin, twin_ok = kk.scan_check_file_py(fd, len(data))
+        got, ok = sfs.scan_check_file(fd, len(data), **kw)  # type: ignore[arg-type]
+        twin, twin_ok = sfs.scan_check_file_py(fd, len(data))
     finally:
         os.close(fd)
-    ref = kk.scan_batches(data)
-    for f in kk.SCAN_FIELDS:
+    ref = kb.scan_batches(data)
+    for f in kb.SCAN_FIELDS:
         assert got[f].dtype == twin[f].dtype, f
         assert got[f].tolist() == twin[f].tolist() == ref[f].tolist(), f
     for k in ("valid_end", "stop_reason", "count"):
         assert got[k] == twin[k] == ref[k], k
-    assert ok.tolist() == twin_ok.tolist() == kk.check_crcs(data, ref, threads=1).tolist()
+    assert ok.tolist() == twin_ok.tolist() == kb.check_crcs_py(data, ref).tolist()
     return got, ok
 
 
@@ -82,7 +86,7 @@ def test_parts_with_a_wrong_split_guess(tmp_path: Path, monkeypatch: pytest.Monk
     decoy = data.index(inner)
     fd = os.open(p, os.O_RDONLY)
     try:
-        guess = kk._find_batch_start(fd, len(data), decoy - 3, decoy + 64, np.empty(256, np.uint8),
+        guess = kfs.find_batch_start(fd, len(data), decoy - 3, decoy + 64, np.empty(256, np.uint8),
                                      np.empty(256, np.uint8), 1 << 20)
     finally:
         os.close(fd)
@@ -95,7 +99,7 @@ def test_parts_with_a_wrong_split_guess(tmp_path: Path, monkeypatch: pytest.Monk
         calls.append(1)
         return decoy
 
-    monkeypatch.setattr(kk, "_find_batch_start", wrong_guess)
+    monkeypatch.setattr(sfs, "find_batch_start", wrong_guess)
     for threads in (2, 3):
         got, ok = _same(data, p, threads=threads, min_part_bytes=1)
         assert got["count"] == 41 and ok.all()
@@ -106,7 +110,7 @@ def test_file_scan_on_broker_fixtures(tmp_path: Path) -> None:
     for case in CASES:
         for s in load_manifest(case)["segments"]:
             data = (case_dir(case) / "segments" / f"{s['name']}.log").read_bytes()
-            for bufsize in (64, 1000, kk.FILE_SCAN_BUFFER):
+            for bufsize in (64, 1000, kfs.FILE_SCAN_BUFFER):
                 _same(data, tmp_path / f"{s['name']}.log", threads=2, buffer_size=bufsize, min_part_bytes=128)
 
 
@@ -128,18 +132,51 @@ def test_analysis_from_file_equals_mapped(tmp_path: Path) -> None:
     assert seen and seen[-1] == (len(data), len(data))
 
 
-def test_file_shorter_than_announced_is_a_typed_error(tmp_path: Path) -> None:
+@pytest.mark.parametrize("scan_file", twins("kafka.scan_check_file"))
+def test_file_scan_finds_the_batches_and_bad_checksums(tmp_path: Path, scan_file: Any) -> None:
+    data = bytearray(b"".join(batch(i * 3, count=3) for i in range(30)))
+    sc = kb.scan_batches(bytes(data))
+    flip = int(sc["position"][10] + sc["size"][10] - 2)
+    data[flip] ^= 0x40  # in the records of batch 10: its checksum fails
+    p = tmp_path / "00000000000000000000.log"
+    p.write_bytes(bytes(data[:-7]))  # a torn tail
+    fd = os.open(p, os.O_RDONLY)
+    progress: list[tuple[int, int]] = []
+    try:
+        scan, ok = scan_file(fd, len(data) - 7, threads=2, progress=lambda d, t: progress.append((d, t)),
+                             min_part_bytes=256)  # fmt: skip
+    finally:
+        os.close(fd)
+    assert scan["count"] == 29 and scan["stop_reason"] == kb.STOP_TORN
+    assert scan["base_offset"].tolist() == [3 * i for i in range(29)]
+    assert scan["valid_end"] == int(scan["position"][-1] + scan["size"][-1])
+    assert ok.tolist() == [i != 10 for i in range(29)]
+    assert progress[-1] == (len(data) - 7, len(data) - 7)
+
+
+@pytest.mark.parametrize("scan_file", twins("kafka.scan_check_file"))
+def test_file_shorter_than_announced_is_a_typed_error(tmp_path: Path, scan_file: Any) -> None:
+    data = b"".join(batch(i, count=3) for i in range(30))
+    p = tmp_path / "00000000000000000000.log"
+    p.write_bytes(data)
+    fd = os.open(p, os.O_RDONLY)
+    try:
+        with pytest.raises(TruncatedRecordError):
+            scan_file(fd, len(data) + 500, buffer_size=64)
+    finally:
+        os.close(fd)
+
+
+def test_file_scan_messages_and_arguments(tmp_path: Path) -> None:
     data = b"".join(batch(i, count=3) for i in range(30))
     p = tmp_path / "00000000000000000000.log"
     p.write_bytes(data)
     fd = os.open(p, os.O_RDONLY)
     try:
         with pytest.raises(TruncatedRecordError, match="while being read"):
-            kk.scan_check_file(fd, len(data) + 500, buffer_size=64)
-        with pytest.raises(TruncatedRecordError):
-            kk.scan_check_file_py(fd, len(data) + 500)
-        with pytest.raises(Exception, match="buffer_size"):
-            kk.scan_check_file(fd, len(data), buffer_size=8)
+            sfs.scan_check_file(fd, len(data) + 500, buffer_size=64)
+        with pytest.raises(InvalidArgumentError, match="buffer_size"):
+            sfs.scan_check_file(fd, len(data), buffer_size=8)
     finally:
         os.close(fd)
 

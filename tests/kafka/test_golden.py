@@ -12,7 +12,7 @@ from kafka_support import CASES, case_dir, copy_partition, load_manifest
 
 from mqstore.formats.kafka import decode_batch, walk_batches
 from mqstore.kafka import LogConfig, LogSegment, OffsetPosition, PartitionLog, rebuild_indexes
-from mqstore.kernels.kafka import scan_batches
+from mqstore.kernels.kafka.batches import scan_batches
 
 
 def _segments_with_dirs(case: str) -> list[tuple[dict[str, Any], Path]]:

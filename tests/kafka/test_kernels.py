@@ -3,22 +3,18 @@
 from __future__ import annotations
 
 import random
+from typing import Any
 
 import numpy as np
 import pytest
 from kafka_support import CASES, batch, case_dir, load_manifest
 
+from kernel_twins import twins
 from mqstore.errors import CorruptDataError, CrcMismatchError, IndexFullError
 from mqstore.formats.kafka import encode_legacy_message
-from mqstore.kernels.kafka import (
-    STOP_BAD_SIZE,
-    STOP_TORN,
-    build_index_entries,
-    check_crcs,
-    decode_records_columnar,
-    scan_batches,
-    scan_batches_py,
-)
+from mqstore.kernels.kafka.batches import STOP_BAD_SIZE, STOP_TORN, scan_batches, scan_batches_py
+from mqstore.kernels.kafka.index_build import build_index_entries, build_index_entries_py
+from mqstore.kernels.kafka.records import decode_records_columnar
 
 
 def _same(a: dict, b: dict) -> None:
@@ -56,20 +52,23 @@ def test_scan_twins_agree(i: int) -> None:
         _same(scan_batches(data, 17), scan_batches_py(data, 17))
 
 
-def test_scan_stop_reasons() -> None:
+@pytest.mark.parametrize("scan", twins("kafka.scan_batches"))
+def test_scan_stop_reasons(scan: Any) -> None:
     good = batch(0) + batch(1)
-    assert scan_batches(good[:-1])["stop_reason"] == STOP_TORN
+    assert scan(good[:-1])["stop_reason"] == STOP_TORN
     bad = good + b"\x00" * 8 + b"\x00\x00\x00\x03" + b"\x00" * 20
-    r = scan_batches(bad)
+    r = scan(bad)
     assert r["stop_reason"] == STOP_BAD_SIZE and r["valid_end"] == len(good) and r["count"] == 2
 
 
-def test_scan_legacy_fields() -> None:
+@pytest.mark.parametrize("scan", twins("kafka.scan_batches"))
+@pytest.mark.parametrize("crcs", twins("kafka.check_crcs"))
+def test_scan_legacy_fields(scan: Any, crcs: Any) -> None:
     data = encode_legacy_message(5, b"v0", magic=0) + encode_legacy_message(6, b"v1", b"k", magic=1, timestamp=77)
-    r = scan_batches(data)
+    r = scan(data)
     assert r["magic"].tolist() == [0, 1] and r["last_offset"].tolist() == [5, 6]
     assert r["max_timestamp"].tolist() == [-1, 77] and r["base_offset"].tolist() == [-1, -1]
-    assert check_crcs(data, r).all()
+    assert crcs(data, r).tolist() == [True, True]
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -81,29 +80,29 @@ def test_build_index_twins_agree(case: str) -> None:
         sc = scan_batches(data)
         for interval in (0, 1, c["index_interval_bytes"], 100_000):
             a = build_index_entries(sc, sc["count"], s["base_offset"], interval, c["max_index_size"])
-            b = build_index_entries(sc, sc["count"], s["base_offset"], interval, c["max_index_size"], compiled=False)
+            b = build_index_entries_py(sc, sc["count"], s["base_offset"], interval, c["max_index_size"])
             for k in a:
                 assert np.array_equal(a[k], b[k]), (k, interval)
 
 
-def test_build_index_full_and_overflow() -> None:
+@pytest.mark.parametrize("build", twins("kafka.build_index_entries"))
+def test_build_index_full_and_overflow(build: Any) -> None:
     data = b"".join(batch(i) for i in range(50))
     sc = scan_batches(data)
     with pytest.raises(IndexFullError):
-        build_index_entries(sc, sc["count"], 0, 0, 40)
-    with pytest.raises(IndexFullError):
-        build_index_entries(sc, sc["count"], 0, 0, 40, compiled=False)
+        build(sc, sc["count"], 0, 0, 40)
     with pytest.raises(CorruptDataError, match="relative"):
-        build_index_entries(sc, sc["count"], 10, 0, 4096)
+        build(sc, sc["count"], 10, 0, 4096)
 
 
-def test_crc_check_detects_every_flip() -> None:
+@pytest.mark.parametrize("crcs", twins("kafka.check_crcs"))
+def test_crc_check_detects_every_flip(crcs: Any) -> None:
     data = bytearray(batch(0, count=3))
     sc = scan_batches(data)
-    assert check_crcs(data, sc).tolist() == [True]
+    assert crcs(data, sc).tolist() == [True]
     for pos in range(21, len(data)):
         data[pos] ^= 0x10
-        assert check_crcs(data, sc).tolist() == [False], pos
+        assert crcs(data, sc).tolist() == [False], pos
         data[pos] ^= 0x10
 
 

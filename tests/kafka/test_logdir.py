@@ -292,3 +292,16 @@ def test_partition_dir_dump_and_verify_name_every_file(logdir: Path) -> None:
     assert code == 0
     assert f"note: unknown_file: not a Kafka partition file (Kafka ignores it) ({part / 'notes.txt'})" in out
     assert tree_hash(part) == before
+
+
+def test_dump_remote_index_cache(logdir: Path) -> None:
+    cache = logdir / "remote-log-index-cache"
+    (cache / "junk").write_bytes(b"")
+    code, out, _ = run("dump", str(cache))
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[:2] == [f"file: 0_{TOPIC_ID}.txnindex kind: remote_txnindex", "file: junk kind: unknown"]
+    assert lines[2:] == [f"Dumping {cache / f'0_{TOPIC_ID}.index'}", "offset: 5 position: 500",
+                         "offset: 9 position: 900", "offset: 14 position: 1400",
+                         f"Dumping {cache / f'0_{TOPIC_ID}.timeindex'}", "timestamp: 1700000000005 offset: 5",
+                         "timestamp: 1700000000009 offset: 9", "timestamp: 1700000000014 offset: 14"]

@@ -16,7 +16,7 @@ from kraft_support import group_metadata, offset_commit, txn_batch, txn_marker, 
 from mqstore.errors import CorruptDataError
 from mqstore.formats.kafka import Compression, SimpleRecord, encode_batch
 from mqstore.formats.kafka.coordinator_records import decode_coordinator_record
-from mqstore.kernels.kafka import scan_batches
+from mqstore.kernels.kafka.batches import scan_batches
 from mqstore.kernels.kafka_offsets import (
     KIND_BAD,
     KIND_COMMIT,

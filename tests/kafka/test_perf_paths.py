@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import struct
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kernel_twins import twins
 from mqstore.formats.kafka.index_entry import OffsetPosition, TimestampOffset
-from mqstore.kernels.kafka import (
+from mqstore.kernels.kafka.index_search import (
     index_lookup_many,
     index_lookup_many_py,
     index_search_py,
@@ -48,6 +51,19 @@ def test_fused_lookup_many_equals_twin(col: list[int], targets: list[int], warm:
     for t, k, v in zip(targets, a[0].tolist(), a[1].tolist(), strict=True):
         s = index_search_py(col, len(col), t, warm, False)
         assert (k, v) == ((-7, -9) if s < 0 else (col[s], col[s] * 3 + 1))
+
+
+@pytest.mark.parametrize("lookup", twins("kafka.index_lookup_many"))
+def test_lookup_many_finds_the_greatest_lower_bound(lookup: Any) -> None:
+    keys = np.array([3, 8, 8, 20, 41], dtype=np.int64)  # not strictly increasing: the exact §3.7 search
+    vals = keys * 10
+    k, v = lookup(keys, vals, 5, np.array([0, 3, 7, 8, 19, 20, 100]), 2, -1, -2)
+    exp = [index_search_py(keys.tolist(), 5, t, 2, False) for t in (0, 3, 7, 8, 19, 20, 100)]
+    assert k.tolist() == [-1 if s < 0 else int(keys[s]) for s in exp]
+    assert v.tolist() == [-2 if s < 0 else int(vals[s]) for s in exp]
+    inc = np.array([3, 8, 20, 41], dtype=np.int64)
+    k, v = lookup(inc, inc + 1, 4, [2, 3, 9, 41, 50], 1, -1, -2, strictly_increasing=True)
+    assert k.tolist() == [-1, 3, 8, 41, 41] and v.tolist() == [-2, 4, 9, 42, 42]
 
 
 def _scalar_offset_lookup(raw: bytes, base: int, target: int, warm: int) -> OffsetPosition:
@@ -119,16 +135,16 @@ def test_time_index_lookups_match_scalar_search(tmp_path: Path) -> None:
 @settings(max_examples=100, deadline=None)
 def test_threaded_lookup_many_equals_twin(col: list[int], targets: list[int], min_per_thread: int) -> None:
     """Large batches are split over threads (here forced with a tiny split size): same answers."""
-    import mqstore.kernels.kafka as kk
+    import mqstore.kernels.kafka.index_search as ks
 
     keys = np.array(col, dtype=np.int64)
     vals = keys * 5 - 2
-    saved, saved_threads = kk.PARALLEL_MIN_TARGETS, kk._threads
-    kk.PARALLEL_MIN_TARGETS, kk._threads = min_per_thread, lambda: 3
+    saved, saved_threads = ks.PARALLEL_MIN_TARGETS, ks.default_threads
+    ks.PARALLEL_MIN_TARGETS, ks.default_threads = min_per_thread, lambda: 3
     try:
         a = index_lookup_many(keys, vals, len(col), np.array(targets), 4, -7, -9)
     finally:
-        kk.PARALLEL_MIN_TARGETS, kk._threads = saved, saved_threads
+        ks.PARALLEL_MIN_TARGETS, ks.default_threads = saved, saved_threads
     b = index_lookup_many_py(keys, vals, len(col), targets, 4, -7, -9)
     assert np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1])
 
@@ -140,7 +156,7 @@ def test_threaded_crc_check_equals_single_thread(counts: list[int], flips: set[i
     """The CRC check split over threads (forced with a tiny split size) flags the same batches."""
     from kafka_support import batch
 
-    import mqstore.kernels.kafka as kk
+    import mqstore.kernels.kafka.batches as kk
 
     data = bytearray()
     off = 0
@@ -156,4 +172,4 @@ def test_threaded_crc_check_equals_single_thread(counts: list[int], flips: set[i
         got = kk.check_crcs(data, sc, threads=threads)
     finally:
         kk.PARALLEL_MIN_BATCHES = saved
-    assert got.tolist() == kk.check_crcs(data, sc, threads=1).tolist()
+    assert got.tolist() == kk.check_crcs_py(data, sc).tolist()

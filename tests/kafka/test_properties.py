@@ -6,11 +6,14 @@ import bisect
 import os
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from kernel_twins import twins
 from mqstore.formats.kafka import (
     Compression,
     Header,
@@ -26,7 +29,7 @@ from mqstore.formats.kafka import (
 )
 from mqstore.formats.kafka.compression import XERIAL_MAGIC
 from mqstore.kafka import OffsetIndex, TimeIndex
-from mqstore.kernels.kafka import index_search_many, index_search_many_py, index_search_py
+from mqstore.kernels.kafka.index_search import index_search_many, index_search_many_py, index_search_py
 
 FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
@@ -106,6 +109,23 @@ def _brute_sub(col: list[int], t: int) -> int:
 @given(st.lists(st.integers(0, 10**6), min_size=0, max_size=3000, unique=True),
        st.lists(st.integers(-5, 10**6 + 5), min_size=1, max_size=50), st.sampled_from([3, 16, 1024, 682]))
 def test_search_equals_brute_force_and_twins_agree(keys: list[int], targets: list[int], warm: int) -> None:
+    _search_equals_brute_force(keys, targets, warm)
+
+
+@pytest.mark.parametrize("search", twins("kafka.index_search_many"))
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.integers(0, 10**4), min_size=0, max_size=300, unique=True),
+       st.lists(st.integers(-5, 10**4 + 5), min_size=1, max_size=40), st.sampled_from([0, 3, 16, 682]))
+def test_search_many_equals_brute_force(search: Any, keys: list[int], targets: list[int], warm: int) -> None:
+    col = sorted(keys)
+    arr = np.array(col, dtype=np.int64)
+    for sub in (False, True):
+        got = search(arr, len(col), targets, warm, sub)
+        assert got.dtype == np.int64
+        assert got.tolist() == [(_brute_sub if sub else _brute_llb)(col, t) for t in targets]
+
+
+def _search_equals_brute_force(keys: list[int], targets: list[int], warm: int) -> None:
     col = sorted(keys)
     arr = np.array(col, dtype=np.int64)
     for sub in (False, True):

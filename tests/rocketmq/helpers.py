@@ -14,7 +14,7 @@ import numpy as np
 from mqstore.formats.rocketmq.consumequeue import CQ_UNIT_SIZE, cq_file_size
 from mqstore.formats.rocketmq.indexfile import IndexFileBuffer, index_file_size
 from mqstore.formats.rocketmq.record import TRANSACTION_MASK, TRANSACTION_ROLLBACK_TYPE
-from mqstore.kernels.rocketmq_scan import STOP_BLANK, DispatchBatch
+from mqstore.kernels.rocketmq.scan import STOP_BLANK, DispatchBatch
 from mqstore.storage.rocketmq.layout import index_file_name
 from mqstore.storage.rocketmq.layout import segment_name as offset_to_file_name
 

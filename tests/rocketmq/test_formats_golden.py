@@ -42,7 +42,7 @@ from mqstore.formats.rocketmq.record import (
     decode_record,
     encode_record,
 )
-from mqstore.kernels.rocketmq_scan import STOP_BLANK, STOP_END, scan_segment_py
+from mqstore.kernels.rocketmq.scan import STOP_BLANK, STOP_END, scan_segment_py
 from mqstore.storage.rocketmq.layout import index_file_name, index_file_name_to_ms
 
 from .helpers import (

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import struct
 import zlib
+from typing import Any
 
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from kernel_twins import twin_pairs, twins
 from mqstore.errors import CorruptDataError, CorruptIndexError, InvalidArgumentError
 from mqstore.formats.rocketmq.indexfile import IndexFileBuffer, IndexHeader, index_file_size
 from mqstore.formats.rocketmq.javahash import (
@@ -19,24 +21,18 @@ from mqstore.formats.rocketmq.javahash import (
     java_string_hashcode,
 )
 from mqstore.formats.rocketmq.record import MAGIC_V1, MAGIC_V2, check_record, decode_record
-from mqstore.kernels.javahash import hash_spans, hash_strings, index_hash_spans, index_hash_strings
-from mqstore.kernels.rocketmq_index import (
-    bulk_put,
-    bulk_put_py,
-    header_array,
-    select_many,
-    select_many_py,
-)
-from mqstore.kernels.rocketmq_scan import (
-    CRC_TABLE,
+from mqstore.kernels.crc import CRC_TABLE, crc32_span
+from mqstore.kernels.endian import as_u8
+from mqstore.kernels.javahash import hash_spans, hash_strings, index_hash_strings
+from mqstore.kernels.rocketmq.chain_walk import select_many, select_many_py
+from mqstore.kernels.rocketmq.columns import decode_columns, decode_columns_py
+from mqstore.kernels.rocketmq.framing import record_positions
+from mqstore.kernels.rocketmq.index_build import bulk_put, bulk_put_py, header_array
+from mqstore.kernels.rocketmq.scan import (
     STOP_BLANK,
     STOP_END,
     STOP_INVALID,
     DispatchBatch,
-    as_u8,
-    crc32_span,
-    decode_columns,
-    record_positions,
     scan_segment,
     scan_segment_py,
 )
@@ -134,6 +130,19 @@ def test_scan_fast_store_walk_matches_reference(case: FixtureCase) -> None:
     assert len(fast["off"]) == len(case.messages)
 
 
+@pytest.mark.parametrize("scan", twins("rocketmq.scan_segment"))
+def test_scan_store_walk_matches_manifest(case: FixtureCase, scan: Any) -> None:
+    cols = concat_batches(list(scan_store(case, scan)))
+    msgs = sorted(case.messages, key=lambda m: m["physicalOffset"])
+    assert cols["off"] == [m["physicalOffset"] for m in msgs]
+    assert cols["size"] == [m["size"] for m in msgs]
+    assert cols["qid"] == [m["queueId"] for m in msgs]
+    assert cols["qoff"] == [m["queueOffset"] for m in msgs]
+    assert cols["ts"] == [m["storeTimestamp"] for m in msgs]
+    assert cols["sys"] == [m["sysFlag"] for m in msgs]
+    assert cols["topic"] == [m["topic"] for m in msgs]
+
+
 def test_scan_rejects_bad_range() -> None:
     with pytest.raises(InvalidArgumentError):
         scan_segment(b"\0" * 10, 0, 0, 11)
@@ -141,10 +150,11 @@ def test_scan_rejects_bad_range() -> None:
         scan_segment(b"\0" * 10, 0, 5, 4)
 
 
-def test_record_positions_on_fixtures(case: FixtureCase) -> None:
+@pytest.mark.parametrize("positions", twins("rocketmq.record_positions"))
+def test_record_positions_on_fixtures(case: FixtureCase, positions: Any) -> None:
     blanks = {b["physicalOffset"] for b in case.manifest["blankRecords"]}
     for base, data in case.segments():
-        pos, sizes, stop, nxt = record_positions(data, 0, len(data))
+        pos, sizes, stop, nxt = positions(data, 0, len(data))
         batch = scan_segment_py(data, base, 0, len(data))
         assert np.array_equal(pos + base, batch.commit_log_offset)
         assert np.array_equal(sizes, batch.size)
@@ -153,12 +163,13 @@ def test_record_positions_on_fixtures(case: FixtureCase) -> None:
         assert (stop == STOP_BLANK) == (base + nxt in blanks)
 
 
-def test_decode_columns_on_fixtures(case: FixtureCase) -> None:
+@pytest.mark.parametrize("decode", twins("rocketmq.decode_columns"))
+def test_decode_columns_on_fixtures(case: FixtureCase, decode: Any) -> None:
     by_offset = {m["physicalOffset"]: m for m in case.messages}
     seen = 0
     for base, data in case.segments():
         pos, _, _, _ = record_positions(data, 0, len(data))
-        cols = decode_columns(data, base, pos)
+        cols = decode(data, base, pos)
         for i, p in enumerate(pos.tolist()):
             m = by_offset[base + p]
             seen += 1
@@ -182,17 +193,36 @@ def test_decode_columns_on_fixtures(case: FixtureCase) -> None:
             assert cols["tags"][i] == (m["tags"] or None)
             assert cols["uniqKey"][i] == m["uniqKey"]
             assert cols["properties"][i] == decode_record(data, p).properties
-        no_body = decode_columns(data, base, pos, include_body=False)
+        no_body = decode(data, base, pos, include_body=False)
         assert "body" not in no_body
     assert seen == len(case.messages)
 
 
-def test_decode_columns_rejects_non_records(case: FixtureCase) -> None:
+@pytest.mark.parametrize("decode", twins("rocketmq.decode_columns"))
+def test_decode_columns_rejects_non_records(case: FixtureCase, decode: Any) -> None:
     base, data = case.segments()[0]
     with pytest.raises(CorruptDataError):
-        decode_columns(data, base, np.array([0, 3], np.int64))
+        decode(data, base, np.array([0, 3], np.int64))
     with pytest.raises(CorruptDataError):
-        decode_columns(data, base, np.array([len(data) + 5], np.int64))
+        decode(data, base, np.array([len(data) + 5], np.int64))
+
+
+@pytest.mark.parametrize("decode", twins("rocketmq.decode_columns"))
+def test_decode_columns_equal_on_random_segments(decode: Any) -> None:
+    rng = np.random.default_rng(11)
+    recs = [raw_record(b"T%d" % (i % 3), b"KEYS\x01k%d x\x02TAGS\x01t\x02UNIQ_KEY\x01u%d\x02" % (i, i),
+                       rng.bytes(int(rng.integers(0, 50))), v2=bool(i % 2), sys_flag=int(rng.integers(0, 0x40)),
+                       queue_id=i % 4, queue_offset=i) for i in range(40)]  # fmt: skip
+    data = b"".join(recs)
+    pos, _, _, _ = record_positions(data, 0, len(data))
+    got = decode(data, 1 << 30, pos)
+    exp = decode_columns(data, 1 << 30, pos) if decode is not decode_columns else decode_columns_py(data, 1 << 30, pos)
+    assert got.keys() == exp.keys()
+    for k in got:
+        if isinstance(got[k], np.ndarray):
+            assert got[k].dtype == exp[k].dtype and np.array_equal(got[k], exp[k]), k
+        else:
+            assert got[k] == exp[k], k
 
 
 # ----------------------------------------------------------------------------- scan: random data
@@ -320,6 +350,20 @@ def test_crc_kernel_matches_zlib() -> None:
         assert crc32_span(data, a, b, CRC_TABLE) == zlib.crc32(data[a:b].tobytes())
 
 
+@pytest.mark.parametrize("crc_spans", twins("crc.crc32_spans"))
+@pytest.mark.parametrize("use_isal", [None, False])
+def test_crc32_spans_match_zlib(crc_spans: Any, use_isal: bool | None) -> None:
+    rng = np.random.default_rng(6)
+    data = rng.integers(0, 256, 5000, dtype=np.uint8)
+    starts = np.array([0, 0, 3, 0, 17, 100, 4000], np.int64)
+    lens = np.array([0, 1, 8, 5000, 4982, 17, 999], np.int64)
+    got = crc_spans(data, starts, lens, use_isal=use_isal)
+    assert got.dtype == np.int64
+    assert got.tolist() == [zlib.crc32(data[a : a + n].tobytes()) for a, n in zip(starts, lens, strict=True)]
+    with pytest.raises(InvalidArgumentError):
+        crc_spans(data, np.array([4999]), np.array([2]))
+
+
 # ----------------------------------------------------------------------------- java hash kernel
 _utf8_pieces = st.sampled_from(
     [b"a", b"Z", b" ", b"#", b"\x80", b"\xc2", b"\xc3\xa9", b"\xe0", b"\xe0\xa0", b"\xed\xa0\x80", b"\xe2\x82\xac",
@@ -328,9 +372,10 @@ _utf8_pieces = st.sampled_from(
 )  # fmt: skip
 
 
+@pytest.mark.parametrize(("hash_spans", "index_hash_spans"), twin_pairs("javahash.hash_spans", "javahash.index_hash_spans"))
 @settings(max_examples=400, deadline=None)
 @given(st.lists(st.lists(_utf8_pieces, max_size=12).map(b"".join), min_size=1, max_size=8), st.binary(max_size=20))
-def test_hash_spans_equals_reference(pieces: list[bytes], raw: bytes) -> None:
+def test_hash_spans_equals_reference(hash_spans: Any, index_hash_spans: Any, pieces: list[bytes], raw: bytes) -> None:
     spans = [*pieces, raw]
     buf = b"".join(spans)
     lengths = np.array([len(p) for p in spans], np.int64)
@@ -345,9 +390,11 @@ def test_hash_spans_equals_reference(pieces: list[bytes], raw: bytes) -> None:
     assert index_hash_spans(buf, ts, tl, starts, lengths).tolist() == expected
 
 
+@pytest.mark.parametrize(("hash_strings", "index_hash_strings"),
+                         twin_pairs("javahash.hash_strings", "javahash.index_hash_strings"))
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.text(max_size=15), max_size=10))
-def test_hash_strings_equals_reference(strings: list[str]) -> None:
+def test_hash_strings_equals_reference(hash_strings: Any, index_hash_strings: Any, strings: list[str]) -> None:
     assert hash_strings(strings).tolist() == [java_string_hashcode(s) for s in strings]
     assert index_hash_strings(strings).tolist() == [index_key_hash(s) for s in strings]
 
@@ -374,20 +421,21 @@ def test_as_u8_views_without_copy() -> None:
 
 
 # ----------------------------------------------------------------------------- IndexFile kernels
-def test_index_files_rebuilt_byte_for_byte_bulk(case: FixtureCase) -> None:
+@pytest.mark.parametrize("put", twins("rocketmq.bulk_put"))
+def test_index_files_rebuilt_byte_for_byte_bulk(case: FixtureCase, put: Any) -> None:
     cols = concat_batches(list(scan_store(case, scan_segment)))
     kh, phy, ts = index_inputs(cols)
     slots, items = case.config["maxHashSlotNum"], case.config["maxIndexNum"]
-    for put in (bulk_put, bulk_put_py):
-        built = build_index_files(kh, phy, ts, slots, items, bulk_put=put)
-        assert [n for n, _ in built] == [f["name"] for f in case.manifest["indexFiles"]]
-        for name, data in built:
-            assert data == case.store_file(f"index/{name}"), name
+    built = build_index_files(kh, phy, ts, slots, items, bulk_put=put)
+    assert [n for n, _ in built] == [f["name"] for f in case.manifest["indexFiles"]]
+    for name, data in built:
+        assert data == case.store_file(f"index/{name}"), name
     # and the reference builder agrees
     assert build_index_files(kh, phy, ts, slots, items) == build_index_files(kh, phy, ts, slots, items, bulk_put)
 
 
-def test_select_many_replays_fixture_queries(case: FixtureCase) -> None:
+@pytest.mark.parametrize("select", twins("rocketmq.select_many"))
+def test_select_many_replays_fixture_queries(case: FixtureCase, select: Any) -> None:
     slots, items = case.config["maxHashSlotNum"], case.config["maxIndexNum"]
     for meta in case.manifest["indexFiles"]:
         buf = np.frombuffer(case.store_file(f"index/{meta['name']}"), np.uint8)
@@ -398,7 +446,7 @@ def test_select_many_replays_fixture_queries(case: FixtureCase) -> None:
                 continue
             kh = index_hash_strings([q["indexKey"], q["indexKey"]])
             max_num = min(q["maxNum"], case.config["maxMsgsNumBatch"])
-            offs, splits = select_many(buf, slots, items, header, kh, max_num, q["begin"], q["end"])
+            offs, splits = select(buf, slots, items, header, kh, max_num, q["begin"], q["end"])
             assert offs[splits[0] : splits[1]].tolist() == per_file["selectPhyOffset"]
             assert offs[splits[1] : splits[2]].tolist() == per_file["selectPhyOffset"]
             ref = select_many_py(buf, slots, items, header, kh, max_num, q["begin"], q["end"])

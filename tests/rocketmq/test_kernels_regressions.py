@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from mqstore.formats.rocketmq.record import MessageRecord, encode_record
-from mqstore.kernels.rocketmq_scan import scan_segment, scan_segment_py
+from mqstore.kernels.rocketmq.scan import scan_segment, scan_segment_py
 
 
 def test_delay_fallback_does_not_check_crc() -> None:

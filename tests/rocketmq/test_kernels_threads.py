@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import struct
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -12,17 +13,19 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from kernel_twins import twins
 from mqstore import MessageStore, StoreConfig
 from mqstore.cli.main import cli
 from mqstore.errors import InvalidArgumentError
 from mqstore.formats.rocketmq.indexfile import IndexFileBuffer, index_file_size
 from mqstore.formats.rocketmq.javahash import java_bytes_hashcode
 from mqstore.formats.rocketmq.record import MAGIC_V1
-from mqstore.kernels import javahash, rocketmq_index_bulk, rocketmq_scan, threads
+from mqstore.kernels import javahash, threads
 from mqstore.kernels.javahash import hash_spans, index_hash_spans
-from mqstore.kernels.rocketmq_index import bulk_put, bulk_put_py, header_array
-from mqstore.kernels.rocketmq_index_bulk import bulk_put_parallel
-from mqstore.kernels.rocketmq_scan import scan_segment, scan_segment_py
+from mqstore.kernels.rocketmq import index_build as rocketmq_index_bulk
+from mqstore.kernels.rocketmq import scan as rocketmq_scan
+from mqstore.kernels.rocketmq.index_build import bulk_put, bulk_put_parallel, bulk_put_py, header_array
+from mqstore.kernels.rocketmq.scan import scan_segment, scan_segment_py
 from mqstore.storage.rocketmq import rebuild as rebuild_module
 from mqstore.storage.rocketmq.rebuild import compare_trees, rebuild_indexes
 
@@ -197,13 +200,16 @@ def test_bulk_put_parallel_large_file_rolls_like_sequential() -> None:
             assert np.array_equal(h1, h2) and np.array_equal(b1, b2)
 
 
-def test_bulk_put_parallel_validates_like_sequential() -> None:
+@pytest.mark.parametrize("put", twins("rocketmq.bulk_put_parallel"))
+def test_bulk_put_parallel_validates_like_sequential(put: Any) -> None:
     buf = np.zeros(index_file_size(4, 4), np.uint8)
     header = np.array([0, 0, 0, 0, 0, 1], np.int64)
     with pytest.raises(InvalidArgumentError):
-        bulk_put_parallel(buf, 4, 4, header, np.zeros(1, np.int32), np.zeros(1), np.zeros(1), 5)
+        put(buf, 4, 4, header, np.zeros(1, np.int32), np.zeros(1), np.zeros(1), 5)
     with pytest.raises(InvalidArgumentError):
-        bulk_put_parallel(buf, 4, 4, header, np.zeros(1, np.int32), np.zeros(1), np.zeros(1), threads=0)
+        put(buf, 4, 4, header, np.zeros(1, np.int32), np.zeros(1), np.zeros(1), threads=0)
+    assert put(buf, 4, 4, header, np.arange(5, dtype=np.int32), np.arange(5), np.full(5, 7), threads=2) == 3
+    assert header.tolist() == [7, 7, 0, 2, 3, 4]
 
 
 # ----------------------------------------------------------------------------- whole rebuild

@@ -17,9 +17,11 @@ from mqstore import MessageStore, StoreConfig
 from mqstore.errors import InvalidArgumentError, InvalidKeyError, InvalidTopicError
 from mqstore.formats.rocketmq.indexfile import IndexHeader, index_file_size
 from mqstore.formats.rocketmq.properties import split_keys
-from mqstore.kernels import rocketmq_index, rocketmq_scan
-from mqstore.kernels.rocketmq_index import bulk_put, bulk_put_py, header_array
-from mqstore.kernels.rocketmq_scan import STOP_INVALID, crc32_spans, scan_segment, scan_segment_py
+from mqstore.kernels import endian
+from mqstore.kernels.crc import crc32_spans
+from mqstore.kernels.rocketmq import scan as rocketmq_scan
+from mqstore.kernels.rocketmq.index_build import bulk_put, bulk_put_py, header_array
+from mqstore.kernels.rocketmq.scan import STOP_INVALID, scan_segment, scan_segment_py
 from mqstore.storage.rocketmq.commitlog import CommitLog
 from mqstore.storage.rocketmq.rebuild import compare_trees, rebuild_indexes
 
@@ -98,7 +100,7 @@ def test_crc32_spans_equals_zlib(raw: bytes, spans: list[tuple[int, int]]) -> No
 
 
 def test_isal_crc_is_used() -> None:
-    from mqstore.kernels.rocketmq_scan import HAVE_ISAL_CRC
+    from mqstore.kernels.crc import HAVE_ISAL_CRC
 
     assert HAVE_ISAL_CRC, "isal is a dependency: its CRC-32 symbol must be callable from the kernels"
 
@@ -175,9 +177,9 @@ def test_bulk_put_word_and_byte_kernels_equal_reference(start_count: int) -> Non
         buf = raw[:size] if kind != "bytes" else raw[1 : size + 1]  # an unaligned view takes the byte kernel
         header = header_array(IndexHeader(index_count=start_count))
         if kind == "words":
-            assert rocketmq_index._word_view(buf) is not None
+            assert endian.word_view(buf) is not None
         if kind == "bytes":
-            assert rocketmq_index._word_view(buf) is None
+            assert endian.word_view(buf) is None
         fn = bulk_put_py if kind == "py" else bulk_put
         done = fn(buf, slots, items, header, kh, phy, ts, 2)
         outs.append((done, header.tolist(), buf.tobytes()))

@@ -15,6 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kernel_twins import twins
 from mqstore import MessageStore, StoreConfig
 from mqstore.api.rocketmq import PutBatchResult, PutResult, _UniqKeyGenerator
 from mqstore.errors import InvalidArgumentError, InvalidKeyError, InvalidTopicError, MessageTooLargeError
@@ -25,10 +26,9 @@ from mqstore.formats.rocketmq.record import (
     TRANSACTION_ROLLBACK_TYPE,
     Host,
 )
-from mqstore.kernels.rocketmq_put import (
+from mqstore.kernels.rocketmq.put import (
     RecordColumns,
-    encode_records_into,
-    encode_records_py,
+    encode_records_bytes,
     queue_ranks,
     queue_ranks_py,
 )
@@ -92,15 +92,17 @@ message = st.fixed_dictionaries({
 })
 
 
+@pytest.mark.parametrize("encode_records_into", twins("rocketmq.encode_records_into"))
 @given(st.lists(message, min_size=1, max_size=12), hosts, st.integers(0, 2**50), st.integers(0, 2**42))
 @settings(max_examples=150, deadline=None)
-def test_kernel_equals_record_codec(msgs: list[dict[str, Any]], store: Host, base: int, store_ts: int) -> None:
+def test_kernel_equals_record_codec(encode_records_into: Any, msgs: list[dict[str, Any]], store: Host, base: int,
+                                    store_ts: int) -> None:
     for m in msgs:
         m["v2"] = m["v2"] or len(m["topic"]) > 127
     cols = _columns(msgs, store)
     sizes = cols.sizes()
     phys = base + np.cumsum(sizes) - sizes
-    want = encode_records_py(cols, 0, len(msgs), phys, store_ts)
+    want = encode_records_bytes(cols, 0, len(msgs), phys, store_ts)
     out = np.full(int(sizes.sum()) + 16, 0xEE, np.uint8)
     end = encode_records_into(out, 8, cols, 0, len(msgs), sizes, phys, store_ts)
     assert end == 8 + len(want) == 8 + int(sizes.sum())
@@ -110,7 +112,7 @@ def test_kernel_equals_record_codec(msgs: list[dict[str, Any]], store: Host, bas
     if len(msgs) > 2:
         out2 = np.zeros(int(sizes[1:].sum()), np.uint8)
         encode_records_into(out2, 0, cols, 1, len(msgs), sizes, phys, store_ts)
-        assert out2.tobytes() == encode_records_py(cols, 1, len(msgs), phys, store_ts)
+        assert out2.tobytes() == encode_records_bytes(cols, 1, len(msgs), phys, store_ts)
         # columns that do not fit are refused before a byte is written (the copies are unchecked memcpy)
         short = np.full(int(sizes.sum()) - 1, 0xEE, np.uint8)
         with pytest.raises(ValueError):
@@ -278,8 +280,6 @@ def test_queue_offset_kernel_equals_sorting_twin(tmp_path_factory: pytest.TempPa
     codes = qids % 5
     got_k, got_p = queue_ranks(codes, takes, 5), queue_ranks_py(codes, takes, 5)
     assert got_k[0].tolist() == got_p[0].tolist() and got_k[1].tolist() == got_p[1].tolist()
-    with pytest.raises(ValueError):
-        queue_ranks(codes, takes, int(codes.max()))
     with MessageStore.open(tmp_path_factory.mktemp("qo"), StoreConfig(**SMALL)) as s:
         eng = s.engine
         eng.queue_offsets.update(known)
@@ -287,6 +287,17 @@ def test_queue_offset_kernel_equals_sorting_twin(tmp_path_factory: pytest.TempPa
         slow, slow_up = eng._assign_queue_offsets_sorted(topics, qids, flags)
         assert fast.tolist() == slow.tolist() and fast_up == slow_up
         assert eng.queue_offsets == known  # nothing assigned until the caller applies the updates
+
+
+@pytest.mark.parametrize("ranks", twins("rocketmq.queue_ranks"))
+def test_queue_ranks_count_per_queue(ranks: Any) -> None:
+    codes = np.array([0, 2, 0, 1, 0, 2, 3], np.int64)
+    takes = np.array([True, True, False, True, True, True, True])
+    rank, seen = ranks(codes, takes, 4)
+    assert rank.tolist() == [0, 0, 0, 0, 1, 1, 0]
+    assert seen.tolist() == [2, 1, 2, 1]
+    with pytest.raises(ValueError):
+        ranks(codes, takes, 3)
 
 
 def _old_uniq(prefix: bytes, now_ms: int, counter: int) -> str:
@@ -358,7 +369,7 @@ def test_common_shape_put_rejects_bad_text_and_syncs(tmp_path: Path) -> None:
 @given(st.binary(max_size=3000))
 @settings(max_examples=200, deadline=None)
 def test_put_crc32_equals_zlib(data: bytes) -> None:
-    from mqstore.kernels.rocketmq_put import crc32
+    from mqstore.kernels.crc import crc32
 
     assert crc32(data) == zlib.crc32(data)
     assert crc32(data[1:], crc32(data[:1])) == zlib.crc32(data)
@@ -368,19 +379,25 @@ texts = st.one_of(st.none(), st.text(st.characters(blacklist_characters="\x01\x0
                                      max_size=12))
 
 
+@pytest.mark.parametrize("build", twins("rocketmq.build_common_props"))
 @given(st.lists(st.tuples(texts, texts), min_size=1, max_size=30), st.integers(0, 70_000))
 @settings(max_examples=200, deadline=None)
-def test_props_kernel_equals_templates(rows: list[tuple[str | None, str | None]], counter0: int) -> None:
+def test_props_kernel_equals_templates(build: Any, rows: list[tuple[str | None, str | None]], counter0: int) -> None:
     from mqstore.api.rocketmq import _text_column
-    from mqstore.kernels.rocketmq_put import build_common_props, build_common_props_py
 
     keys, tags = [k for k, _ in rows], [t for _, t in rows]
     kc, tc = _text_column(keys), _text_column(tags)
     assert kc is not None and tc is not None
     head = "0A0B0C0D1F2E00000042075BCD15"
-    buf, off, lens = build_common_props(*kc, *tc, head.encode(), counter0)
-    assert buf.tobytes() == build_common_props_py(keys, tags, head, counter0)
+    buf, off, lens = build(*kc, *tc, head.encode(), counter0)
+    texts_ = []
+    for i, (k, t) in enumerate(rows):
+        text = "" if k is None else f"KEYS\x01{k}\x02"
+        text += f"UNIQ_KEY\x01{head}{(counter0 + i) & 0xFFFF:04X}\x02"
+        texts_.append(text + ("" if t is None else f"TAGS\x01{t}\x02"))
+    assert buf.tobytes() == "".join(texts_).encode("utf-8")
     assert off.tolist() == (np.cumsum(lens) - lens).tolist()
+    assert lens.tolist() == [len(x.encode("utf-8")) for x in texts_]
 
 
 def test_columns_common_shape_mixed_keys_equal_general(tmp_path: Path) -> None:

@@ -9,22 +9,21 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kernel_twins import twins
 from mqstore import MessageStore, StoreConfig
 from mqstore.errors import CorruptIndexError, InvalidKeyError, InvalidTopicError
 from mqstore.formats.rocketmq.indexfile import IndexFileBuffer, IndexHeader, index_file_size
 from mqstore.formats.rocketmq.javahash import index_key_hash
-from mqstore.kernels.rocketmq_index import (
-    SELECT_ONE_CYCLE,
-    hash_prefix_state,
-    select_one,
-    word_view,
-)
+from mqstore.kernels.endian import word_view
+from mqstore.kernels.javahash import hash_prefix_state
+from mqstore.kernels.rocketmq.chain_walk import SELECT_ONE_CYCLE, select_one
 from mqstore.storage.rocketmq.index import IndexService
 
 LONG_MAX = 2**63 - 1
@@ -32,7 +31,7 @@ KEY_TEXT = st.text(st.characters(min_codepoint=32, max_codepoint=126), min_size=
 
 
 def _walk_both(buf: np.ndarray, slots: int, items: int, header: IndexHeader, topic: str, key: str, max_num: int,
-               begin: int, end: int) -> None:  # fmt: skip
+               begin: int, end: int, select_one: Any = select_one) -> None:  # fmt: skip
     f = IndexFileBuffer(memoryview(buf), slots, items, load=False)
     f.header = header
     try:
@@ -58,11 +57,12 @@ def _walk_both(buf: np.ndarray, slots: int, items: int, header: IndexHeader, top
         assert n2 == n
 
 
+@pytest.mark.parametrize("one", twins("rocketmq.select_one"))
 @settings(max_examples=150, deadline=None)
 @given(st.integers(1, 7), st.integers(2, 30), st.lists(st.tuples(KEY_TEXT, st.integers(0, 5000)), max_size=40),
        st.lists(KEY_TEXT, min_size=1, max_size=6), st.integers(0, 5),
        st.sampled_from([(0, LONG_MAX), (1_700_000_001_000, 1_700_000_003_000), (1_800_000_000_000, LONG_MAX)]))  # fmt: skip
-def test_select_one_matches_reference_on_built_files(slots: int, items: int, puts: list[tuple[str, int]],
+def test_select_one_matches_reference_on_built_files(one: Any, slots: int, items: int, puts: list[tuple[str, int]],
                                                      queries: list[str], max_num: int,
                                                      window: tuple[int, int]) -> None:  # fmt: skip
     buf = np.zeros(index_file_size(slots, items), np.uint8)
@@ -71,7 +71,7 @@ def test_select_one_matches_reference_on_built_files(slots: int, items: int, put
         if not f.put_key(f"T#{key}", 1000 + i * 37, 1_700_000_000_000 + dt):
             break
     for key in queries + [k for k, _ in puts[:3]]:
-        _walk_both(buf, slots, items, f.header, "T", key, max_num, *window)
+        _walk_both(buf, slots, items, f.header, "T", key, max_num, *window, select_one=one)
 
 
 @settings(max_examples=200, deadline=None)
@@ -116,6 +116,29 @@ def test_select_offsets_matches_query_offset_across_files(tmp_path: Path) -> Non
                         assert api == idx.query_offset(topic, key, max_num, begin, end).phy_offsets
         files = list(idx.files)
     assert all(f.mm.closed for f in files)  # the cached query views do not keep mappings open
+
+
+@pytest.mark.parametrize("files", twins("rocketmq.select_files"))
+def test_select_files_answers_query_offset(tmp_path: Path, files: Any) -> None:
+    with _store(tmp_path) as s:
+        _fill(s, 500)
+        s.dispatch()
+        idx = s.engine.index
+        plan = idx._make_plan()
+        assert plan is not None and len(idx.files) > 5
+        ts = [f.header.begin_timestamp for f in idx.files]
+        for key in ["k0", "k5", "u10", "absent", ""]:
+            seed = ~hash_prefix_state("TopicA#")
+            for begin, end in ((0, LONG_MAX), (ts[2], ts[4])):
+                for max_num in (0, 1, 3, 64):
+                    exp = idx.query_offset("TopicA", key, max_num, begin, end, cap=None).phy_offsets
+                    out = np.empty(64, np.int64)
+                    n = files(plan[1], seed, key.encode("ascii"), max_num, begin, end, out)
+                    assert out[:n].tolist() == exp
+                    pre = files(plan[1], index_key_hash(f"TopicA#{key}"), b"", max_num, begin, end, out)
+                    assert pre == n and out[:n].tolist() == exp
+                    if len(exp) > 1:  # too small an output buffer is reported, not overrun
+                        assert files(plan[1], seed, key.encode("ascii"), max_num, begin, end, out[:1]) == -2
 
 
 def test_select_offsets_large_result_grows_buffer(tmp_path: Path) -> None:
@@ -165,7 +188,8 @@ def test_query_offsets_broker_checks_arguments(tmp_path: Path) -> None:
 @settings(max_examples=60, deadline=None)
 @given(st.integers(1, 9), st.integers(2, 40), st.data())
 def test_select_many_word_paths_match_reference(slots: int, items: int, data: st.DataObject) -> None:
-    from mqstore.kernels.rocketmq_index import header_array, select_many, select_many_py
+    from mqstore.kernels.rocketmq.chain_walk import select_many, select_many_py
+    from mqstore.kernels.rocketmq.index_build import header_array
 
     size = index_file_size(slots, items)
     if data.draw(st.booleans()):  # garbage: corrupt chains must be reported the same way by every path
@@ -197,11 +221,10 @@ def test_select_many_word_paths_match_reference(slots: int, items: int, data: st
         assert np.array_equal(other[0], stopped[0][0]) and np.array_equal(other[1], stopped[0][1])
 
 
+@pytest.mark.parametrize("index_hash_keys", twins("javahash.index_hash_keys"))
 @settings(max_examples=100, deadline=None)
 @given(st.sampled_from(["T", "TopicTest", "%RETRY%g"]), st.lists(st.text(max_size=10), max_size=20))
-def test_index_hash_keys_matches_scalar_hash(topic: str, keys: list[str]) -> None:
-    from mqstore.kernels.rocketmq_index import index_hash_keys
-
+def test_index_hash_keys_matches_scalar_hash(index_hash_keys: Any, topic: str, keys: list[str]) -> None:
     got = index_hash_keys(topic, keys)
     assert got.dtype == np.int32
     assert got.tolist() == [index_key_hash(f"{topic}#{k}") for k in keys]

@@ -5,41 +5,57 @@ scalar hash of ``topic#key``."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kernel_twins import twins
 from mqstore import MessageStore, StoreConfig
 from mqstore.errors import CorruptIndexError
 from mqstore.formats.rocketmq.indexfile import IndexFileBuffer, index_file_size
 from mqstore.formats.rocketmq.javahash import index_key_hash
-from mqstore.kernels.rocketmq_index import (
-    _hash_bounded_py,
-    hash_prefix_state,
-    header_array,
-    index_hash_keys,
-    join_keys_ascii,
-    select_many_py,
-    select_many_text,
-)
+from mqstore.kernels.javahash import hash_prefix_state, index_hash_keys, join_keys_ascii
+from mqstore.kernels.rocketmq.chain_walk import select_many_py, select_many_text
+from mqstore.kernels.rocketmq.index_build import header_array
 
 LONG_MAX = 2**63 - 1
 ASCII_KEY = st.text(st.characters(min_codepoint=1, max_codepoint=127), max_size=12)
 
 
+@pytest.mark.parametrize("hash_joined", twins("javahash.hash_joined"))
 @settings(max_examples=100, deadline=None)
 @given(st.sampled_from(["T", "TopicTest", "%RETRY%g"]), st.lists(st.text(max_size=8), max_size=30))
-def test_join_keys_ascii_hashes_match_scalar_hash(topic: str, keys: list[str]) -> None:
+def test_join_keys_ascii_hashes_match_scalar_hash(hash_joined: Any, topic: str, keys: list[str]) -> None:
     text = join_keys_ascii(keys)
     if text is None:  # only for keys the fast path cannot split: non-ASCII or holding "\0"
         assert any(not k.isascii() or "\0" in k for k in keys)
         return
     kbuf, starts = text
     assert len(starts) == len(keys) + 1
-    out = np.empty(len(keys), np.int32)
-    _hash_bounded_py(kbuf, starts, hash_prefix_state(f"{topic}#"), out)
+    out = hash_joined(kbuf, starts, hash_prefix_state(f"{topic}#"))
+    assert out.dtype == np.int32
     assert out.tolist() == [index_key_hash(f"{topic}#{k}") for k in keys]
+
+
+@pytest.mark.parametrize("select_text", twins("rocketmq.select_many_text"))
+def test_select_many_text_finds_the_keys(select_text: Any) -> None:
+    slots, items = 7, 60
+    buf = np.zeros(index_file_size(slots, items), np.uint8)
+    f = IndexFileBuffer(memoryview(buf), slots, items, load=False)
+    for i in range(50):
+        f.put_key(f"T#k{i % 9}", 1000 + i, 1_700_000_000_000 + 700 * i)
+    keys = ["k0", "k3", "absent", "", "k8"]
+    text = join_keys_ascii(keys)
+    assert text is not None
+    offsets, splits, hashes = select_text(buf, slots, items, header_array(f.header), hash_prefix_state("T#"), *text,
+                                          64, 0, LONG_MAX)  # fmt: skip
+    assert hashes.tolist() == [index_key_hash(f"T#{k}") for k in keys]
+    for i, k in enumerate(keys):
+        exp = [1000 + j for j in range(49, -1, -1) if k and f"k{j % 9}" == k]
+        assert offsets[splits[i] : splits[i + 1]].tolist() == exp
 
 
 @settings(max_examples=80, deadline=None)

@@ -158,7 +158,7 @@ def test_complete_end_never_passes_a_partial_record(tmp_path: Path) -> None:
     assert end > 0
     data = bytearray(seg.read_bytes())
     # cut the tail of the last record: its header stays, its body/properties are zeroed
-    from mqstore.kernels.rocketmq_scan import record_positions
+    from mqstore.kernels.rocketmq.framing import record_positions
 
     positions, sizes, _, _ = record_positions(bytes(data), 0, SEG)
     p, s = int(positions[-1]), int(sizes[-1])

@@ -1,18 +1,20 @@
-"""The vectorised Arrow column builder (``mqstore.kernels.rocketmq_columns``) against its pure-Python
+"""The vectorised Arrow column builder (``mqstore.kernels.rocketmq.columns``) against its pure-Python
 twin (``decode_columns`` + ``columns_to_arrow``) on broker fixtures and generated records."""
 
 from __future__ import annotations
 
 import random
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pytest
 
-from mqstore.formats.rocketmq.record import Host, MessageRecord, encode_record
-from mqstore.kernels.rocketmq_columns import arrow_columns
-from mqstore.kernels.rocketmq_scan import decode_columns, record_positions
+from kernel_twins import twins
+from mqstore.formats.rocketmq.record import Host, MessageRecord, decode_record, encode_record
+from mqstore.kernels.rocketmq.columns import arrow_columns, decode_columns
+from mqstore.kernels.rocketmq.framing import record_positions
 from mqstore.spark._rocketmq_read import (
     ROCKETMQ_COLUMNS,
     columns_to_arrow,
@@ -47,6 +49,29 @@ def assert_same(buf: bytes | np.ndarray, base: int, pos: np.ndarray) -> pa.Recor
         for name in ROCKETMQ_COLUMNS:
             assert fast.column(name).null_count == slow.column(name).null_count, name
     return fast
+
+
+@pytest.mark.parametrize("arrow", twins("rocketmq.arrow_columns"))
+def test_arrow_columns_hold_the_fixture_records(shared_fixtures: Path, arrow: Any) -> None:
+    seg = list_segments(str(shared_fixtures / "rocketmq" / "basic" / "store"))[0]
+    data = Path(seg.path).read_bytes()
+    pos, _sizes, _stop, _ = record_positions(np.frombuffer(data, np.uint8), 0, len(data))
+    cols = arrow(data, seg.base, pos, broker_name="b")
+    assert cols is not None and set(cols) == set(ROCKETMQ_COLUMNS)
+    recs = [decode_record(data, int(p)) for p in pos]
+    assert cols["topic"].to_pylist() == [r.topic for r in recs]
+    assert cols["body"].to_pylist() == [bytes(r.body) for r in recs]
+    assert cols["queueId"].to_pylist() == [r.queue_id for r in recs]
+    assert cols["queueOffset"].to_pylist() == [r.queue_offset for r in recs]
+    assert cols["commitLogOffset"].to_pylist() == [seg.base + int(p) for p in pos]
+    assert cols["storeTimestamp"].to_pylist() == [r.store_timestamp for r in recs]
+    assert cols["bornHost"].to_pylist() == [str(r.born_host) for r in recs]
+    assert cols["tags"].to_pylist() == [r.tags for r in recs]
+    assert cols["uniqKey"].to_pylist() == [r.uniq_key for r in recs]
+    assert cols["keys"].to_pylist() == [[k for k in (r.keys or "").split(" ") if k] for r in recs]
+    assert [dict(m) for m in cols["properties"].to_pylist()] == [r.properties for r in recs]
+    assert cols["brokerName"].to_pylist() == ["b"] * len(recs)
+    assert arrow(data, seg.base, np.array([3], np.int64), broker_name="b") is None  # not a record
 
 
 @pytest.mark.parametrize("case", ("basic", "prop_crc"))

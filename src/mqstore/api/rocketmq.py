@@ -39,8 +39,9 @@ from mqstore.formats.rocketmq.properties import (
     split_keys,
 )
 from mqstore.formats.rocketmq.record import MAGIC_V1, Host, MessageRecord, body_crc, choose_magic
-from mqstore.kernels.rocketmq_put import RecordColumns, build_common_props
-from mqstore.kernels.rocketmq_scan import _decode_kernel, crc32_spans
+from mqstore.kernels.crc import crc32_spans
+from mqstore.kernels.rocketmq.columns import decode_fields
+from mqstore.kernels.rocketmq.put import RecordColumns, build_common_props
 from mqstore.storage.rocketmq.config import FLUSH_ASYNC, FLUSH_SYNC, StoreConfig, validate_topic
 from mqstore.storage.rocketmq.consumequeue import BOUNDARY_LOWER, BOUNDARY_UPPER
 from mqstore.storage.rocketmq.layout import resolve_config
@@ -404,6 +405,14 @@ def _check_query_topic(topic: object) -> None:
 _HOST_TEXT: dict[bytes, str] = {}  # raw host bytes -> ``str(Host)`` (a store has a handful of hosts)
 
 
+# the fields of decode_fields rows that _exact_matches reads, in its order
+_EXACT_FIELDS = (
+    "size", "bodyCRC", "queueId", "flag", "queueOffset", "physicalOffset", "sysFlag", "bornTimestamp", "bornHostPos",
+    "bornHostWidth", "storeTimestamp", "storeHostPos", "storeHostWidth", "reconsumeTimes", "preparedTransactionOffset",
+    "bodyStart", "bodyLen", "topicStart", "topicLen", "propsStart", "propsLen",
+)  # fmt: skip
+
+
 def _host_text(raw: bytes) -> str:
     text = _HOST_TEXT.get(raw)
     if text is None:
@@ -416,7 +425,7 @@ def _host_text(raw: bytes) -> str:
 def _exact_matches(cl: Any, offs: list[int], topic: str, key: str, b: int, e: int) -> list[Message] | None:
     """The messages of ``topic`` at the candidate offsets whose KEYS contain ``key`` (or whose
     unique key is ``key``) with a store time in [b, e].  The records' fields are located by one
-    compiled pass (``_decode_kernel``, the structural checks of ``check_record``); only the topic
+    compiled pass (``decode_fields``, the structural checks of ``check_record``); only the topic
     bytes, store time and properties are looked at before a record matches, and a ``Message`` (with
     its body CRC verified) is built for matches only.  Returns None when a candidate is not a clean
     record (bad structure, wrong physical offset, body CRC mismatch of a match): the caller then
@@ -441,13 +450,12 @@ def _exact_matches(cl: Any, offs: list[int], topic: str, key: str, b: int, e: in
     for mf, group in groups.values():
         mm, base = mf.mm, mf.file_from_offset
         u8 = np.frombuffer(mm, np.uint8)[: mf.wrote_position]
-        cols = np.empty((len(group), 22), np.int64)
-        if _decode_kernel(u8, np.array([off - base for off in group], np.int64), cols) >= 0:
+        rows = decode_fields(u8, np.array([off - base for off in group], np.int64))
+        if isinstance(rows, int):
             return None
-        for off, row in zip(group, cols.tolist(), strict=True):
-            (size, _magic, crc, queue_id, flag, queue_offset, phys, sys_flag, born_ts, born_pos, born_w, store_ts,
+        for (off, size, crc, queue_id, flag, queue_offset, phys, sys_flag, born_ts, born_pos, born_w, store_ts,
              store_pos, store_w, reconsume, prepared, body_start, body_len, topic_start, topic_len, props_start,
-             props_len) = row  # fmt: skip
+             props_len) in zip(group, *(rows[f].tolist() for f in _EXACT_FIELDS), strict=True):  # fmt: skip
             if phys != off:
                 return None
             if mm[topic_start : topic_start + topic_len] != tb or not b <= store_ts <= e:

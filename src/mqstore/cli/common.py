@@ -28,7 +28,7 @@ def handle_errors(func: F) -> F:
         except MqStoreError as exc:
             click.echo(f"error: {exc}", err=True)
             sys.exit(2)
-        except (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError) as exc:
+        except (FileNotFoundError, FileExistsError, PermissionError, IsADirectoryError, NotADirectoryError) as exc:
             click.echo(f"error: {exc.strerror or exc}: {exc.filename}", err=True)
             sys.exit(2)
         except BrokenPipeError:  # `mqstore ... | head`

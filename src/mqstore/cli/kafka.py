@@ -45,19 +45,27 @@ def _existing(path: str) -> Path:
     return p
 
 
+_DUMP_SUFFIXES = (".log", ".index", ".timeindex", ".txnindex", ".snapshot")
+
+
 def _files_for_dump(p: Path) -> list[Path]:
+    from mqstore.storage.kafka.layout import log_of, remote_index_base_offset, segment_files
+    from mqstore.storage.kafka.logdir import REMOTE_INDEX_CACHE
+
+    if p.is_dir() and p.name == REMOTE_INDEX_CACHE:  # tiered storage: <startOffset>_<segmentId>.index ...
+        return sorted(f for f in p.iterdir() if f.suffix in (".index", ".timeindex")
+                      and remote_index_base_offset(f.name) is not None)
     if p.is_dir():
-        files = sorted(f for f in p.iterdir()
-                       if f.suffix in (".log", ".index", ".timeindex") and f.name.split(".", 1)[0].isdigit())
+        files = segment_files(p, _DUMP_SUFFIXES)
         extra = kafka_internal.extra_files(p)  # KRaft snapshots, quorum-state
         if not files and not extra:
             raise StoreNotFoundError("no Kafka segment files in directory", path=str(p))
-        order = {".log": 0, ".index": 1, ".timeindex": 2}
-        return sorted(files, key=lambda f: (f.name.split(".", 1)[0], order[f.suffix])) + extra
+        return files + extra
     if kafka_internal.is_extra_file(p):
         return [p]
-    if p.suffix not in (".log", ".index", ".timeindex"):
-        raise InvalidArgumentError("expected a partition directory or a .log/.index/.timeindex file", path=str(p))
+    if p.suffix in (".txnindex", ".snapshot"):
+        return [p]
+    log_of(p)  # InvalidArgumentError for any other file
     return [p]
 
 
@@ -131,6 +139,13 @@ def _text_line(obj: dict[str, Any]) -> str:
         return f"offset: {obj['offset']} position: {obj['position']}"
     if t == "time_index_entry":
         return f"timestamp: {obj['timestamp']} offset: {obj['offset']}"
+    if t == "aborted_txn":
+        return (f"version: {obj['version']} producerId: {obj['producerId']} firstOffset: {obj['firstOffset']} "
+                f"lastOffset: {obj['lastOffset']} lastStableOffset: {obj['lastStableOffset']}")
+    if t == "snapshot":
+        return f"version: {obj['version']} crc: {obj['crc']} producers: {obj['producers']}"
+    if t == "producer_entry":
+        return " ".join(f"{k}: {v}" for k, v in obj.items() if k not in ("type", "file"))
     if t == "tail":
         return f"Found {obj['bytes']} invalid bytes at the end of {Path(obj['file']).name}"
     return str(obj)
@@ -161,13 +176,18 @@ def _dump_text_file(p: Path, as_json: bool) -> None:
 def _dump_other_files(p: Path, as_json: bool) -> None:
     """A partition directory's files other than segments and their indexes, each with its kind
     (nothing is skipped silently; ``unknown`` for what is not Kafka's)."""
-    from mqstore.storage.kafka.logdir import classify_partition_file
+    from mqstore.storage.kafka.layout import classify_partition_file
+    from mqstore.storage.kafka.logdir import REMOTE_INDEX_CACHE, scan_log_dir
 
     rows = []
-    for f in sorted(p.iterdir()):
-        kind = classify_partition_file(f.name).kind if f.is_file() else "unknown"
-        if kind not in ("log", "index", "timeindex"):
-            rows.append((f, kind))
+    if p.name == REMOTE_INDEX_CACHE:
+        kinds = scan_log_dir(p.parent).remote_cache
+        rows = [(p / n, k) for n, k in kinds.items() if k not in ("remote_index", "remote_timeindex")]
+    else:
+        for f in sorted(p.iterdir()):
+            kind = classify_partition_file(f.name).kind if f.is_file() else "unknown"
+            if kind not in ("log", "index", "timeindex", "txnindex", "snapshot"):
+                rows.append((f, kind))
     if as_json:
         echo_json_lines({"type": "file", "file": str(f), "kind": k} for f, k in rows)
     else:
@@ -249,15 +269,19 @@ def _dump_log_dir(p: Path, as_json: bool) -> None:
 @group.command("dump")
 @click.argument("path", type=click.Path())
 @click.option("--print-data", is_flag=True, help="Also print every record (key, value, headers).")
+@click.option("--isolation", type=click.Choice(["read_uncommitted", "read_committed"]), default="read_uncommitted",
+              show_default=True, help="read_committed: only the batches a read_committed consumer receives "
+              "(no control batches, no aborted transactions, nothing from the last stable offset on).")
 @kafka_internal.decoder_option
 @json_option
 @handle_errors
-def dump(path: str, print_data: bool, decoder: str, as_json: bool) -> None:
-    """Print the batches of a .log, the entries of a .index/.timeindex, a whole partition directory,
-    a log directory (one summary per partition), a KRaft snapshot / quorum-state, or a checkpoint /
-    meta.properties / partition.metadata / leader-epoch-checkpoint / .kafka_cleanshutdown file."""
+def dump(path: str, print_data: bool, isolation: str, decoder: str, as_json: bool) -> None:
+    """Print the batches of a .log, the entries of a .index/.timeindex/.txnindex, a producer
+    .snapshot, a whole partition directory, a log directory (one summary per partition), a KRaft
+    snapshot / quorum-state, or a checkpoint / meta.properties / partition.metadata /
+    leader-epoch-checkpoint / .kafka_cleanshutdown file."""
     from mqstore.storage.kafka.logdir import is_log_dir
-    from mqstore.storage.kafka.tools import dump_index, dump_log
+    from mqstore.storage.kafka.tools import dump_index, dump_log, dump_snapshot, dump_txn_index
 
     p = _existing(path)
     if p.is_file() and p.name in _TEXT_FILES:
@@ -268,13 +292,21 @@ def dump(path: str, print_data: bool, decoder: str, as_json: bool) -> None:
         return
     if p.is_dir():
         _dump_other_files(p, as_json)
+    committed = _committed_filter(p) if isolation == "read_committed" else None
     for f in _files_for_dump(p):
         dec = kafka_internal.resolve_decoder(decoder, f)
         data = print_data or (decoder != "auto" and dec != "none")
         if kafka_internal.is_extra_file(f):
-            objs = kafka_internal.annotate(kafka_internal.dump_extra(f, data), dec)
+            objs: Any = kafka_internal.annotate(kafka_internal.dump_extra(f, data), dec)
         elif f.suffix == ".log":
-            objs = kafka_internal.annotate(dump_log(f, print_data=data), dec)
+            objs = dump_log(f, print_data=data)
+            if committed is not None:
+                objs = committed(objs)
+            objs = kafka_internal.annotate(objs, dec)
+        elif f.suffix == ".txnindex":
+            objs = dump_txn_index(f)
+        elif f.suffix == ".snapshot":
+            objs = dump_snapshot(f)
         else:
             objs = dump_index(f)
         if as_json:
@@ -287,8 +319,24 @@ def dump(path: str, print_data: bool, decoder: str, as_json: bool) -> None:
         for o in objs:
             click.echo(_text_line({"file": str(f), **o}))
             n += 1
-        if n == 0 and f.suffix != ".log":
+        if n == 0 and f.suffix not in (".log", ".snapshot"):
             click.echo(f"{f} is empty.")
+
+
+def _committed_filter(p: Path) -> Callable[[Any], Iterator[dict[str, Any]]]:
+    """Drop the batches (and their records) a read_committed consumer of the partition never gets."""
+    from mqstore.storage.kafka.txn import partition_txn_state
+
+    state = partition_txn_state(p if p.is_dir() else p.parent)
+
+    def keep(objs: Any) -> Iterator[dict[str, Any]]:
+        show = True
+        for o in objs:
+            if o["type"] == "batch":
+                show = state.is_visible(o["baseOffset"] if "baseOffset" in o else o["offset"])
+            if o["type"] not in ("batch", "record") or show:
+                yield o
+    return keep
 
 
 @group.command("verify")
@@ -372,8 +420,8 @@ def _verify_log_dir(p: Path, strict: bool, as_json: bool) -> None:
 def rebuild_index(path: str, out_dir: str | None, index_interval_bytes: int, max_index_bytes: int,
                   as_json: bool) -> None:
     """Regenerate .index/.timeindex from .log files exactly as Kafka's recovery writes them."""
+    from mqstore.storage.kafka.layout import segment_logs
     from mqstore.storage.kafka.rebuild import rebuild_indexes
-    from mqstore.storage.kafka.tools import _segment_logs
 
     if index_interval_bytes < 0:
         raise InvalidArgumentError(f"--index-interval-bytes must be ≥ 0, got {index_interval_bytes}")
@@ -396,10 +444,9 @@ def rebuild_index(path: str, out_dir: str | None, index_interval_bytes: int, max
         if not jobs:
             raise StoreNotFoundError("no .log segment files in any partition of the log directory", path=str(p))
     else:
-        logs = _segment_logs(p)
-        if not logs:
-            raise StoreNotFoundError("no .log segment files in directory", path=str(p))
-        jobs = [(f, out_dir) for f in logs]
+        jobs = [(f, out_dir) for f in segment_logs(p)]
+    if out_dir is not None and Path(out_dir).exists() and not Path(out_dir).is_dir():
+        raise InvalidArgumentError("--out exists and is not a directory", path=out_dir)
     for _f, sub in jobs:
         if sub is not None:
             Path(sub).mkdir(parents=True, exist_ok=True)
@@ -409,17 +456,34 @@ def rebuild_index(path: str, out_dir: str | None, index_interval_bytes: int, max
             r = rebuild_indexes(f, sub, index_interval_bytes=index_interval_bytes,
                                 max_index_size=max_index_bytes, progress=prog)
             rows.append(r)
+    txn = _rebuild_txn(jobs)
     if as_json:
-        echo_json_lines(vars(r) for r in rows)
+        echo_json_lines({**vars(r), "txn_index_path": txn[str(r.log_path)][0], "aborted_txns": txn[str(r.log_path)][1]}
+                        for r in rows)
     else:
         print_table("rebuilt indexes", ["segment", "batches", "valid bytes", "offset entries", "time entries",
-                                        "next offset"],
+                                        "aborted txns", "next offset"],
                     [(_segment_label(p, r.log_path), r.batches, r.valid_bytes, r.offset_entries, r.time_entries,
-                      r.next_offset) for r in rows])
+                      txn[str(r.log_path)][1], r.next_offset) for r in rows])
     for r in rows:
         if r.truncated_bytes:
             click.echo(f"warning: {r.log_path}: {r.truncated_bytes} invalid bytes from position {r.valid_bytes} "
                        f"({r.error or r.stop}); indexes cover the valid prefix, the .log was not modified", err=True)
+
+
+def _rebuild_txn(jobs: list[tuple[Path, str | None]]) -> dict[str, tuple[str | None, int]]:
+    """The .txnindex of the rebuilt segments, per partition (a transaction may begin in an
+    earlier segment, so the whole partition is read): log path → (file written or None, entries)."""
+    from mqstore.storage.kafka.txn import rebuild_txn_indexes
+
+    groups: dict[tuple[Path, str | None], dict[int, Path]] = {}
+    for f, sub in jobs:
+        groups.setdefault((f.parent, sub), {})[int(f.name.split(".", 1)[0])] = f
+    out: dict[str, tuple[str | None, int]] = {}
+    for (directory, sub), logs in groups.items():
+        for r in rebuild_txn_indexes(directory, sub, only=set(logs)):
+            out[str(logs[r.segment])] = (r.path if r.written else None, r.entries)
+    return out
 
 
 def _segment_label(root: Path, log_path: str) -> str:
@@ -435,6 +499,7 @@ def _segment_label(root: Path, log_path: str) -> str:
 @handle_errors
 def lookup(path: str, offset: int | None, timestamp: int | None, as_json: bool) -> None:
     """Kafka's translate-offset (--offset) or offset-for-timestamp (--timestamp) over a partition or segment."""
+    from mqstore.storage.kafka.layout import log_of
     from mqstore.storage.kafka.log import PartitionLog
     from mqstore.storage.kafka.segment import LogSegment
 
@@ -451,9 +516,7 @@ def lookup(path: str, offset: int | None, timestamp: int | None, as_json: bool) 
         finally:
             log.close()
     else:
-        if p.suffix in (".index", ".timeindex"):
-            p = p.with_suffix(".log")
-        seg = LogSegment.open(p)
+        seg = LogSegment.open(log_of(p))
         try:
             if offset is not None:
                 if offset < 0:

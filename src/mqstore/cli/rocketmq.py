@@ -12,7 +12,9 @@ import click
 from mqstore.cli.common import echo_json_lines, handle_errors, json_option, print_table, to_json
 from mqstore.errors import MqStoreError
 
-store_arg = click.argument("store", type=click.Path(file_okay=False, path_type=Path))
+# Any path: a file, an empty directory or another layout's directory is refused by the store
+# itself with one error line (exit 2), not by click's usage message.
+store_arg = click.argument("store", type=click.Path(path_type=Path))
 LONG_MAX = 2**63 - 1
 
 
@@ -54,8 +56,10 @@ def _config(store: Path, commitlog_file_size=None, slots=None, items=None, cq_fi
     from mqstore.errors import StoreNotFoundError
     from mqstore.storage.rocketmq.layout import resolve_config
 
-    if not store.is_dir():
+    if not store.exists():
         raise StoreNotFoundError(f"store directory {store} does not exist")
+    if not store.is_dir():
+        raise StoreNotFoundError(f"{store} is not a directory (a RocketMQ store is one)")
     commitlog, readonly = _COMMITLOG.get()
     return resolve_config(store, None, background_services=False, commit_log_file_size=commitlog_file_size,
                           hash_slot_num=slots, index_num=items, consume_queue_file_size=cq_file_size,
@@ -305,7 +309,7 @@ def verify(store: Path, as_json: bool) -> None:
 @group.command("rebuild-index")
 @store_arg
 @_commitlog_options
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
+@click.option("--out", type=click.Path(path_type=Path), default=None,
               help="Write consumequeue/, index/ and checkpoint here (default: in place).")
 @_geometry_options
 @click.option("--threads", type=click.IntRange(min=1), default=None,

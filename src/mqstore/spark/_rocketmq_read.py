@@ -6,10 +6,10 @@ jobs built on its schema (export, query-keys, dispatch) and plain Python callers
 * :data:`ROCKETMQ_SCHEMA` (Spark DDL) and :func:`rocketmq_arrow_schema` describe the columns.
 * :func:`rocketmq_arrow_batches` turns the records of ``[start, end)`` of one CommitLog segment
   file into RecordBatches, column-wise from the numba kernels
-  (:func:`~mqstore.kernels.rocketmq_scan.record_positions`,
-  :func:`~mqstore.kernels.rocketmq_scan.scan_segment`,
-  :func:`~mqstore.kernels.rocketmq_columns.arrow_columns`; batches with invalid UTF-8 text or an
-  unreadable record take :func:`~mqstore.kernels.rocketmq_scan.decode_columns` +
+  (:func:`~mqstore.kernels.rocketmq.framing.record_positions`,
+  :func:`~mqstore.kernels.rocketmq.scan.scan_segment`,
+  :func:`~mqstore.kernels.rocketmq.columns.arrow_columns`; batches with invalid UTF-8 text or an
+  unreadable record take :func:`~mqstore.kernels.rocketmq.columns.decode_columns` +
   :func:`columns_to_arrow`, the vectorised path's twin).
 * :func:`rocketmq_rows_py` is the pure-Python twin (record by record through
   :func:`~mqstore.formats.rocketmq.record.check_record`); tests compare both on the same bytes.
@@ -17,7 +17,6 @@ jobs built on its schema (export, query-keys, dispatch) and plain Python callers
 
 from __future__ import annotations
 
-import mmap
 import os
 import re
 from collections.abc import Iterator
@@ -26,17 +25,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from mqstore.errors import CorruptDataError, CrcMismatchError, StoreNotFoundError
+from mqstore.errors import CorruptDataError, CrcMismatchError
 from mqstore.formats.rocketmq.properties import split_keys
 from mqstore.formats.rocketmq.record import TRANSACTION_MASK, check_record
-from mqstore.kernels.rocketmq_columns import arrow_columns
-from mqstore.kernels.rocketmq_scan import (
-    STOP_INVALID,
-    DispatchBatch,
-    decode_columns,
-    record_positions,
-    scan_segment,
-)
+from mqstore.kernels.rocketmq.columns import arrow_columns, arrow_of_columns, decode_columns
+from mqstore.kernels.rocketmq.framing import record_positions
+from mqstore.kernels.rocketmq.scan import STOP_INVALID, DispatchBatch, scan_segment
+from mqstore.storage.mapped import ReadOnlyMap
 
 if TYPE_CHECKING:  # pragma: no cover
     import pyarrow as pa
@@ -168,32 +163,17 @@ class RowFilter:
 
 
 # =============================================================================== segment access
-def open_segment(path: str) -> tuple[mmap.mmap | None, np.ndarray]:
-    """Map a CommitLog segment read-only; returns ``(mmap, uint8 view)`` (the mmap is ``None`` for
-    an empty file).  Close the mmap when done (after dropping the views)."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except FileNotFoundError as exc:
-        raise StoreNotFoundError("CommitLog segment does not exist", path=path) from exc
-    try:
-        size = os.fstat(fd).st_size
-        if size == 0:
-            return None, np.empty(0, np.uint8)
-        mm = mmap.mmap(fd, size, access=mmap.ACCESS_READ)
-    finally:
-        os.close(fd)
-    return mm, np.frombuffer(mm, np.uint8)
+def open_segment(path: str) -> tuple[ReadOnlyMap, np.ndarray]:
+    """Map a CommitLog segment read-only (:class:`~mqstore.storage.mapped.ReadOnlyMap`); returns
+    ``(map, uint8 view)``.  Close the map with :func:`close_map` when done."""
+    m = ReadOnlyMap(path, what="CommitLog segment")
+    return m, m.array
 
 
-def close_map(mm: mmap.mmap | None) -> None:
-    """Close a segment map; if a view is still referenced (an exception's traceback holds one)
-    the map is left to the garbage collector instead."""
-    if mm is None:
-        return
-    try:
-        mm.close()
-    except BufferError:
-        pass
+def close_map(m: ReadOnlyMap | None) -> None:
+    """Close a segment map (left to the garbage collector while a view is still referenced)."""
+    if m is not None:
+        m.close()
 
 
 def _raise_invalid(u8: np.ndarray, path: str, base: int, pos: int, end: int, check_crc: bool) -> None:
@@ -257,42 +237,7 @@ def columns_to_arrow(cols: dict[str, Any], broker_name: str, *, include_body: bo
     """A RecordBatch in :data:`ROCKETMQ_SCHEMA` order from :func:`decode_columns` output."""
     import pyarrow as pa
 
-    n = len(cols["topic"])
-    s = pa.string()
-    props: list[dict[str, str]] = cols["properties"]
-    p_off = np.zeros(n + 1, np.int32)
-    if n:
-        np.cumsum([len(d) for d in props], out=p_off[1:])
-    p_keys = [k for d in props for k in d]
-    p_vals = [v for d in props for v in d.values()]
-    properties = pa.MapArray.from_arrays(pa.array(p_off, pa.int32()), pa.array(p_keys, s), pa.array(p_vals, s))
-    keys: list[list[str]] = cols["keys"]
-    k_off = np.zeros(n + 1, np.int32)
-    if n:
-        np.cumsum([len(k) for k in keys], out=k_off[1:])
-    keys_arr = pa.ListArray.from_arrays(pa.array(k_off, pa.int32()), pa.array([k for ks in keys for k in ks], s))
-    body = pa.array(cols["body"], pa.binary()) if include_body else pa.nulls(n, pa.binary())
-    arrays = {
-        "topic": pa.array(cols["topic"], s),
-        "flag": pa.array(cols["flag"], pa.int32()),
-        "body": body,
-        "properties": properties,
-        "brokerName": pa.array([broker_name] * n, s),
-        "queueId": pa.array(cols["queueId"], pa.int32()),
-        "queueOffset": pa.array(cols["queueOffset"], pa.int64()),
-        "bornTimestamp": pa.array(cols["bornTimestamp"], pa.int64()),
-        "storeTimestamp": pa.array(cols["storeTimestamp"], pa.int64()),
-        "commitLogOffset": pa.array(cols["commitLogOffset"], pa.int64()),
-        "size": pa.array(cols["size"], pa.int32()),
-        "keys": keys_arr,
-        "tags": pa.array(cols["tags"], s),
-        "uniqKey": pa.array(cols["uniqKey"], s),
-        "sysFlag": pa.array(cols["sysFlag"], pa.int32()),
-        "bornHost": pa.array(cols["bornHost"], s),
-        "storeHost": pa.array(cols["storeHost"], s),
-        "reconsumeTimes": pa.array(cols["reconsumeTimes"], pa.int32()),
-        "bodyCRC": pa.array(cols["bodyCRC"], pa.int32()),
-    }
+    arrays = arrow_of_columns(cols, broker_name, include_body=include_body)
     return pa.RecordBatch.from_arrays([arrays[c] for c in ROCKETMQ_COLUMNS], schema=rocketmq_arrow_schema())
 
 

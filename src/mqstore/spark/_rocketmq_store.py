@@ -21,7 +21,8 @@ import numpy as np
 
 from mqstore.errors import CorruptDataError, DataLossError, StoreNotFoundError
 from mqstore.formats.rocketmq.record import check_record
-from mqstore.kernels.rocketmq_scan import STOP_BLANK, STOP_INVALID, record_positions
+from mqstore.kernels.rocketmq.framing import record_positions
+from mqstore.kernels.rocketmq.scan import STOP_BLANK, STOP_INVALID
 from mqstore.spark._rocketmq_read import close_map, open_segment
 from mqstore.storage.rocketmq.commitlog import CommitLog
 from mqstore.storage.rocketmq.consumequeue import BOUNDARY_LOWER, ConsumeQueue

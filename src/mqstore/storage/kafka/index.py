@@ -35,7 +35,12 @@ from mqstore.errors import (
     OffsetOverflowError,
 )
 from mqstore.formats.kafka.index_entry import OffsetPosition, TimestampOffset
-from mqstore.kernels.kafka import index_lookup_many, index_search_many, index_search_py, index_search_sorted
+from mqstore.kernels.kafka.index_search import (
+    index_lookup_many,
+    index_search_many,
+    index_search_py,
+    index_search_sorted,
+)
 from mqstore.storage.mapped import size_file
 
 INT32_MAX = (1 << 31) - 1

@@ -7,15 +7,24 @@ Verification problems (any of them makes ``verify`` fail):
 * ``offset_order`` – batch offsets go backwards or below the segment base offset;
 * ``index_sanity`` / ``time_index_sanity`` – Kafka's ``sanityCheck`` fails on the file as Kafka
   would open it (entry count from the length);
-* ``index_padded`` / ``time_index_padded`` – an untrimmed file (zero padding after the entries: the
-  segment was not closed or rolled cleanly);
+* ``index_padded`` / ``time_index_padded`` – an untrimmed file (zero padding after the entries) of a
+  rolled segment, which Kafka always trims; on the active (last) segment it is the normal state of
+  a running broker: a note (``index_preallocated`` / ``time_index_preallocated``, with the trimmed
+  size) and the entries before the padding are judged — a problem there only with ``strict=True``;
+* ``index_stale_entries`` / ``time_index_stale_entries`` – non-zero bytes after the entries of an
+  untrimmed file (stale entries, e.g. left by a truncation; Kafka would rebuild the index);
 * ``index_mismatch`` – an offset-index entry whose position is not a batch start, or whose offset
   is not the last offset of a batch at or after that position (Kafka's ``--verify-index-only``
   mismatch).  An entry that points at the first batch of a multi-batch append and names the last
   offset of a later batch of the same append is what a follower writes: it is reported as a note
   (``multi_batch_entry``), a problem only with ``strict=True`` (Kafka would list it);
 * ``time_index_offset_not_found`` / ``time_index_timestamp_mismatch`` /
-  ``time_index_out_of_order`` – Kafka's ``dumpTimeIndex`` checks.
+  ``time_index_out_of_order`` – Kafka's ``dumpTimeIndex`` checks;
+* ``txnindex_corrupt`` / ``txnindex_mismatch`` – a ``.txnindex`` that is cut, of an unknown
+  version, or differs from the aborted transactions replayed from the log (a missing one is the
+  note ``txnindex_missing``); ``snapshot_corrupt`` / ``snapshot_mismatch`` – a
+  producer ``.snapshot`` failing its CRC/layout or disagreeing with the replayed producer state
+  (see :mod:`mqstore.storage.kafka.txn`).
 """
 
 from __future__ import annotations
@@ -39,6 +48,7 @@ from mqstore.formats.kafka.batch import (
 from mqstore.formats.kafka.kraft_control import SCHEMAS as KRAFT_SCHEMAS
 from mqstore.formats.kafka.kraft_control import decode_kraft_control
 from mqstore.storage.kafka.index import OffsetIndex, TimeIndex, live_entry_count
+from mqstore.storage.kafka.layout import INDEX_SUFFIXES, log_files, segment_files, segment_logs
 from mqstore.storage.kafka.rebuild import MappedLog, analyze_log, parse_base_offset
 
 ProgressFn = Callable[[int, int], None]
@@ -172,14 +182,15 @@ def verify_segment(log_path: Path, report: VerifyReport, *, strict: bool = False
             vals = raw.column_array(True)
             valid_n, clean = _index_padding(raw, keys - base)
             live = _judge_padding(report, oi_path, "index", raw, valid_n, clean, active, strict)
-            try:
-                if live:  # the sanity check on the entries before the padding
-                    with OffsetIndex(oi_path, base, -1, writable=False, stop_at_padding=True) as view:
-                        view.sanity_check()
-                else:
+            if live:  # Kafka's sanity check on the entries before the padding
+                if valid_n and int(keys[valid_n - 1]) < base:
+                    report.add("index_sanity", oi_path, None,
+                               f"last offset {int(keys[valid_n - 1])} is less than the base offset {base}")
+            else:
+                try:
                     raw.sanity_check()
-            except CorruptIndexError as exc:
-                report.add("index_sanity", oi_path, None, exc.message)
+                except CorruptIndexError as exc:
+                    report.add("index_sanity", oi_path, None, exc.message)
             report.offset_index_entries += valid_n
             for slot in range(valid_n):
                 o, p = int(keys[slot]), int(vals[slot])
@@ -212,14 +223,19 @@ def verify_segment(log_path: Path, report: VerifyReport, *, strict: bool = False
             off_col = raw_t.column_array(True)
             valid_t, clean = _index_padding(raw_t, off_col - base)
             live = _judge_padding(report, ti_path, "time_index", raw_t, valid_t, clean, active, strict)
-            try:
-                if live:
-                    with TimeIndex(ti_path, base, -1, writable=False, stop_at_padding=True) as view_t:
-                        view_t.sanity_check()
-                else:
+            if live:  # Kafka's sanity check on the entries before the padding
+                if valid_t and int(ts_col[valid_t - 1]) < int(ts_col[0]):
+                    report.add("time_index_sanity", ti_path, None,
+                               f"last timestamp {int(ts_col[valid_t - 1])} is less than the first timestamp "
+                               f"{int(ts_col[0])}")
+                if valid_t and int(off_col[valid_t - 1]) < base:
+                    report.add("time_index_sanity", ti_path, None,
+                               f"last offset {int(off_col[valid_t - 1])} is less than the base offset {base}")
+            else:
+                try:
                     raw_t.sanity_check()
-            except CorruptIndexError as exc:
-                report.add("time_index_sanity", ti_path, None, exc.message)
+                except CorruptIndexError as exc:
+                    report.add("time_index_sanity", ti_path, None, exc.message)
             report.time_index_entries += valid_t
             prev_ts = None
             for slot in range(valid_t):
@@ -251,45 +267,34 @@ def verify_segment(log_path: Path, report: VerifyReport, *, strict: bool = False
             valid_oi.close()
 
 
-def _segment_logs(path: Path) -> list[Path]:
-    if path.is_dir():
-        return sorted(f for f in path.iterdir() if f.suffix == ".log" and f.name.split(".", 1)[0].isdigit())
-    if path.suffix in (".index", ".timeindex"):
-        return [path.with_suffix(".log")]
-    if path.suffix == ".log":
-        return [path]
-    raise InvalidArgumentError("expected a partition directory or a .log/.index/.timeindex file", path=str(path))
-
-
 def verify_path(path: str | os.PathLike[str], *, strict: bool = False,
                 progress: ProgressFn | None = None) -> VerifyReport:
     """Verify a partition directory or one segment (given by its ``.log``, ``.index`` or ``.timeindex``)."""
     p = Path(path)
-    if not p.exists():
-        raise StoreNotFoundError("path not found", path=str(p))
-    logs = _segment_logs(p)
+    logs = segment_logs(p)
     report = VerifyReport()
     if p.is_dir():
-        if not logs:
-            raise StoreNotFoundError("no .log segment files in directory", path=str(p))
         _note_other_files(p, report)
         bases = {parse_base_offset(f) for f in logs}
-        for f in sorted(p.iterdir()):
-            if f.suffix in (".index", ".timeindex", ".txnindex") and f.name.split(".", 1)[0].isdigit():
-                if parse_base_offset(f) not in bases:
-                    report.note("stray_index", f, None, "index file without a .log (Kafka deletes it on load)")
+        for f in segment_files(p, INDEX_SUFFIXES):
+            if parse_base_offset(f) not in bases:
+                report.note("stray_index", f, None, "index file without a .log (Kafka deletes it on load)")
     last = _last_segment_log(p if p.is_dir() else logs[0].parent)
     for f in logs:
         if not f.exists():
             raise StoreNotFoundError("segment log file not found", path=str(f))
         verify_segment(f, report, strict=strict, progress=progress, active=last is not None and f == last)
+    if p.is_dir():
+        from mqstore.storage.kafka.txn import verify_txn_indexes
+
+        verify_txn_indexes(p, report)
     return report
 
 
 def _note_other_files(directory: Path, report: VerifyReport) -> None:
     """Files of a partition directory that are neither segments nor their indexes: unknown ones
     and the temporaries Kafka settles on load are notes (never skipped silently)."""
-    from mqstore.storage.kafka.logdir import PARTITION_FILE_KINDS, classify_partition_file
+    from mqstore.storage.kafka.layout import PARTITION_FILE_KINDS, classify_partition_file
 
     for f in sorted(directory.iterdir()):
         kind = classify_partition_file(f.name).kind if f.is_file() else "unknown"
@@ -301,8 +306,8 @@ def _note_other_files(directory: Path, report: VerifyReport) -> None:
 
 def _last_segment_log(directory: Path) -> Path | None:
     """The partition's active segment: the ``.log`` with the highest base offset."""
-    logs = [f for f in directory.iterdir() if f.suffix == ".log" and f.name.split(".", 1)[0].isdigit()]
-    return max(logs, key=lambda f: int(f.name.split(".", 1)[0])) if logs else None
+    logs = log_files(directory)
+    return logs[-1] if logs else None
 
 
 # ----------------------------------------------------------------------------- dump
@@ -386,8 +391,12 @@ def _control_fields(r: Any, path: str) -> dict[str, Any]:
 
 
 def dump_index(path: Path) -> Iterator[dict[str, Any]]:
-    """Entries of a ``.index`` or ``.timeindex`` (stopping at zero padding like DumpLogSegments)."""
-    base = parse_base_offset(path)
+    """Entries of a ``.index`` or ``.timeindex`` (stopping at zero padding like DumpLogSegments);
+    a segment's, or a tiered-storage ``remote-log-index-cache`` file's."""
+    from mqstore.storage.kafka.layout import remote_index_base_offset
+
+    remote = remote_index_base_offset(path.name)
+    base = remote if remote is not None else parse_base_offset(path)
     if path.suffix == ".index":
         idx: OffsetIndex | TimeIndex = OffsetIndex(path, base, -1, writable=False)
         keys, vals = idx.column_array(False), idx.column_array(True)
@@ -403,3 +412,25 @@ def dump_index(path: Path) -> Iterator[dict[str, Any]]:
     else:
         raise InvalidArgumentError("not an index file", path=str(path))
     idx.close()
+
+
+def dump_txn_index(path: Path) -> Iterator[dict[str, Any]]:
+    """Entries of a ``.txnindex`` (typed error on a partial entry or an unknown version)."""
+    from mqstore.storage.kafka.txn import read_txn_index
+
+    for t in read_txn_index(path):
+        yield {"type": "aborted_txn", "version": t.version, "producerId": t.producer_id,
+               "firstOffset": t.first_offset, "lastOffset": t.last_offset, "lastStableOffset": t.last_stable_offset}
+
+
+def dump_snapshot(path: Path) -> Iterator[dict[str, Any]]:
+    """Header and producer entries of a producer-state ``.snapshot`` (CRC checked)."""
+    from mqstore.storage.kafka.txn import read_producer_snapshot
+
+    snap = read_producer_snapshot(path)
+    yield {"type": "snapshot", "version": snap.version, "crc": snap.crc, "producers": len(snap.entries)}
+    for e in snap.entries:
+        yield {"type": "producer_entry", "producerId": e.producer_id, "producerEpoch": e.epoch,
+               "lastSequence": e.last_sequence, "lastOffset": e.last_offset, "offsetDelta": e.offset_delta,
+               "timestamp": e.timestamp, "coordinatorEpoch": e.coordinator_epoch,
+               "currentTxnFirstOffset": e.current_txn_first_offset}

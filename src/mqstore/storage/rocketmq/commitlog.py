@@ -24,7 +24,7 @@ from mqstore.formats.rocketmq.record import (
     encode_blank,
     store_timestamp_position,
 )
-from mqstore.kernels.rocketmq_scan import STOP_BLANK, STOP_LIMIT, DispatchBatch, scan_segment
+from mqstore.kernels.rocketmq.scan import STOP_BLANK, STOP_END, STOP_LIMIT, DispatchBatch, scan_segment
 from mqstore.storage.mapped import MappedFile, MappedFileQueue, MultiPathMappedFileQueue
 
 DEFAULT_COMMIT_LOG_FILE_SIZE = 1024 * 1024 * 1024
@@ -38,6 +38,27 @@ class RecoveryResult:
     start_offset: int  # where the scan began (start of the chosen segment)
     truncated_bytes: int  # bytes of torn/invalid data dropped at the tail
     error: str | None  # why the scan stopped before the written end, if it did
+
+
+SCAN_NEXT_SEGMENT = "next_segment"
+SCAN_CONTINUE = "continue"
+SCAN_STOP = "stop"
+
+
+def scan_step(stop: str, *, range_cut: bool = False) -> str:
+    """The dispatch scan's stop rule: what follows a scan of one range that ended with ``stop``.
+
+    An end-of-segment blank leads to the next segment (:data:`SCAN_NEXT_SEGMENT`); a scan cut
+    short on purpose — ``max_records`` reached, or (``range_cut``) a range that ends inside a
+    segment at a record boundary, read to its end — continues where it stopped
+    (:data:`SCAN_CONTINUE`); anything else (the end of the data, an unreadable record) ends the
+    dispatch (:data:`SCAN_STOP`).  The live reput, the local rebuild and the Spark rebuild's
+    chunk plan all decide with this function."""
+    if stop == STOP_BLANK:
+        return SCAN_NEXT_SEGMENT
+    if stop == STOP_LIMIT or (range_cut and stop == STOP_END):
+        return SCAN_CONTINUE
+    return SCAN_STOP
 
 
 class CommitLog:
@@ -111,7 +132,7 @@ class CommitLog:
                 offsets.append(mf.file_from_offset + p)
                 p += sizes[i]
                 i += 1
-            mf.append(chunk)
+            publish(mf, pos, chunk)
         return offsets
 
     def append_encoded(self, sizes: np.ndarray, write: EncodeInto) -> np.ndarray:
@@ -137,9 +158,15 @@ class CommitLog:
                 mf.wrote_position = self.file_size
                 continue
             offsets[i : i + k] = mf.file_from_offset + pos + cum[:k] - sizes[i : i + k]
-            end = write(mf.array, pos, i, i + k, offsets)
-            if end != pos + int(cum[k - 1]):
+            # The commit point is the first record's TOTALSIZE (see publish): the records after
+            # it are encoded in place, the first one aside and copied last (the encoder runs
+            # without the GIL, so a kill can land in the middle of it).
+            first = int(sizes[i])
+            end = write(mf.array, pos + first, i + 1, i + k, offsets) if k > 1 else pos + first
+            head = np.empty(first, np.uint8)
+            if write(head, 0, i, i + 1, offsets) != first or end != pos + int(cum[k - 1]):
                 raise CorruptDataError(f"encoded {end - pos} bytes, expected {int(cum[k - 1])}", path=str(mf.path))
+            publish(mf, pos, head)
             mf.wrote_position = end
             i += k
         return offsets
@@ -229,9 +256,10 @@ class CommitLog:
                 check_crc=check_crc, max_records=max_records, skip_length_mismatch=skip_length_mismatch,
             )
             yield batch
-            if batch.stop == STOP_BLANK:
+            step = scan_step(batch.stop)
+            if step == SCAN_NEXT_SEGMENT:
                 offset = self.roll_next_file(batch.next_offset)
-            elif batch.stop == STOP_LIMIT:
+            elif step == SCAN_CONTINUE:
                 offset = batch.next_offset
             else:
                 return
@@ -402,6 +430,23 @@ def _load_madvise() -> Callable[[int, int, int], bool] | None:
 
 
 _madvise = _load_madvise()
+
+
+def publish(mf: MappedFile, pos: int, data: bytes | bytearray | np.ndarray) -> None:
+    """Write records at the write position of a CommitLog segment so that a kill at any moment
+    leaves either all of their first record or none of it: everything but the first record's
+    4-byte TOTALSIZE first, that field last (the bytes beyond the write position are zero, and
+    recovery ends the log at a zero TOTALSIZE and zeroes what follows).  Without it a kill inside
+    the copy could leave a record whose header and body (so its body CRC) are in place and whose
+    topic or properties are not, which recovery would take for a valid record.  Records after
+    the first may be written before the call; the same rule then holds for the whole batch."""
+    n = len(data)
+    if n < 4:
+        raise CorruptDataError(f"a record of {n} bytes", path=str(mf.path))
+    view = memoryview(data) if not isinstance(data, np.ndarray) else data
+    mf.write_at(pos + 4, view[4:])
+    mf.write_at(pos, bytes(view[:4]))
+    mf.wrote_position = pos + n
 
 
 def _used_bytes(mf: MappedFile, pos: int) -> int:

@@ -25,15 +25,15 @@ import numpy as np
 from mqstore.errors import CorruptIndexError, FlushError, GeometryMismatchError, ReadOnlyStoreError
 from mqstore.formats.rocketmq.indexfile import IndexFileBuffer, index_file_size
 from mqstore.formats.rocketmq.javahash import index_key_hash
-from mqstore.kernels.rocketmq_index import (
+from mqstore.kernels.rocketmq.chain_walk import (
     SELECT_FILES_CYCLE,
     SELECT_ONE_CYCLE,
     SELECT_ONE_ROOM,
     select_files,
     select_one,
 )
-from mqstore.kernels.rocketmq_scan import DispatchBatch
-from mqstore.storage.mapped import msync_range, size_file
+from mqstore.kernels.rocketmq.scan import DispatchBatch
+from mqstore.storage.mapped import MappedFile, msync_range, size_file
 from mqstore.storage.rocketmq.layout import (
     index_tmp_name,
     is_index_tmp_name,
@@ -69,11 +69,8 @@ class IndexFile:
                 f"index file is {actual} bytes but {hash_slot_num} slots x {index_num} items need {size}",
                 path=str(self.path),
             )
-        fd = os.open(self.path, os.O_RDONLY if read_only else os.O_RDWR)
-        try:
-            self.mm = mmap.mmap(fd, size, access=mmap.ACCESS_READ if read_only else mmap.ACCESS_WRITE)
-        finally:
-            os.close(fd)
+        self._file = MappedFile(self.path, size, read_only=read_only, named_by_offset=False)
+        self.mm = self._file.mm
         self.buffer = IndexFileBuffer(self.mm, hash_slot_num, index_num, load=not create)
         self._words: np.ndarray | bool | None = None  # cached uint32 view for queries (False: none)
 
@@ -82,7 +79,7 @@ class IndexFile:
         a big-endian host); dropped by :meth:`close`."""
         w = self._words
         if w is None:
-            from mqstore.kernels.rocketmq_index import word_view
+            from mqstore.kernels.endian import word_view
 
             w = self._words = word_view(self.mm)
             if w is None:
@@ -92,6 +89,22 @@ class IndexFile:
     @property
     def header(self):
         return self.buffer.header
+
+    def select_many(self, key_hashes: np.ndarray, begin: int, end: int,
+                    max_num: int = LONG_MAX) -> tuple[np.ndarray, np.ndarray]:
+        """The physical offsets of many hashed keys stored in ``[begin, end]`` (ms; the file keeps
+        seconds), one batch chain walk: ``(offsets, splits)``, the offsets of key ``i`` being
+        ``offsets[splits[i]:splits[i + 1]]``.  Hash collisions are not filtered."""
+        from mqstore.kernels.rocketmq.chain_walk import select_many
+        from mqstore.kernels.rocketmq.index_build import header_array
+
+        buf = self.buffer
+        u8 = np.frombuffer(self.mm, np.uint8)
+        try:
+            return select_many(u8, buf.hash_slot_num, buf.index_num, header_array(buf.header), key_hashes,
+                               max_num, begin, end)
+        finally:
+            del u8
 
     def is_write_full(self) -> bool:
         return self.buffer.is_write_full()
@@ -131,17 +144,11 @@ class IndexFile:
 
     def close(self) -> None:
         self._words = None  # release the query view's export of the mapping first
-        try:
-            self.mm.close()
-        except BufferError:
-            pass
+        self._file.close()
 
     def destroy(self) -> None:
-        self.close()
-        try:
-            self.path.unlink()
-        except FileNotFoundError:
-            pass
+        self._words = None
+        self._file.destroy()
 
 
 @dataclass(slots=True)
@@ -314,7 +321,7 @@ class IndexService:
 
     def select_offsets(self, topic: str, key: str, max_num: int, begin: int, end: int) -> list[int]:
         """``query_offset(...).phy_offsets`` (``max_num`` already capped) in one compiled call over
-        every IndexFile (:func:`~mqstore.kernels.rocketmq_index.select_files`) on a cached table of
+        every IndexFile (:func:`~mqstore.kernels.rocketmq.chain_walk.select_files`) on a cached table of
         the files' mappings; same files, same order, same corrupt-chain error.  :meth:`query_offset`
         is its twin.  Each file's header is read from its mapping (which the writer updates in step
         with the in-memory header; a read-only reader sees what the writer indexed since it opened
@@ -371,7 +378,7 @@ class IndexService:
 
     def _select_offsets_loop(self, topic: str, key: str, max_num: int, begin: int, end: int) -> list[int]:
         """:meth:`select_offsets` with one compiled walk per IndexFile
-        (:func:`~mqstore.kernels.rocketmq_index.select_one`, in-memory headers)."""
+        (:func:`~mqstore.kernels.rocketmq.chain_walk.select_one`, in-memory headers)."""
         prefix = self._prefixes.get(topic)
         if prefix is None:
             prefix = self._prefix_state(topic)
@@ -413,7 +420,7 @@ class IndexService:
         return found
 
     def _prefix_state(self, topic: str) -> int:
-        from mqstore.kernels.rocketmq_index import hash_prefix_state
+        from mqstore.kernels.javahash import hash_prefix_state
 
         if len(self._prefixes) >= 4096:
             self._prefixes.clear()
@@ -468,13 +475,9 @@ class IndexService:
         window is widened by 1 s as :meth:`candidates` does (callers re-check exactly); without it
         and with ``max_num`` (total per key, capped per file as the broker does) each key gets what
         :meth:`query_offset` returns for it."""
-        from mqstore.kernels.rocketmq_index import (
-            header_array,
-            index_hash_keys,
-            join_keys_ascii,
-            select_many,
-            select_many_text,
-        )
+        from mqstore.kernels.javahash import index_hash_keys, join_keys_ascii
+        from mqstore.kernels.rocketmq.chain_walk import select_many, select_many_text
+        from mqstore.kernels.rocketmq.index_build import header_array
 
         n = len(keys)
         # ASCII keys: hashed by the walk's own threads, from the cached state of "topic#"
@@ -595,8 +598,7 @@ def _bulk_put(f: IndexFile, key_hash: np.ndarray, phy: np.ndarray, ts: np.ndarra
     """Put keys from ``start`` until the file is full (numba bulk builder, on ``threads`` threads
     for large puts: same bytes); returns how many."""
     from mqstore.formats.rocketmq.indexfile import IndexHeader
-    from mqstore.kernels.rocketmq_index import header_array
-    from mqstore.kernels.rocketmq_index_bulk import bulk_put_parallel
+    from mqstore.kernels.rocketmq.index_build import bulk_put_parallel, header_array
 
     buf = f.buffer
     header = header_array(buf.header)

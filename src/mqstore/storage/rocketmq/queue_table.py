@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mqstore.kernels.rocketmq_scan import DispatchBatch
+from mqstore.kernels.rocketmq.scan import DispatchBatch
 
 QueueKey = tuple[str, int]
 

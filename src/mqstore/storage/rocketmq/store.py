@@ -10,7 +10,6 @@ for the reput thread: every read first dispatches what is pending (read-your-wri
 
 from __future__ import annotations
 
-import fcntl
 import os
 import struct
 import threading
@@ -27,7 +26,6 @@ from mqstore.errors import (
     MqStoreError,
     ReadOnlyStoreError,
     StoreClosedError,
-    StoreLockedError,
     StoreNotFoundError,
 )
 from mqstore.formats.rocketmq.record import (
@@ -43,12 +41,15 @@ from mqstore.formats.rocketmq.record import (
     encode_record,
     record_length,
 )
-from mqstore.kernels.rocketmq_put import RecordColumns, crc32, encode_records_into, queue_ranks
-from mqstore.kernels.rocketmq_scan import DispatchBatch
+from mqstore.kernels.crc import crc32
+from mqstore.kernels.rocketmq.put import RecordColumns, encode_records_into, queue_ranks
+from mqstore.kernels.rocketmq.scan import DispatchBatch
+from mqstore.storage.kafka.layout import classify_partition_file
+from mqstore.storage.locks import DISPATCH_LOCK_FILE, StoreLock
 from mqstore.storage.mapped import MappedFile, ensure_inside
 from mqstore.storage.rocketmq.checkpoint import StoreCheckpoint
 from mqstore.storage.rocketmq.commitlog import CommitLog, RecoveryResult
-from mqstore.storage.rocketmq.config import FLUSH_SYNC, StoreConfig
+from mqstore.storage.rocketmq.config import FLUSH_SYNC, StoreConfig, split_paths
 from mqstore.storage.rocketmq.consumequeue import ConsumeQueue
 from mqstore.storage.rocketmq.dispatch import IndexWriters
 from mqstore.storage.rocketmq.index import IndexService
@@ -71,9 +72,8 @@ _HEAD_V1_V4 = struct.Struct(">iiiiiqqiq8sq8siqi")
 _REC_V1_V4: dict[tuple[int, int, bytes], struct.Struct] = {}
 _REC_V1_V4_MAX = 4096
 _crc32 = crc32
+_pack_size = struct.Struct(">i").pack_into
 _time_ns = time.time_ns
-_LOCKED_STORES: set[str] = set()
-_LOCKED_GUARD = threading.Lock()
 
 
 @dataclass(slots=True)
@@ -94,38 +94,22 @@ class RecoveryReport:
     error: str | None
 
 
-class StoreLock:
-    """The writer lock of a store directory: ``tryLock(0, 1)`` on its ``lock`` file as the broker
-    does (a POSIX record lock, so a Java broker and mqstore exclude each other), plus a per-process
-    registry (POSIX locks do not exclude two opens in one process).  Taken by a writable
-    :class:`RocketMQStore` and by an in-place index rebuild; :class:`StoreLockedError` when held."""
-
-    def __init__(self, root: Path) -> None:
-        path = root / "lock"
-        self.key = str(root.resolve())
-        with _LOCKED_GUARD:
-            if self.key in _LOCKED_STORES:
-                raise StoreLockedError(f"store {root} is already open for writing in this process", path=str(path))
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-            try:
-                fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, 0)
-            except OSError as exc:
-                os.close(fd)
-                raise StoreLockedError(f"store {root} is locked by another writer", path=str(path)) from exc
-            os.pwrite(fd, b"lock", 0)
-            self.fd: int | None = fd
-            _LOCKED_STORES.add(self.key)
-
-    def release(self) -> None:
-        if self.fd is None:
-            return
-        try:
-            fcntl.lockf(self.fd, fcntl.LOCK_UN, 1, 0)
-        finally:
-            os.close(self.fd)
-            self.fd = None
-            with _LOCKED_GUARD:
-                _LOCKED_STORES.discard(self.key)
+def _check_layout(root: Path, config: StoreConfig, *, create: bool) -> None:
+    """A store directory has a ``commitlog/`` directory (unless ``store_path_commit_log`` puts
+    the CommitLog elsewhere); only a writable open with ``create`` makes one, and not in a
+    directory holding Kafka segment files (a partition directory).  Read-only and
+    ``create=False`` opens of any other directory (empty, a Kafka partition) raise
+    :class:`StoreNotFoundError`: an operator's tool never reports such a directory as an empty
+    store."""
+    clog = root / "commitlog"
+    if clog.is_dir() or split_paths(config.store_path_commit_log):
+        return
+    if clog.exists() or clog.is_symlink():
+        raise StoreNotFoundError(f"{root} is not a RocketMQ store: its commitlog is not a directory")
+    kafka = any(classify_partition_file(p.name).kind in ("log", "index", "timeindex") for p in root.iterdir())
+    what = "a Kafka partition directory" if kafka else "it has no commitlog/ directory"
+    if not create or kafka:
+        raise StoreNotFoundError(f"{root} is not a RocketMQ store: {what}")
 
 
 class RocketMQStore:
@@ -140,6 +124,7 @@ class RocketMQStore:
             self.root.mkdir(parents=True)
         if not self.root.is_dir():
             raise StoreNotFoundError(f"{self.root} is not a directory")
+        _check_layout(self.root, self.config, create=create and not read_only)
         self._closed = False
         self._lock_fd: int | None = None
         self._lock: StoreLock | None = None
@@ -193,10 +178,22 @@ class RocketMQStore:
         return ensure_inside(self.root, self.root / name)
 
     def _acquire_lock(self) -> None:
+        """The writer lock; a store that dispatches itself also takes the dispatch lock, so no
+        external dispatcher (``mqstore spark dispatch``) writes the same ConsumeQueues."""
         self._lock = StoreLock(self.root)
         self._lock_fd = self._lock.fd
+        if self.config.dispatch_enabled:
+            try:
+                self._dispatch_file_lock: StoreLock | None = StoreLock(self.root, DISPATCH_LOCK_FILE)
+            except BaseException:
+                self._release_lock()
+                raise
 
     def _release_lock(self) -> None:
+        dl = getattr(self, "_dispatch_file_lock", None)
+        if dl is not None:
+            dl.release()
+            self._dispatch_file_lock = None
         if self._lock is not None:
             self._lock.release()
             self._lock = None
@@ -379,11 +376,13 @@ class RocketMQStore:
             phys = mf.file_from_offset + pos
             mm = mf.mm
             rec = _REC_V1_V4.get((lb, lp, topic_field))
+            # TOTALSIZE is written last (0 until then): a kill in the middle of the record leaves
+            # nothing recovery could take for a record (see commitlog.publish).
             if rec is not None:  # the whole record by one pack_into (no concatenation, one call)
-                rec.pack_into(mm, pos, size, MAGIC_V1, crc, queue_id, flag, qo, phys, 0, born_timestamp,
+                rec.pack_into(mm, pos, 0, MAGIC_V1, crc, queue_id, flag, qo, phys, 0, born_timestamp,
                               born_host or sh, now, sh, 0, 0, lb, body, topic_field, lp, props)
             else:
-                _HEAD_V1_V4.pack_into(mm, pos, size, MAGIC_V1, crc, queue_id, flag, qo, phys, 0, born_timestamp,
+                _HEAD_V1_V4.pack_into(mm, pos, 0, MAGIC_V1, crc, queue_id, flag, qo, phys, 0, born_timestamp,
                                       born_host or sh, now, sh, 0, 0, lb)
                 p = pos + 88
                 mm[p : p + lb] = body
@@ -392,6 +391,7 @@ class RocketMQStore:
                 if len(_REC_V1_V4) < _REC_V1_V4_MAX:  # after the write: the next record of this shape packs at once
                     _REC_V1_V4[(lb, lp, topic_field)] = struct.Struct(
                         f"{_HEAD_V1_V4.format}{lb}s{len(topic_field)}sH{lp}s")
+            _pack_size(mm, pos, size)
             mf.wrote_position = pos + size
             self.queue_offsets[key] = qo + 1
             if now != self._last_put_ts:

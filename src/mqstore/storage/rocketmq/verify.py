@@ -11,7 +11,7 @@ from mqstore.errors import MqStoreError
 from mqstore.formats.rocketmq.consumequeue import CQ_DTYPE, CQ_UNIT_SIZE, INT_MAX
 from mqstore.formats.rocketmq.consumequeue_ext import MAX_ADDR, undecorate
 from mqstore.formats.rocketmq.indexfile import time_diff_seconds
-from mqstore.kernels.rocketmq_scan import STOP_INVALID
+from mqstore.kernels.rocketmq.scan import STOP_INVALID
 from mqstore.storage.rocketmq.config_files import list_config_files
 from mqstore.storage.rocketmq.store import RocketMQStore
 

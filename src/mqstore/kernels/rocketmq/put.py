@@ -13,6 +13,7 @@ Every length, CRC and flag is computed by the caller (vectorised, see
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 from numba import njit, types
@@ -28,11 +29,7 @@ from mqstore.formats.rocketmq.record import (
     MessageRecord,
     encode_record,
 )
-
-try:  # ISA-L's CRC-32 (carry-less multiplication): the same values as zlib.crc32, 3-4x faster on 1 KiB
-    from isal.isal_zlib import crc32 as crc32
-except ImportError:  # pragma: no cover - isal is a dependency; zlib is the reference twin
-    from zlib import crc32 as crc32
+from mqstore.kernels.registry import register
 
 # record_length() without body, topic, properties, topic-length field and hosts
 FIXED_NO_HOSTS = 4 + 4 + 4 + 4 + 4 + 8 + 8 + 4 + 8 + 8 + 4 + 8 + 4 + 2
@@ -124,10 +121,37 @@ def _copy(out, q, src, s, n):
     _memcpy(out, q, src, s, n)
 
 
+class EncodeColumns(NamedTuple):
+    """:class:`RecordColumns` as the compiled encoder takes them (one argument, contiguous buffers)."""
+
+    bodies: np.ndarray
+    body_off: np.ndarray
+    body_len: np.ndarray
+    body_crc: np.ndarray
+    topics: np.ndarray
+    topic_off: np.ndarray
+    topic_len: np.ndarray
+    props: np.ndarray
+    props_off: np.ndarray
+    props_len: np.ndarray
+    v2: np.ndarray
+    queue_id: np.ndarray
+    flag: np.ndarray
+    queue_offset: np.ndarray
+    sys_flag: np.ndarray
+    born_ts: np.ndarray
+    born_hosts: np.ndarray
+    born_v6: np.ndarray
+    store_host: np.ndarray
+    store_v6: bool
+    reconsume: np.ndarray
+    prepared: np.ndarray
+
+
 @njit(cache=True, nogil=True)  # the reput thread keeps dispatching while a batch is encoded
-def _encode(out, pos, lo, hi, sizes, phys, store_ts, bodies, body_off, body_len, body_crc, topics, topic_off,
-            topic_len, props, props_off, props_len, v2, queue_id, flag, queue_offset, sys_flag, born_ts,
-            born_hosts, born_v6, store_host, store_v6, reconsume, prepared):
+def _encode(out, pos, lo, hi, sizes, phys, store_ts, cols):  # fmt: skip
+    (bodies, body_off, body_len, body_crc, topics, topic_off, topic_len, props, props_off, props_len, v2, queue_id,
+     flag, queue_offset, sys_flag, born_ts, born_hosts, born_v6, store_host, store_v6, reconsume, prepared) = cols
     end = pos
     for i in range(lo, hi):
         end += sizes[i]
@@ -197,12 +221,12 @@ def encode_records_into(out: np.ndarray, pos: int, cols: RecordColumns, lo: int,
     if out.dtype != np.uint8 or out.ndim != 1 or not out.flags.c_contiguous:
         raise ValueError("out must be a contiguous uint8 buffer")
     c = np.ascontiguousarray
-    return int(_encode(out, pos, lo, hi, sizes, phys, store_ts, c(cols.bodies, np.uint8), cols.body_off, cols.body_len,
-                       cols.body_crc, c(cols.topics, np.uint8), cols.topic_off, cols.topic_len, c(cols.props, np.uint8),
-                       cols.props_off,
-                       cols.props_len, cols.v2, cols.queue_id, cols.flag, cols.queue_offset, cols.sys_flag,
-                       cols.born_ts, cols.born_hosts, cols.born_v6, cols.store_host, cols.store_v6, cols.reconsume,
-                       cols.prepared))
+    enc = EncodeColumns(c(cols.bodies, np.uint8), cols.body_off, cols.body_len, cols.body_crc, c(cols.topics, np.uint8),
+                        cols.topic_off, cols.topic_len, c(cols.props, np.uint8), cols.props_off, cols.props_len,
+                        cols.v2, cols.queue_id, cols.flag, cols.queue_offset, cols.sys_flag, cols.born_ts,
+                        cols.born_hosts, cols.born_v6, cols.store_host, bool(cols.store_v6), cols.reconsume,
+                        cols.prepared)  # fmt: skip
+    return int(_encode(out, pos, lo, hi, sizes, phys, store_ts, enc))
 
 
 @njit(cache=True, nogil=True)
@@ -228,7 +252,9 @@ def queue_ranks(codes: np.ndarray, takes: np.ndarray, nslots: int) -> tuple[np.n
 
 
 def queue_ranks_py(codes: np.ndarray, takes: np.ndarray, nslots: int) -> tuple[np.ndarray, np.ndarray]:
-    """Pure-Python twin of :func:`queue_ranks`."""
+    """Twin of :func:`queue_ranks`."""
+    if any(not 0 <= c < nslots for c in codes.tolist()):
+        raise ValueError("queue code out of range")
     seen = [0] * nslots
     rank = [0] * len(codes)
     for i, (c, t) in enumerate(zip(codes.tolist(), takes.tolist(), strict=True)):
@@ -244,8 +270,24 @@ def _host_of(raw: np.ndarray, v6: bool) -> Host:
     return Host.from_bytes(addr + port.to_bytes(4, "big", signed=True))
 
 
-def encode_records_py(cols: RecordColumns, lo: int, hi: int, phys: np.ndarray, store_ts: int) -> bytes:
-    """Pure-Python twin of :func:`encode_records_into`: the same records through the record codec."""
+def encode_records_py(out: np.ndarray, pos: int, cols: RecordColumns, lo: int, hi: int, sizes: np.ndarray,
+                      phys: np.ndarray, store_ts: int) -> int:
+    """Twin of :func:`encode_records_into`: the same records through the record codec
+    (:func:`~mqstore.formats.rocketmq.record.encode_record`), copied into ``out`` at ``pos``."""
+    for i in range(lo, hi):
+        for buf, off, ln in ((cols.bodies, cols.body_off, cols.body_len), (cols.topics, cols.topic_off, cols.topic_len),
+                             (cols.props, cols.props_off, cols.props_len)):
+            if int(ln[i]) < 0 or int(off[i]) < 0 or int(off[i]) + int(ln[i]) > len(buf):
+                raise ValueError("record column out of bounds")
+    if pos < 0 or pos + int(np.sum(sizes[lo:hi])) > len(out):
+        raise ValueError("records do not fit in the output buffer")
+    data = encode_records_bytes(cols, lo, hi, phys, store_ts)
+    out[pos : pos + len(data)] = np.frombuffer(data, np.uint8)
+    return pos + len(data)
+
+
+def encode_records_bytes(cols: RecordColumns, lo: int, hi: int, phys: np.ndarray, store_ts: int) -> bytes:
+    """Records ``lo:hi`` of ``cols`` encoded one by one by the record codec."""
     out = bytearray()
     store = _host_of(cols.store_host, cols.store_v6)
     for i in range(lo, hi):
@@ -276,6 +318,14 @@ _HEXDIGITS = np.frombuffer(b"0123456789ABCDEF", np.uint8)
 UNIQ_HEAD_LEN = 28  # hex of ip, pid, generator hash and ms in month; 4 hex digits of the counter follow
 
 
+class TextColumn(NamedTuple):
+    """Texts of ``n`` rows in one buffer: row ``i`` is ``buf[off[i]:][:length[i]]`` (length < 0: none)."""
+
+    buf: np.ndarray
+    off: np.ndarray
+    length: np.ndarray
+
+
 def common_props_lengths(keys_len: np.ndarray, tags_len: np.ndarray) -> np.ndarray:
     """Byte length of each properties text built by :func:`build_common_props` (a length < 0:
     no such property)."""
@@ -284,7 +334,10 @@ def common_props_lengths(keys_len: np.ndarray, tags_len: np.ndarray) -> np.ndarr
 
 
 @njit(cache=True, nogil=True)
-def _build_props(keys, keys_off, keys_len, tags, tags_off, tags_len, head, c0, out, out_off, kt, ut, tt, hexd):
+def _build_props(key_text, tag_text, head, c0, out, out_off):
+    keys, keys_off, keys_len = key_text
+    tags, tags_off, tags_len = tag_text
+    kt, ut, tt, hexd = _KEYS_TAG, _UNIQ_TAG, _TAGS_TAG, _HEXDIGITS
     for i in range(keys_len.shape[0]):
         p = out_off[i]
         kl = keys_len[i]
@@ -326,17 +379,36 @@ def build_common_props(keys: np.ndarray, keys_off: np.ndarray, keys_len: np.ndar
     lens = common_props_lengths(keys_len, tags_len)
     off = np.cumsum(lens) - lens
     out = np.empty(int(lens.sum()), np.uint8)
-    _build_props(keys, keys_off, keys_len, tags, tags_off, tags_len, np.frombuffer(uniq_head, np.uint8),
-                 int(counter0), out, off, _KEYS_TAG, _UNIQ_TAG, _TAGS_TAG, _HEXDIGITS)
+    _build_props(TextColumn(keys, keys_off, keys_len), TextColumn(tags, tags_off, tags_len),
+                 np.frombuffer(uniq_head, np.uint8), int(counter0), out, off)
     return out, off, lens
 
 
-def build_common_props_py(keys: list[str | None], tags: list[str | None], uniq_head: str, counter0: int) -> bytes:
-    """Pure-Python twin of :func:`build_common_props` (the texts concatenated)."""
-    out = []
-    for i, (k, t) in enumerate(zip(keys, tags, strict=True)):
-        text = "" if k is None else f"KEYS\x01{k}\x02"
-        text += f"UNIQ_KEY\x01{uniq_head}{(counter0 + i) & 0xFFFF:04X}\x02"
-        text += "" if t is None else f"TAGS\x01{t}\x02"
-        out.append(text)
-    return "".join(out).encode("utf-8")
+def build_common_props_py(keys: np.ndarray, keys_off: np.ndarray, keys_len: np.ndarray, tags: np.ndarray,
+                          tags_off: np.ndarray, tags_len: np.ndarray, uniq_head: bytes,
+                          counter0: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Twin of :func:`build_common_props`: the texts written out in Python, then encoded."""
+    if len(uniq_head) != UNIQ_HEAD_LEN:
+        raise ValueError(f"unique-key head must be {UNIQ_HEAD_LEN} ASCII bytes")
+
+    def text(buf: np.ndarray, off: np.ndarray, ln: np.ndarray, i: int) -> str | None:
+        n = int(ln[i])
+        return None if n < 0 else bytes(buf[int(off[i]) : int(off[i]) + n]).decode("utf-8")
+
+    texts = [common_props_text(text(keys, keys_off, keys_len, i), text(tags, tags_off, tags_len, i),
+                               uniq_head.decode("ascii"), counter0 + i).encode("utf-8")
+             for i in range(len(keys_len))]  # fmt: skip
+    lens = np.array([len(t) for t in texts], np.int64)
+    return np.frombuffer(b"".join(texts), np.uint8).copy(), np.cumsum(lens) - lens, lens
+
+
+def common_props_text(key: str | None, tag: str | None, uniq_head: str, counter: int) -> str:
+    """The properties text of one message of the common shape (see :func:`build_common_props`)."""
+    text = "" if key is None else f"KEYS\x01{key}\x02"
+    text += f"UNIQ_KEY\x01{uniq_head}{counter & 0xFFFF:04X}\x02"
+    return text + ("" if tag is None else f"TAGS\x01{tag}\x02")
+
+
+register("rocketmq.encode_records_into", encode_records_into, encode_records_py)
+register("rocketmq.queue_ranks", queue_ranks, queue_ranks_py)
+register("rocketmq.build_common_props", build_common_props, build_common_props_py)

@@ -1,0 +1,93 @@
+"""The twin registry: every compiled kernel with its pure-Python reference.
+
+The convention of the package: a kernel ``foo`` (numba, vectorised or threaded: the fast path) has
+a twin ``foo_py`` in the same module with the same signature and the same result on every input
+(pure Python, written for clarity: the specification the fast path is tested against).  Each
+module registers its pairs once, at import::
+
+    register("rocketmq.scan_segment", scan_segment, scan_segment_py)
+
+and the tests run the behaviour tests of a kernel over both implementations
+(``@pytest.mark.parametrize("impl", twins("rocketmq.scan_segment"))``, see ``tests/conftest.py``)
+plus property tests that compare the two on random inputs.  ``tests/test_kernel_registry.py``
+checks that every registered kernel has both and is covered by a parametrised test.
+
+Performance knobs (``threads=``, ``lanes=``, ``use_isal=``) are not twins: they only choose how the
+fast path runs and never change a result; the twin accepts and ignores them.  A compiled loop that
+works on a file descriptor (:mod:`mqstore.kernels.kafka.file_scan`) is registered by the storage
+module that owns the file handling (``kafka.scan_check_file``).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from mqstore.errors import InvalidArgumentError
+
+
+@dataclass(frozen=True, slots=True)
+class KernelImpls:
+    """The two implementations of one registered kernel."""
+
+    name: str
+    compiled: Callable[..., Any]
+    reference: Callable[..., Any]
+
+    def items(self) -> tuple[tuple[str, Callable[..., Any]], tuple[str, Callable[..., Any]]]:
+        """``(("compiled", fn), ("reference", fn))``: what a test parametrises over."""
+        return ("compiled", self.compiled), ("reference", self.reference)
+
+
+_REGISTRY: dict[str, KernelImpls] = {}
+
+#: the modules that register kernels (imported by :func:`all_kernels` so the registry is complete)
+KERNEL_MODULES = (
+    "mqstore.kernels.crc",
+    "mqstore.kernels.javahash",
+    "mqstore.kernels.rocketmq.framing",
+    "mqstore.kernels.rocketmq.scan",
+    "mqstore.kernels.rocketmq.columns",
+    "mqstore.kernels.rocketmq.index_build",
+    "mqstore.kernels.rocketmq.chain_walk",
+    "mqstore.kernels.rocketmq.put",
+    "mqstore.kernels.kafka.batches",
+    "mqstore.kernels.kafka.index_build",
+    "mqstore.kernels.kafka.index_search",
+    "mqstore.kernels.kafka.records",
+    "mqstore.kernels.kafka_txn",
+)
+
+
+def register(name: str, compiled: Callable[..., Any], reference: Callable[..., Any]) -> None:
+    """Register the twin pair ``name`` (once per name; re-registering the same pair is a no-op,
+    as happens when a module is reloaded)."""
+    if not callable(compiled) or not callable(reference):
+        raise InvalidArgumentError(f"kernel {name!r}: both implementations must be callable")
+    if compiled is reference:
+        raise InvalidArgumentError(f"kernel {name!r}: the reference must be a separate implementation")
+    old = _REGISTRY.get(name)
+    if old is not None and (old.compiled.__qualname__, old.reference.__qualname__) != (
+        compiled.__qualname__, reference.__qualname__
+    ):
+        raise InvalidArgumentError(f"kernel {name!r} is already registered with other implementations")
+    _REGISTRY[name] = KernelImpls(name, compiled, reference)
+
+
+def kernel_impls(name: str) -> KernelImpls:
+    """The implementations of the registered kernel ``name`` (its module is imported on demand)."""
+    if name not in _REGISTRY:
+        all_kernels()
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise InvalidArgumentError(f"no kernel named {name!r} is registered") from None
+
+
+def all_kernels() -> dict[str, KernelImpls]:
+    """Every registered kernel by name (importing every kernel module first)."""
+    for mod in KERNEL_MODULES:
+        importlib.import_module(mod)
+    return dict(_REGISTRY)

@@ -1,0 +1,668 @@
+"""The CommitLog reader: every field of records as named columns, without a Python object per row.
+
+* :func:`decode_fields` – one compiled pass locating and reading the fields of the records at
+  given positions into a structured array of :data:`RECORD_DTYPE` (named fields, one row per
+  record: the fixed fields and the ``(start, length)`` spans of hosts, body, topic and properties);
+* :func:`decode_columns` – those rows as the columns of the ``rocketmq`` source (numpy arrays and
+  lists of Python values); twin :func:`decode_columns_py` (record by record through
+  :func:`~mqstore.formats.rocketmq.record.check_record`);
+* :func:`arrow_columns` – the same columns as Arrow arrays straight from the spans: numba kernels
+  locate the kept ``name\\x01value\\x02`` property pairs, the ``KEYS`` pieces and ``TAGS``/
+  ``UNIQ_KEY``, format the hosts as text, and one gather per column copies the spans into a single
+  data buffer (``pa.Array.from_buffers``).  Twin :func:`arrow_columns_py`
+  (:func:`decode_columns_py` + :func:`arrow_of_columns`).
+
+The property rules are those of :func:`~mqstore.formats.rocketmq.properties.parse_properties`
+applied to bytes (``\\x01``/``\\x02`` are ASCII, so on valid UTF-8 the byte and character forms
+agree): a pair needs a non-empty name and a non-empty value, and a repeated name keeps its first
+position with the last value (a Python ``dict``).  The Python path decodes text with
+``decode("utf-8", "replace")``; when any emitted string is not valid UTF-8, :func:`arrow_columns`
+returns ``None`` and the caller takes :func:`decode_columns` (UTF-8 is self-synchronising at ASCII
+bytes, so validating the emitted pieces alone is exact).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+import numpy as np
+from numba import njit
+
+from mqstore.errors import CorruptDataError
+from mqstore.formats.rocketmq.properties import (
+    PROPERTY_KEYS,
+    PROPERTY_TAGS,
+    PROPERTY_UNIQ_KEY,
+    parse_properties,
+    split_keys,
+)
+from mqstore.formats.rocketmq.record import MAGIC_V1, MAGIC_V2, Host, check_record
+from mqstore.kernels.endian import as_u8, rd_i16, rd_i32, rd_i64
+from mqstore.kernels.registry import register
+from mqstore.kernels.rocketmq.framing import FIXED_MIN
+from mqstore.kernels.rocketmq.properties import eq_bytes, eq_const
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pyarrow as pa
+
+#: one decoded record: its fixed fields and the in-buffer spans of its variable parts
+RECORD_DTYPE = np.dtype([(name, np.int64) for name in (
+    "size", "magic", "bodyCRC", "queueId", "flag", "queueOffset", "physicalOffset", "sysFlag",
+    "bornTimestamp", "bornHostPos", "bornHostWidth", "storeTimestamp", "storeHostPos", "storeHostWidth",
+    "reconsumeTimes", "preparedTransactionOffset", "bodyStart", "bodyLen", "topicStart", "topicLen",
+    "propsStart", "propsLen",
+)])  # fmt: skip
+
+#: the value spans of the special properties of one record (length -1: absent)
+SPECIAL_DTYPE = np.dtype([(name, np.int64) for name in (
+    "keysStart", "keysLen", "tagsStart", "tagsLen", "uniqStart", "uniqLen")])  # fmt: skip
+
+
+_INT32_MAX = 0x7FFFFFFF
+
+# special property names (ASCII)
+_KEYS = np.frombuffer(b"KEYS", np.uint8).copy()
+_TAGS = np.frombuffer(b"TAGS", np.uint8).copy()
+_UNIQ = np.frombuffer(b"UNIQ_KEY", np.uint8).copy()
+
+
+class PairSpans(NamedTuple):
+    """The kept property pairs: ``pair_off`` (n + 1 row offsets), name and value spans."""
+
+    pair_off: np.ndarray
+    name_start: np.ndarray
+    name_len: np.ndarray
+    value_start: np.ndarray
+    value_len: np.ndarray
+
+
+class KeyPieces(NamedTuple):
+    """The non-empty space-separated pieces of ``KEYS``: ``key_off`` (n + 1 row offsets) and spans."""
+
+    key_off: np.ndarray
+    start: np.ndarray
+    length: np.ndarray
+
+
+@njit(cache=True, nogil=True)
+def _decode_kernel(buf: np.ndarray, positions: np.ndarray, out: np.ndarray) -> int:
+    """Fill ``out[i]`` with the fields of the record at ``positions[i]``; returns the first row that
+    is not a valid message record (or -1)."""
+    nbuf = buf.shape[0]
+    for r in range(positions.shape[0]):
+        pos = positions[r]
+        if pos < 0 or pos + 8 > nbuf:
+            return r
+        total = rd_i32(buf, pos)
+        magic = rd_i32(buf, pos + 4)
+        if (magic != MAGIC_V1 and magic != MAGIC_V2) or total < FIXED_MIN or pos + total > nbuf:
+            return r
+        rend = pos + total
+        sys = rd_i32(buf, pos + 36)
+        bw = 20 if sys & 0x10 else 8
+        sw = 20 if sys & 0x20 else 8
+        p = pos + 48 + bw + 8 + sw + 12
+        if p + 4 > rend:
+            return r
+        body_len = rd_i32(buf, p)
+        p += 4
+        if body_len < 0 or p + body_len > rend:
+            return r
+        bs = p
+        p += body_len
+        if magic == MAGIC_V2:
+            if p + 2 > rend:
+                return r
+            tl = rd_i16(buf, p)
+            p += 2
+            tw = 2
+        else:
+            if p + 1 > rend:
+                return r
+            tl = np.int64(buf[p])
+            if tl >= 128:
+                tl -= 256
+            p += 1
+            tw = 1
+        if tl < 0 or p + tl > rend:
+            return r
+        tps = p
+        p += tl
+        if p + 2 > rend:
+            return r
+        pl = rd_i16(buf, p)
+        p += 2
+        if pl < 0 or p + pl > rend:
+            return r
+        if 48 + bw + 8 + sw + 12 + 4 + body_len + tw + tl + 2 + pl != total:
+            return r
+        o = out[r]
+        o["size"] = total
+        o["magic"] = magic
+        o["bodyCRC"] = rd_i32(buf, pos + 8)
+        o["queueId"] = rd_i32(buf, pos + 12)
+        o["flag"] = rd_i32(buf, pos + 16)
+        o["queueOffset"] = rd_i64(buf, pos + 20)
+        o["physicalOffset"] = rd_i64(buf, pos + 28)
+        o["sysFlag"] = sys
+        o["bornTimestamp"] = rd_i64(buf, pos + 40)
+        o["bornHostPos"] = pos + 48
+        o["bornHostWidth"] = bw
+        o["storeTimestamp"] = rd_i64(buf, pos + 48 + bw)
+        o["storeHostPos"] = pos + 56 + bw
+        o["storeHostWidth"] = sw
+        o["reconsumeTimes"] = rd_i32(buf, pos + 56 + bw + sw)
+        o["preparedTransactionOffset"] = rd_i64(buf, pos + 60 + bw + sw)
+        o["bodyStart"] = bs
+        o["bodyLen"] = body_len
+        o["topicStart"] = tps
+        o["topicLen"] = tl
+        o["propsStart"] = p
+        o["propsLen"] = pl
+    return -1
+
+
+def _host_strings(u8: np.ndarray, pos: np.ndarray, width: np.ndarray) -> list[str]:
+    cache: dict[bytes, str] = {}
+    out = []
+    for p, w in zip(pos.tolist(), width.tolist(), strict=True):
+        raw = u8[p : p + w].tobytes()
+        s = cache.get(raw)
+        if s is None:
+            s = cache[raw] = str(Host.from_bytes(raw))
+        out.append(s)
+    return out
+
+
+def decode_columns(
+    buf: bytes | bytearray | memoryview | np.ndarray,
+    file_from_offset: int,
+    positions: np.ndarray,
+    *,
+    include_body: bool = True,
+) -> dict[str, Any]:
+    """Every field of the records at ``positions`` (in-buffer positions, e.g. from
+    :func:`record_positions`) as columns.
+
+    Numeric columns are numpy arrays: ``flag, queueId, size, sysFlag, reconsumeTimes, bodyCRC,
+    magic`` (int32), ``queueOffset, commitLogOffset, bornTimestamp, storeTimestamp,
+    preparedTransactionOffset`` (int64); ``commitLogOffset`` is the record's location
+    (``file_from_offset + position``).  Lists: ``topic`` (str), ``body`` (bytes; omitted when
+    ``include_body`` is false), ``properties`` (dict), ``bornHost``/``storeHost`` (str as
+    ``Host.__str__``), ``keys`` (list of str), ``tags``/``uniqKey`` (str or None).
+    Raises :class:`CorruptDataError` (with the offset) when a position is not a valid record.
+    """
+    u8 = as_u8(buf)
+    pos = np.ascontiguousarray(positions, np.int64)
+    col = decode_fields(u8, pos)
+    if isinstance(col, int):
+        raise _not_a_record(u8, file_from_offset, int(pos[col]))
+    cols: dict[str, Any] = {}
+    topic_cache: dict[bytes, str] = {}
+    topics = []
+    for s, ln in zip(col["topicStart"].tolist(), col["topicLen"].tolist(), strict=True):
+        raw = u8[s : s + ln].tobytes()
+        t = topic_cache.get(raw)
+        if t is None:
+            t = topic_cache[raw] = raw.decode("utf-8", "replace")
+        topics.append(t)
+    cols["topic"] = topics
+    cols["flag"] = col["flag"].astype(np.int32)
+    if include_body:
+        cols["body"] = [
+            u8[s : s + ln].tobytes() for s, ln in zip(col["bodyStart"].tolist(), col["bodyLen"].tolist(), strict=True)
+        ]
+    props = [
+        parse_properties(u8[s : s + ln].tobytes().decode("utf-8", "replace"))
+        for s, ln in zip(col["propsStart"].tolist(), col["propsLen"].tolist(), strict=True)
+    ]
+    cols["properties"] = props
+    cols["queueId"] = col["queueId"].astype(np.int32)
+    cols["queueOffset"] = col["queueOffset"].copy()
+    cols["commitLogOffset"] = pos + np.int64(file_from_offset)
+    cols["size"] = col["size"].astype(np.int32)
+    cols["bornTimestamp"] = col["bornTimestamp"].copy()
+    cols["storeTimestamp"] = col["storeTimestamp"].copy()
+    cols["bornHost"] = _host_strings(u8, col["bornHostPos"], col["bornHostWidth"])
+    cols["storeHost"] = _host_strings(u8, col["storeHostPos"], col["storeHostWidth"])
+    cols["sysFlag"] = col["sysFlag"].astype(np.int32)
+    cols["reconsumeTimes"] = col["reconsumeTimes"].astype(np.int32)
+    cols["bodyCRC"] = col["bodyCRC"].astype(np.int32)
+    cols["keys"] = [split_keys(p.get(PROPERTY_KEYS)) for p in props]
+    cols["tags"] = [p.get(PROPERTY_TAGS) for p in props]
+    cols["uniqKey"] = [p.get(PROPERTY_UNIQ_KEY) for p in props]
+    cols["preparedTransactionOffset"] = col["preparedTransactionOffset"].copy()
+    cols["magic"] = col["magic"].astype(np.int32)
+    return cols
+
+
+def decode_fields(buf: object, positions: np.ndarray) -> np.ndarray | int:
+    """The :data:`RECORD_DTYPE` rows of the records at the in-buffer ``positions``, or the index of
+    the first position that is not a valid message record (then nothing else is returned)."""
+    u8 = as_u8(buf)
+    pos = np.ascontiguousarray(positions, np.int64)
+    out = np.zeros(len(pos), RECORD_DTYPE)
+    bad = int(_decode_kernel(u8, pos, out))
+    return bad if bad >= 0 else out
+
+
+def _not_a_record(u8: np.ndarray, file_from_offset: int, p: int) -> CorruptDataError:
+    res = check_record(u8, p, check_crc=False, read_body=False) if 0 <= p < len(u8) else None
+    reason = (res.error if res is not None and res.error else None) or "not a message record"
+    return CorruptDataError(reason, offset=file_from_offset + p)
+@njit(cache=True, nogil=True)
+def _props_kernel(buf: np.ndarray, ps: np.ndarray, pl: np.ndarray, pairs: PairSpans, special: np.ndarray,
+                  keys: KeyPieces) -> None:  # fmt: skip
+    """Kept property pairs of every record (``pair_off`` row offsets; name/value spans), the
+    ``KEYS``/``TAGS``/``UNIQ_KEY`` value spans (``special[r]``, :data:`SPECIAL_DTYPE`, length -1 when absent) and
+    the non-empty space-separated pieces of ``KEYS`` (``key_off`` row offsets)."""
+    pair_off, ns, nl, vs, vl = pairs
+    key_off, ks, kl = keys
+    kname, ktags, kuniq = _KEYS, _TAGS, _UNIQ
+    npairs = 0
+    nkeys = 0
+    for r in range(ps.shape[0]):
+        pair_off[r] = npairs
+        key_off[r] = nkeys
+        first = npairs
+        a = ps[r]
+        n = pl[r]
+        start = 0
+        while start < n:
+            end = start
+            sep = -1
+            while end < n and buf[a + end] != 2:
+                if sep < 0 and buf[a + end] == 1:
+                    sep = end
+                end += 1
+            if sep > start and sep < end - 1:
+                s0 = a + start
+                l0 = sep - start
+                dup = -1
+                for q in range(first, npairs):
+                    if nl[q] == l0 and eq_bytes(buf, ns[q], s0, l0):
+                        dup = q
+                        break
+                if dup >= 0:
+                    vs[dup] = a + sep + 1
+                    vl[dup] = end - sep - 1
+                else:
+                    ns[npairs] = s0
+                    nl[npairs] = l0
+                    vs[npairs] = a + sep + 1
+                    vl[npairs] = end - sep - 1
+                    npairs += 1
+            start = end + 1
+        sp = special[r]
+        sp["keysLen"] = -1
+        sp["tagsLen"] = -1
+        sp["uniqLen"] = -1
+        for q in range(first, npairs):
+            if eq_const(buf, ns[q], nl[q], kname):
+                sp["keysStart"] = vs[q]
+                sp["keysLen"] = vl[q]
+            elif eq_const(buf, ns[q], nl[q], ktags):
+                sp["tagsStart"] = vs[q]
+                sp["tagsLen"] = vl[q]
+            elif eq_const(buf, ns[q], nl[q], kuniq):
+                sp["uniqStart"] = vs[q]
+                sp["uniqLen"] = vl[q]
+        if sp["keysLen"] > 0:
+            s = sp["keysStart"]
+            e = s + sp["keysLen"]
+            i = s
+            while i < e:
+                j = i
+                while j < e and buf[j] != 32:
+                    j += 1
+                if j > i:
+                    ks[nkeys] = i
+                    kl[nkeys] = j - i
+                    nkeys += 1
+                i = j + 1
+    pair_off[ps.shape[0]] = npairs
+    key_off[ps.shape[0]] = nkeys
+
+
+@njit(cache=True, nogil=True)
+def _put_uint(out: np.ndarray, o: int, v: int) -> int:
+    if v == 0:
+        out[o] = 48
+        return o + 1
+    digits = 0
+    t = v
+    while t > 0:
+        digits += 1
+        t //= 10
+    for i in range(digits - 1, -1, -1):
+        out[o + i] = 48 + v % 10
+        v //= 10
+    return o + digits
+
+
+_HEX = np.frombuffer(b"0123456789abcdef", np.uint8).copy()
+
+
+@njit(cache=True, nogil=True)
+def _hosts_kernel(buf: np.ndarray, hp: np.ndarray, hw: np.ndarray, hexd: np.ndarray, offsets: np.ndarray, out: np.ndarray) -> int:
+    """``Host.__str__`` text of each host (``a.b.c.d:port``, or ``[8 full groups]:port`` for
+    IPv6) into ``out``; ``offsets`` gets the n+1 offsets; returns the byte count."""
+    o = 0
+    prev_p = -1
+    prev_w = 0
+    for r in range(hp.shape[0]):
+        offsets[r] = o
+        p = hp[r]
+        w = hw[r]
+        if prev_p >= 0 and w == prev_w and eq_bytes(buf, p, prev_p, w):  # same host as the row before
+            a = offsets[r - 1]
+            ln = o - a
+            for k in range(ln):
+                out[o + k] = out[a + k]
+            o += ln
+            continue
+        prev_p = p
+        prev_w = w
+        if w == 8:
+            for k in range(4):
+                if k:
+                    out[o] = 46
+                    o += 1
+                o = _put_uint(out, o, np.int64(buf[p + k]))
+        else:
+            out[o] = 91
+            o += 1
+            for g in range(8):
+                if g:
+                    out[o] = 58
+                    o += 1
+                b0 = buf[p + 2 * g]
+                b1 = buf[p + 2 * g + 1]
+                out[o] = hexd[b0 >> 4]
+                out[o + 1] = hexd[b0 & 15]
+                out[o + 2] = hexd[b1 >> 4]
+                out[o + 3] = hexd[b1 & 15]
+                o += 4
+            out[o] = 93
+            o += 1
+        q = p + w - 4
+        port = (np.int64(buf[q]) << 24) | (np.int64(buf[q + 1]) << 16) | (np.int64(buf[q + 2]) << 8) | np.int64(buf[q + 3])
+        if port >= 0x80000000:
+            port -= 0x100000000
+        out[o] = 58
+        o += 1
+        if port < 0:
+            out[o] = 45
+            o += 1
+            port = -port
+        o = _put_uint(out, o, port)
+    offsets[hp.shape[0]] = o
+    return o
+
+
+@njit(cache=True, nogil=True)
+def _gather_kernel(buf: np.ndarray, starts: np.ndarray, lens: np.ndarray, offsets: np.ndarray, out: np.ndarray) -> None:
+    o = 0
+    for r in range(starts.shape[0]):
+        offsets[r] = o
+        s = starts[r]
+        ln = lens[r]
+        for k in range(ln):  # an explicit loop: slicing costs more than the copy for short pieces
+            out[o + k] = buf[s + k]
+        o += max(ln, 0)
+    offsets[starts.shape[0]] = o
+
+
+def _gather(u8: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """(int32 offsets, data) of the spans; ``None`` when the data would overflow int32 offsets."""
+    lens = np.maximum(lens, 0)
+    total = int(lens.sum())
+    if total > _INT32_MAX:
+        return None
+    offsets = np.empty(len(starts) + 1, np.int32)
+    data = np.empty(total, np.uint8)
+    _gather_kernel(u8, starts, lens, offsets, data)
+    return offsets, data
+
+
+def _var_array(typ: pa.DataType, offsets: np.ndarray, data: np.ndarray, valid: np.ndarray | None = None) -> pa.Array:
+    import pyarrow as pa
+
+    n = len(offsets) - 1
+    if valid is None or valid.all():
+        return pa.Array.from_buffers(typ, n, [None, pa.py_buffer(offsets), pa.py_buffer(data)], null_count=0)
+    bitmap = np.packbits(valid, bitorder="little")
+    return pa.Array.from_buffers(
+        typ, n, [pa.py_buffer(bitmap), pa.py_buffer(offsets), pa.py_buffer(data)], null_count=int(n - valid.sum())
+    )
+
+
+def _utf8_ok(*arrays: pa.Array) -> bool:
+    import pyarrow as pa
+
+    for a in arrays:
+        try:
+            a.validate(full=True)
+        except pa.ArrowInvalid:
+            return False
+    return True
+
+
+def arrow_columns(
+    buf: bytes | bytearray | memoryview | np.ndarray,
+    file_from_offset: int,
+    positions: np.ndarray,
+    *,
+    broker_name: str,
+    include_body: bool = True,
+) -> dict[str, pa.Array] | None:
+    """The Arrow columns of the ``rocketmq`` source (names of ``ROCKETMQ_COLUMNS``) for the
+    records at ``positions``, equal to ``columns_to_arrow(decode_columns(...))``.
+
+    Returns ``None`` when the batch needs the old path: a position that is not a valid record (the
+    old path raises the typed error), text that is not valid UTF-8 (the old path replaces it), or
+    more than 2 GiB of data in one column.
+    """
+    import pyarrow as pa
+
+    u8 = as_u8(buf)
+    pos = np.ascontiguousarray(positions, np.int64)
+    n = len(pos)
+    col = decode_fields(u8, pos)
+    if isinstance(col, int):
+        return None
+    s = pa.string()
+
+    ps = np.ascontiguousarray(col["propsStart"])
+    pl = np.ascontiguousarray(col["propsLen"])
+    cap_pairs = int(pl.sum()) // 3 + n + 1
+    cap_keys = int(pl.sum()) // 2 + n + 1
+    pair_off = np.empty(n + 1, np.int64)
+    ns = np.empty(cap_pairs, np.int64)
+    nl = np.empty(cap_pairs, np.int64)
+    vs = np.empty(cap_pairs, np.int64)
+    vl = np.empty(cap_pairs, np.int64)
+    special = np.zeros(n, SPECIAL_DTYPE)
+    key_off = np.empty(n + 1, np.int64)
+    ks = np.empty(cap_keys, np.int64)
+    kl = np.empty(cap_keys, np.int64)
+    _props_kernel(u8, ps, pl, PairSpans(pair_off, ns, nl, vs, vl), special, KeyPieces(key_off, ks, kl))
+    npairs = int(pair_off[n])
+    nkeys = int(key_off[n])
+    if npairs > _INT32_MAX or nkeys > _INT32_MAX:
+        return None
+
+    pieces = {
+        "topic": (col["topicStart"], col["topicLen"]),
+        "pname": (ns[:npairs], nl[:npairs]),
+        "pvalue": (vs[:npairs], vl[:npairs]),
+        "keys": (ks[:nkeys], kl[:nkeys]),
+        "tags": (special["tagsStart"], special["tagsLen"]),
+        "uniqKey": (special["uniqStart"], special["uniqLen"]),
+    }
+    if include_body:
+        pieces["body"] = (col["bodyStart"], col["bodyLen"])
+    gathered = {}
+    for name, (st, ln) in pieces.items():
+        g = _gather(u8, np.ascontiguousarray(st), np.ascontiguousarray(ln))
+        if g is None:
+            return None
+        gathered[name] = g
+    topic = _var_array(s, *gathered["topic"])
+    pname = _var_array(s, *gathered["pname"])
+    pvalue = _var_array(s, *gathered["pvalue"])
+    tags = _var_array(s, *gathered["tags"], special["tagsLen"] >= 0)
+    uniq = _var_array(s, *gathered["uniqKey"], special["uniqLen"] >= 0)
+    if not _utf8_ok(topic, pname, pvalue):  # tags, uniqKey and keys are pieces of the values
+        return None
+    keys_values = _var_array(s, *gathered["keys"])
+    properties = pa.MapArray.from_arrays(pa.array(pair_off.astype(np.int32), pa.int32()), pname, pvalue)
+    keys = pa.ListArray.from_arrays(pa.array(key_off.astype(np.int32), pa.int32()), keys_values)
+    body = _var_array(pa.binary(), *gathered["body"]) if include_body else pa.nulls(n, pa.binary())
+
+    hosts = {}
+    for name, p_f, w_f in (("bornHost", "bornHostPos", "bornHostWidth"), ("storeHost", "storeHostPos", "storeHostWidth")):
+        h_off = np.empty(n + 1, np.int32)
+        h_buf = np.empty(n * 56, np.uint8)
+        used = int(_hosts_kernel(u8, np.ascontiguousarray(col[p_f]), np.ascontiguousarray(col[w_f]), _HEX, h_off, h_buf))
+        hosts[name] = _var_array(s, h_off, h_buf[:used])
+
+    bb = broker_name.encode("utf-8")
+    broker = _var_array(
+        s, (np.arange(n + 1, dtype=np.int64) * len(bb)).astype(np.int32), np.tile(np.frombuffer(bb, np.uint8), n)
+    ) if n * len(bb) <= _INT32_MAX else pa.array([broker_name] * n, s)  # fmt: skip
+
+    def i32(name: str) -> pa.Array:
+        return pa.array(col[name].astype(np.int32), pa.int32())
+
+    def i64(a: np.ndarray) -> pa.Array:
+        return pa.array(np.ascontiguousarray(a, np.int64), pa.int64())
+
+    return {
+        "topic": topic,
+        "flag": i32("flag"),
+        "body": body,
+        "properties": properties,
+        "brokerName": broker,
+        "queueId": i32("queueId"),
+        "queueOffset": i64(col["queueOffset"]),
+        "bornTimestamp": i64(col["bornTimestamp"]),
+        "storeTimestamp": i64(col["storeTimestamp"]),
+        "commitLogOffset": i64(pos + np.int64(file_from_offset)),
+        "size": i32("size"),
+        "keys": keys,
+        "tags": tags,
+        "uniqKey": uniq,
+        "sysFlag": i32("sysFlag"),
+        "bornHost": hosts["bornHost"],
+        "storeHost": hosts["storeHost"],
+        "reconsumeTimes": i32("reconsumeTimes"),
+        "bodyCRC": i32("bodyCRC"),
+    }
+
+
+def decode_columns_py(
+    buf: bytes | bytearray | memoryview | np.ndarray,
+    file_from_offset: int,
+    positions: np.ndarray,
+    *,
+    include_body: bool = True,
+) -> dict[str, Any]:
+    """Twin of :func:`decode_columns`: :func:`~mqstore.formats.rocketmq.record.check_record` per
+    record."""
+    u8 = as_u8(buf)
+    raw = u8.tobytes()
+    pos = np.ascontiguousarray(positions, np.int64)
+    recs = []
+    for p in pos.tolist():
+        res = check_record(raw, p, check_crc=False) if 0 <= p < len(raw) else None
+        if res is None or not res.success or res.record is None or res.size <= 0:
+            raise _not_a_record(u8, file_from_offset, p)
+        recs.append(res.record)
+    i32 = lambda vals: np.array(vals, np.int32)  # noqa: E731
+    i64 = lambda vals: np.array(vals, np.int64)  # noqa: E731
+    cols: dict[str, Any] = {"topic": [r.topic for r in recs], "flag": i32([r.flag for r in recs])}
+    if include_body:
+        cols["body"] = [bytes(r.body) for r in recs]
+    cols["properties"] = [r.properties for r in recs]
+    cols["queueId"] = i32([r.queue_id for r in recs])
+    cols["queueOffset"] = i64([r.queue_offset for r in recs])
+    cols["commitLogOffset"] = pos + np.int64(file_from_offset)
+    cols["size"] = i32([r.total_size for r in recs])
+    cols["bornTimestamp"] = i64([r.born_timestamp for r in recs])
+    cols["storeTimestamp"] = i64([r.store_timestamp for r in recs])
+    cols["bornHost"] = [str(r.born_host) for r in recs]
+    cols["storeHost"] = [str(r.store_host) for r in recs]
+    cols["sysFlag"] = i32([r.sys_flag for r in recs])
+    cols["reconsumeTimes"] = i32([r.reconsume_times for r in recs])
+    cols["bodyCRC"] = i32([r.body_crc for r in recs])
+    cols["keys"] = [split_keys(r.keys) for r in recs]
+    cols["tags"] = [r.tags for r in recs]
+    cols["uniqKey"] = [r.uniq_key for r in recs]
+    cols["preparedTransactionOffset"] = i64([r.prepared_transaction_offset for r in recs])
+    cols["magic"] = i32([r.magic for r in recs])
+    return cols
+
+
+def arrow_of_columns(cols: dict[str, Any], broker_name: str, *, include_body: bool = True) -> dict[str, pa.Array]:
+    """The Arrow arrays of the ``rocketmq`` source from :func:`decode_columns` output."""
+    import pyarrow as pa
+
+    n = len(cols["topic"])
+    s = pa.string()
+    props: list[dict[str, str]] = cols["properties"]
+    p_off = np.zeros(n + 1, np.int32)
+    if n:
+        np.cumsum([len(d) for d in props], out=p_off[1:])
+    p_keys = [k for d in props for k in d]
+    p_vals = [v for d in props for v in d.values()]
+    properties = pa.MapArray.from_arrays(pa.array(p_off, pa.int32()), pa.array(p_keys, s), pa.array(p_vals, s))
+    keys: list[list[str]] = cols["keys"]
+    k_off = np.zeros(n + 1, np.int32)
+    if n:
+        np.cumsum([len(k) for k in keys], out=k_off[1:])
+    keys_arr = pa.ListArray.from_arrays(pa.array(k_off, pa.int32()), pa.array([k for ks in keys for k in ks], s))
+    body = pa.array(cols["body"], pa.binary()) if include_body else pa.nulls(n, pa.binary())
+    return {
+        "topic": pa.array(cols["topic"], s),
+        "flag": pa.array(cols["flag"], pa.int32()),
+        "body": body,
+        "properties": properties,
+        "brokerName": pa.array([broker_name] * n, s),
+        "queueId": pa.array(cols["queueId"], pa.int32()),
+        "queueOffset": pa.array(cols["queueOffset"], pa.int64()),
+        "bornTimestamp": pa.array(cols["bornTimestamp"], pa.int64()),
+        "storeTimestamp": pa.array(cols["storeTimestamp"], pa.int64()),
+        "commitLogOffset": pa.array(cols["commitLogOffset"], pa.int64()),
+        "size": pa.array(cols["size"], pa.int32()),
+        "keys": keys_arr,
+        "tags": pa.array(cols["tags"], s),
+        "uniqKey": pa.array(cols["uniqKey"], s),
+        "sysFlag": pa.array(cols["sysFlag"], pa.int32()),
+        "bornHost": pa.array(cols["bornHost"], s),
+        "storeHost": pa.array(cols["storeHost"], s),
+        "reconsumeTimes": pa.array(cols["reconsumeTimes"], pa.int32()),
+        "bodyCRC": pa.array(cols["bodyCRC"], pa.int32()),
+    }
+
+
+def arrow_columns_py(
+    buf: bytes | bytearray | memoryview | np.ndarray,
+    file_from_offset: int,
+    positions: np.ndarray,
+    *,
+    broker_name: str,
+    include_body: bool = True,
+) -> dict[str, pa.Array] | None:
+    """Twin of :func:`arrow_columns`: :func:`decode_columns_py` + :func:`arrow_of_columns`, None
+    for a position that is not a record.  (Where :func:`arrow_columns` declines text that is not
+    valid UTF-8, this one answers with the replaced text: the answer the caller's fallback gives.)"""
+    try:
+        cols = decode_columns_py(buf, file_from_offset, positions, include_body=include_body)
+    except CorruptDataError:
+        return None
+    return arrow_of_columns(cols, broker_name, include_body=include_body)
+
+
+register("rocketmq.decode_columns", decode_columns, decode_columns_py)
+register("rocketmq.arrow_columns", arrow_columns, arrow_columns_py)

@@ -1,0 +1,728 @@
+"""The dispatch scan: a CommitLog segment into columnar *dispatch batches* (scan → dispatch → write).
+
+A dispatch batch holds, for every message record of a byte range of one segment, exactly what the
+ConsumeQueue and IndexFile writers need, as numpy arrays, plus the flattened list of index keys
+(already hashed with the IndexFile key hash of ``topic#key``).  The same batches feed the live
+dispatcher, the offline rebuild and the Spark jobs.
+
+``scan_segment_py`` is the pure-Python reference (record by record through
+:func:`mqstore.formats.rocketmq.record.check_record`); ``scan_segment`` is the fast path and must
+return identical batches (tests run both on the same data).
+
+The compiled pass takes its inputs and outputs as a few named groups (:class:`ScanParams`,
+:class:`DelayRule`, :class:`RowColumns`, ...; numba passes a ``NamedTuple`` of arrays as one
+argument at no cost) instead of 33 positional parameters.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from itertools import pairwise
+from typing import NamedTuple
+
+import numpy as np
+from numba import njit
+
+from mqstore.errors import CorruptDataError
+from mqstore.formats.rocketmq.javahash import (
+    DEFAULT_DELAY_TABLE,
+    SCHEDULE_TOPIC,
+    index_key_hash,
+    tags_code,
+)
+from mqstore.formats.rocketmq.properties import (
+    split_keys,
+)
+from mqstore.formats.rocketmq.record import (
+    MAGIC_V2,
+    TRANSACTION_MASK,
+    TRANSACTION_ROLLBACK_TYPE,
+    check_record,
+)
+from mqstore.kernels.crc import crc32_spans
+from mqstore.kernels.endian import as_u8, rd_i16, rd_i32, rd_i64
+from mqstore.kernels.javahash import hash_continue, index_hash_span, state_to_int32
+from mqstore.kernels.registry import register
+from mqstore.kernels.rocketmq.framing import (
+    FIXED_MIN,
+    ST_BAD,
+    ST_FULL,
+    ST_LIMIT,
+    ST_OK,
+    ST_RANGE,
+    STOP_BLANK,
+    STOP_END,
+    STOP_INVALID,
+    STOP_LIMIT,
+    check_range,
+    find_boundary,
+    head,
+    walk_stop,
+)
+from mqstore.kernels.rocketmq.properties import (
+    P_DELAY,
+    P_KEYS,
+    P_TAGS,
+    P_UNIQ,
+    PROP_SPANS,
+    count_pieces,
+    eq_bytes,
+    eq_const,
+    prop_spans,
+)
+from mqstore.kernels.threads import resolve_threads, run_parallel
+
+__all__ = ["STOP_BLANK", "STOP_END", "STOP_INVALID", "STOP_LIMIT", "DispatchBatch", "scan_segment", "scan_segment_py"]
+
+
+@dataclass(slots=True)
+class DispatchBatch:
+    """Columnar description of consecutive records of one CommitLog segment."""
+
+    commit_log_offset: np.ndarray  # int64, global physical offset of the record
+    size: np.ndarray  # int32, TOTALSIZE
+    queue_id: np.ndarray  # int32
+    queue_offset: np.ndarray  # int64, QUEUEOFFSET field
+    sys_flag: np.ndarray  # int32
+    store_timestamp: np.ndarray  # int64
+    tags_code: np.ndarray  # int64 (tags hash, or deliver time for the delay topic)
+    topic_id: np.ndarray  # int32, index into ``topics``
+    topics: list[str]
+    key_row: np.ndarray  # int64, row (message) of each index key, in index order
+    key_hash: np.ndarray  # int32, IndexFile hash of ``topic#key`` (uniq key first, then KEYS pieces)
+    next_offset: int  # global offset just past the last consumed record (or of the stop point)
+    stop: str  # one of STOP_END, STOP_BLANK, STOP_INVALID, STOP_LIMIT
+    error: str | None = None  # why the scan stopped at an invalid record
+    skipped: list[tuple[int, str]] = field(default_factory=list)  # (offset, reason) of skipped records
+
+    def __len__(self) -> int:
+        return len(self.commit_log_offset)
+
+    @staticmethod
+    def empty(next_offset: int, stop: str = STOP_END, error: str | None = None) -> DispatchBatch:
+        i32, i64 = np.empty(0, np.int32), np.empty(0, np.int64)
+        return DispatchBatch(i64, i32, i32, i64, i32, i64, i64, i32, [], i64, i32, next_offset, stop, error)
+
+    def topic_of(self, row: int) -> str:
+        return self.topics[int(self.topic_id[row])]
+
+    def cq_mask(self) -> np.ndarray:
+        """Rows that get a ConsumeQueue unit (transaction type NOT or COMMIT)."""
+        t = self.sys_flag & TRANSACTION_MASK
+        return (t == 0) | (t == 0x8)
+
+    def index_key_mask(self) -> np.ndarray:
+        """Index keys whose message is not a ROLLBACK (those are never indexed)."""
+        t = self.sys_flag[self.key_row] & TRANSACTION_MASK
+        return t != TRANSACTION_ROLLBACK_TYPE
+
+
+def scan_segment_py(
+    buf: bytes | bytearray | memoryview,
+    file_from_offset: int,
+    start: int,
+    end: int,
+    *,
+    check_crc: bool = False,
+    skip_length_mismatch: bool = True,
+    max_records: int | None = None,
+    delay_table: dict[int, int] = DEFAULT_DELAY_TABLE,
+    threads: int | None = 1,
+) -> DispatchBatch:
+    """Reference scan of ``buf[start:end]`` (positions inside one segment whose global start is
+    ``file_from_offset``).
+
+    Stops at a blank record (``STOP_BLANK``, ``next_offset`` = the blank's offset), at an
+    unreadable record (``STOP_INVALID``), when fewer bytes than a whole record remain
+    (``STOP_END``) or after ``max_records``.  A record whose TOTALSIZE disagrees with its field
+    lengths is skipped (as the reput service does) when ``skip_length_mismatch``, otherwise it is
+    an invalid stop (as recovery does).  ``threads`` only tunes the fast path.
+    """
+    cols: dict[str, list[int]] = {k: [] for k in ("off", "size", "qid", "qoff", "sys", "ts", "tags", "topic")}
+    key_row: list[int] = []
+    key_hash: list[int] = []
+    topics: dict[str, int] = {}
+    skipped: list[tuple[int, str]] = []
+    pos = start
+    stop, error = STOP_END, None
+    while pos < end:
+        if max_records is not None and len(cols["off"]) >= max_records:
+            stop = STOP_LIMIT
+            break
+        res = check_record(buf, pos, end, check_crc=check_crc, read_body=False)
+        if res.size == 0 and res.success:
+            stop = STOP_BLANK
+            break
+        if not res.success:
+            if res.size > 0 and skip_length_mismatch:
+                skipped.append((file_from_offset + pos, res.error or "length mismatch"))
+                pos += res.size
+                continue
+            # A record cut by the end of the range is not an error: it is not written yet.
+            if res.error and "truncated" in res.error:
+                stop = STOP_END
+            elif _all_zero(buf, pos, min(end, pos + 8)):
+                stop = STOP_END
+            else:
+                stop, error = STOP_INVALID, res.error
+            break
+        rec = res.record
+        assert rec is not None
+        row = len(cols["off"])
+        tid = topics.setdefault(rec.topic, len(topics))
+        cols["off"].append(file_from_offset + pos)
+        cols["size"].append(res.size)
+        cols["qid"].append(rec.queue_id)
+        cols["qoff"].append(rec.queue_offset)
+        cols["sys"].append(rec.sys_flag)
+        cols["ts"].append(rec.store_timestamp)
+        cols["tags"].append(tags_code(rec.topic, rec.tags, rec.delay, rec.store_timestamp, delay_table))
+        cols["topic"].append(tid)
+        if rec.uniq_key is not None:
+            key_row.append(row)
+            key_hash.append(index_key_hash(f"{rec.topic}#{rec.uniq_key}"))
+        for k in split_keys(rec.keys):
+            key_row.append(row)
+            key_hash.append(index_key_hash(f"{rec.topic}#{k}"))
+        pos += res.size
+    return DispatchBatch(
+        commit_log_offset=np.array(cols["off"], np.int64),
+        size=np.array(cols["size"], np.int32),
+        queue_id=np.array(cols["qid"], np.int32),
+        queue_offset=np.array(cols["qoff"], np.int64),
+        sys_flag=np.array(cols["sys"], np.int32),
+        store_timestamp=np.array(cols["ts"], np.int64),
+        tags_code=np.array(cols["tags"], np.int64),
+        topic_id=np.array(cols["topic"], np.int32),
+        topics=list(topics),
+        key_row=np.array(key_row, np.int64),
+        key_hash=np.array(key_hash, np.int32),
+        next_offset=file_from_offset + pos,
+        stop=stop,
+        error=error,
+        skipped=skipped,
+    )
+
+
+def _all_zero(buf: bytes | bytearray | memoryview, a: int, b: int) -> bool:
+    return not any(bytes(buf[a:b]))
+
+
+
+# =============================================================================== fast path (numba)
+#
+# The kernel reads every integer byte by byte (big-endian) and checks each length against the end
+# of its record before touching a byte, so a corrupt or truncated buffer can only stop a scan.
+
+
+class ScanParams(NamedTuple):
+    """What to scan: the segment's global offset and the in-buffer range, and the options."""
+
+    base: int
+    start: int
+    end: int
+    check_crc: bool
+    skip_mismatch: bool
+    max_records: int  # -1: no limit
+
+
+class DelayRule(NamedTuple):
+    """The delay table as the kernel reads it (tags code of the schedule topic)."""
+
+    delay_ms: np.ndarray  # int64, ms per level (-1: not in the table)
+    max_level: int
+    ok: bool  # False: the table cannot be read by the kernel (every delayed record falls back)
+    sched: np.ndarray  # uint8, the schedule topic's name
+
+
+class RowColumns(NamedTuple):
+    """One entry per record (the columns of :class:`DispatchBatch`)."""
+
+    off: np.ndarray  # int64
+    size: np.ndarray  # int32
+    qid: np.ndarray  # int32
+    qoff: np.ndarray  # int64
+    sysf: np.ndarray  # int32
+    ts: np.ndarray  # int64
+    tags: np.ndarray  # int64
+    topic_id: np.ndarray  # int32
+
+
+class TopicTable(NamedTuple):
+    """Distinct topics of a chunk: first occurrence (span) per id and an open-addressing table."""
+
+    rep_s: np.ndarray
+    rep_l: np.ndarray
+    table: np.ndarray
+
+
+class KeyColumns(NamedTuple):
+    row: np.ndarray  # int64, record of each index key
+    hash: np.ndarray  # int32
+
+
+class SkipColumns(NamedTuple):
+    """Records skipped for a length mismatch."""
+
+    pos: np.ndarray
+    total: np.ndarray
+    computed: np.ndarray
+
+
+class CrcSpans(NamedTuple):
+    """Body spans to checksum after the pass (``check_crc``), with where to cut on a mismatch."""
+
+    pos: np.ndarray
+    start: np.ndarray
+    length: np.ndarray
+    row: np.ndarray
+    skip: np.ndarray
+
+
+@njit(cache=True, nogil=True)
+def _scan_kernel(buf, prm, delay, rows, topics, keys, fallback, skips, crcs):  # fmt: skip
+    """One pass over the records: columns, topic ids, index key hashes (hashed while the
+    properties are in cache), tags codes.  With ``check_crc`` the body spans are collected for
+    :func:`~mqstore.kernels.crc.crc32_spans` (checked afterwards, the scan is cut at the first
+    mismatch).  Returns the counts ``(n, pos, state, topics, skips, keys, fallbacks, crcs)``."""
+    base, start, end, check_crc, skip_mismatch, max_records = prm
+    delay_ms, max_level, delay_ok, sched = delay
+    off, size, qid, qoff, sysf, ts, tags, topic_id = rows
+    rep_s, rep_l, table = topics
+    key_row, key_hash = keys
+    skip_pos, skip_total, skip_computed = skips
+    crc_pos, crc_s, crc_l, crc_row, crc_skip = crcs
+    cap = off.shape[0]
+    kcap = key_row.shape[0]
+    tcap = rep_s.shape[0]
+    n = 0
+    nt = 0
+    ns = 0
+    nk = 0
+    nf = 0
+    nc = 0
+    pos = start
+    state = ST_RANGE
+    mask = table.shape[0] - 1
+    props = np.empty(PROP_SPANS, np.int64)
+    last_tid = -1
+    c31 = np.uint64(31)
+    while pos < end:
+        if max_records >= 0 and n >= max_records:
+            state = ST_LIMIT
+            break
+        if n >= cap or ns >= cap or nt >= tcap:
+            state = ST_FULL
+            break
+        head_state, total = head(buf, pos, end, FIXED_MIN)
+        if head_state != ST_OK:
+            state = head_state
+            break
+        rend = pos + total
+        magic = rd_i32(buf, pos + 4)
+        sys = rd_i32(buf, pos + 36)
+        bw = 20 if sys & 0x10 else 8
+        sw = 20 if sys & 0x20 else 8
+        p = pos + 48 + bw + 8 + sw + 12
+        if p + 4 > rend:
+            state = ST_BAD
+            break
+        body_len = rd_i32(buf, p)
+        p += 4
+        if body_len < 0 or p + body_len > rend:
+            state = ST_BAD
+            break
+        bs = p
+        p += body_len
+        if magic == MAGIC_V2:
+            if p + 2 > rend:
+                state = ST_BAD
+                break
+            tl = rd_i16(buf, p)
+            p += 2
+            tw = 2
+        else:
+            if p + 1 > rend:
+                state = ST_BAD
+                break
+            tl = np.int64(buf[p])
+            if tl >= 128:
+                tl -= 256
+            p += 1
+            tw = 1
+        if tl < 0 or p + tl > rend:
+            state = ST_BAD
+            break
+        tps = p
+        p += tl
+        if p + 2 > rend:
+            state = ST_BAD
+            break
+        pl = rd_i16(buf, p)
+        p += 2
+        if pl < 0 or p + pl > rend:
+            state = ST_BAD
+            break
+        pps = p
+        computed = 48 + bw + 8 + sw + 12 + 4 + body_len + tw + tl + 2 + pl
+        if computed != total and not skip_mismatch:
+            state = ST_BAD
+            break
+        if check_crc:
+            crc_pos[nc] = pos
+            crc_s[nc] = bs
+            crc_l[nc] = body_len
+            crc_row[nc] = n
+            crc_skip[nc] = ns
+            nc += 1
+        if computed != total:
+            skip_pos[ns] = base + pos
+            skip_total[ns] = total
+            skip_computed[ns] = computed
+            ns += 1
+            pos += total
+            continue
+        # ---- a valid record: its properties first (the key count decides whether it fits)
+        prop_spans(buf, pps, pps + pl, props)
+        k = 1 if props[P_UNIQ] >= 0 else 0
+        if props[P_KEYS] >= 0:
+            k += count_pieces(buf, props[P_KEYS], props[P_KEYS + 1])
+        if nk + k > kcap:
+            if check_crc:
+                nc -= 1
+            state = ST_FULL
+            break
+        store_ts = rd_i64(buf, pos + 48 + bw)
+        off[n] = base + pos
+        size[n] = total
+        qid[n] = rd_i32(buf, pos + 12)
+        qoff[n] = rd_i64(buf, pos + 20)
+        sysf[n] = sys
+        ts[n] = store_ts
+        # topic: Java hash state (continued by the index keys) and its id
+        st = hash_continue(buf, tps, tps + tl, np.uint64(0))
+        if last_tid >= 0 and rep_l[last_tid] == tl and eq_bytes(buf, rep_s[last_tid], tps, tl):
+            tid = last_tid
+        else:
+            slot = np.int64(((st * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(33)) & np.uint64(mask))
+            while True:
+                t = table[slot]
+                if t < 0:
+                    tid = nt
+                    rep_s[nt] = tps
+                    rep_l[nt] = tl
+                    table[slot] = nt
+                    nt += 1
+                    break
+                if rep_l[t] == tl and eq_bytes(buf, rep_s[t], tps, tl):
+                    tid = t
+                    break
+                slot = (slot + 1) & mask
+            last_tid = tid
+        topic_id[n] = tid
+        # index keys: topic#uniq first, then every non-empty KEYS piece
+        h0 = st * c31 + np.uint64(35)
+        if props[P_UNIQ] >= 0:
+            key_row[nk] = n
+            key_hash[nk] = index_hash_span(buf, props[P_UNIQ], props[P_UNIQ + 1], h0)
+            nk += 1
+        if props[P_KEYS] >= 0:
+            i = props[P_KEYS]
+            e = props[P_KEYS + 1]
+            while i < e:
+                j = i
+                while j < e and buf[j] != 32:
+                    j += 1
+                if j > i:
+                    key_row[nk] = n
+                    key_hash[nk] = index_hash_span(buf, i, j, h0)
+                    nk += 1
+                i = j + 1
+        # tagsCode (delay topic: deliver time)
+        code = np.int64(0)
+        done = False
+        if props[P_DELAY] >= 0 and eq_const(buf, tps, tl, sched):
+            ds = props[P_DELAY]
+            dl = props[P_DELAY + 1] - ds
+            digits = delay_ok and 1 <= dl <= 18
+            level = np.int64(0)
+            if digits:
+                for q in range(ds, ds + dl):
+                    d = np.int64(buf[q]) - 48
+                    if d < 0 or d > 9:
+                        digits = False
+                        break
+                    level = level * 10 + d
+            if not digits:
+                fallback[nf] = n
+                nf += 1
+                done = True
+            else:
+                if level > max_level:
+                    level = max_level
+                if level > 0:
+                    dm = np.int64(1000)
+                    if level < delay_ms.shape[0] and delay_ms[level] >= 0:
+                        dm = delay_ms[level]
+                    code = store_ts + dm
+                    done = True
+        if not done and props[P_TAGS] >= 0:
+            code = state_to_int32(hash_continue(buf, props[P_TAGS], props[P_TAGS + 1], np.uint64(0)))
+        tags[n] = code
+        n += 1
+        pos += total
+    return n, pos, state, nt, ns, nk, nf, nc
+
+
+
+_SCHED = np.frombuffer(SCHEDULE_TOPIC.encode("ascii"), np.uint8).copy()
+
+
+def _delay_rule(delay_table: dict[int, int]) -> DelayRule:
+    if not delay_table:
+        return DelayRule(np.full(1, -1, np.int64), 0, True, _SCHED)
+    lo, hi = min(delay_table), max(delay_table)
+    if lo < 0 or hi > 1_000_000:
+        return DelayRule(np.full(1, -1, np.int64), 0, False, _SCHED)
+    arr = np.full(hi + 1, -1, np.int64)
+    for level, ms in delay_table.items():
+        arr[level] = ms
+    return DelayRule(arr, hi, True, _SCHED)
+
+
+def _table_size(n: int) -> int:
+    size = 16
+    while size < 2 * n + 2:
+        size <<= 1
+    return size
+
+
+#: rows of the first output chunk per byte of range (records are at least 91 bytes; a chunk that
+#: fills up is continued with another one, so this only trades memory against merge copies)
+_BYTES_PER_ROW_GUESS = 160
+_KEYS_PER_ROW_GUESS = 4
+_MAX_CHUNK_ROWS = 1 << 22
+_MAX_CHUNK_TOPICS = 1 << 14
+_MAX_KEYS_PER_RECORD = 1 + (0x7FFF + 1) // 2  # uniq key + KEYS pieces of a 32767-byte property string
+
+
+@dataclass(slots=True)
+class _Chunk:
+    rows: RowColumns  # trimmed; topic ids into ``topics``
+    topics: list[str]
+    key_row: np.ndarray
+    key_hash: np.ndarray
+    skipped: list[tuple[int, str]]
+    pos: int
+    state: int
+
+
+def _scan_chunk(
+    u8: np.ndarray, file_from_offset: int, start: int, end: int, check_crc: bool, skip_length_mismatch: bool,
+    limit: int, delay: DelayRule, delay_table: dict[int, int],
+) -> _Chunk:  # fmt: skip
+    cap = max(16, min((end - start) // _BYTES_PER_ROW_GUESS + 16, _MAX_CHUNK_ROWS))
+    if limit >= 0:
+        cap = max(1, min(cap, limit))
+    kcap = cap * _KEYS_PER_ROW_GUESS + _MAX_KEYS_PER_RECORD  # the first record always fits: progress
+    i64, i32 = (lambda n: np.empty(n, np.int64)), (lambda n: np.empty(n, np.int32))
+    rows = RowColumns(off=i64(cap), size=i32(cap), qid=i32(cap), qoff=i64(cap), sysf=i32(cap), ts=i64(cap),
+                      tags=i64(cap), topic_id=i32(cap))  # fmt: skip
+    fallback = i64(cap)
+    # distinct topics of a chunk: a full table ends the chunk (many topics are rare)
+    tcap = min(cap, _MAX_CHUNK_TOPICS)
+    topics_t = TopicTable(i64(tcap), i64(tcap), np.full(_table_size(tcap), -1, np.int64))
+    keys = KeyColumns(i64(kcap), i32(kcap))
+    skips = SkipColumns(i64(cap), i64(cap), i64(cap))
+    ncrc = 2 * cap if check_crc else 0
+    crcs = CrcSpans(*(i64(ncrc) for _ in range(5)))
+    prm = ScanParams(np.int64(file_from_offset), np.int64(start), np.int64(end), bool(check_crc),
+                     bool(skip_length_mismatch), np.int64(limit))  # fmt: skip
+    counts = _scan_kernel(u8, prm, delay, rows, topics_t, keys, fallback, skips, crcs)
+    n, pos, state, nt, ns, nk, nf, nc = (int(v) for v in counts)
+    if nc:
+        got = crc32_spans(u8, crcs.start[:nc], crcs.length[:nc])
+        stored = _stored_crcs(u8, crcs.pos[:nc])
+        bad = np.flatnonzero((got & 0x7FFFFFFF) != stored)
+        if len(bad):
+            j = int(bad[0])
+            n, ns, pos, state = int(crcs.row[j]), int(crcs.skip[j]), int(crcs.pos[j]), ST_BAD
+            nk = int(np.searchsorted(keys.row[:nk], n))
+            nf = int(np.searchsorted(fallback[:nf], n))
+            nt = int(rows.topic_id[:n].max()) + 1 if n else 0
+    # topics: ids of distinct byte strings → ids of distinct decoded strings (first appearance)
+    topics: dict[str, int] = {}
+    remap = np.empty(nt, np.int32)
+    for t in range(nt):
+        s = int(topics_t.rep_s[t])
+        name = u8[s : s + int(topics_t.rep_l[t])].tobytes().decode("utf-8", "replace")
+        remap[t] = topics.setdefault(name, len(topics))
+    tid = rows.topic_id[:n]
+    if nt and len(topics) < nt:
+        tid = remap[tid]
+    tags = rows.tags[:n]
+    for r in fallback[:nf].tolist():
+        res = check_record(u8, int(rows.off[r]) - file_from_offset, end, check_crc=False, read_body=False)
+        rec = res.record
+        assert rec is not None
+        tags[r] = tags_code(rec.topic, rec.tags, rec.delay, rec.store_timestamp, delay_table)
+    skipped = [
+        (int(skips.pos[i]), f"length mismatch: TOTALSIZE {int(skips.total[i])}, fields add up to {int(skips.computed[i])}")
+        for i in range(ns)
+    ]
+    trimmed = RowColumns(rows.off[:n], rows.size[:n], rows.qid[:n], rows.qoff[:n], rows.sysf[:n], rows.ts[:n], tags,
+                         tid)  # fmt: skip
+    return _Chunk(trimmed, list(topics), keys.row[:nk], keys.hash[:nk], skipped, pos, state)
+
+
+@njit(cache=True, nogil=True)
+def _stored_crcs_kernel(buf: np.ndarray, pos: np.ndarray, out: np.ndarray) -> None:
+    for i in range(pos.shape[0]):
+        out[i] = rd_i32(buf, pos[i] + 8)
+
+
+def _stored_crcs(u8: np.ndarray, pos: np.ndarray) -> np.ndarray:
+    out = np.empty(len(pos), np.int64)
+    _stored_crcs_kernel(u8, pos, out)
+    return out
+
+
+def _merge_chunks(chunks: list[_Chunk]) -> _Chunk:
+    if len(chunks) == 1:
+        return chunks[0]
+    topics: dict[str, int] = {}
+    tids, key_rows, base = [], [], 0
+    for c in chunks:
+        remap = np.array([topics.setdefault(t, len(topics)) for t in c.topics] or [0], np.int32)
+        tids.append(remap[c.rows.topic_id] if len(c.rows.topic_id) else c.rows.topic_id)
+        key_rows.append(c.key_row + base)
+        base += len(c.rows.topic_id)
+    cols = {f: np.concatenate([getattr(c.rows, f) for c in chunks]) for f in RowColumns._fields if f != "topic_id"}
+    rows = RowColumns(**cols, topic_id=np.concatenate(tids).astype(np.int32, copy=False))
+    return _Chunk(
+        rows, list(topics), np.concatenate(key_rows), np.concatenate([c.key_hash for c in chunks]),
+        [s for c in chunks for s in c.skipped], chunks[-1].pos, chunks[-1].state,
+    )  # fmt: skip
+
+
+def scan_segment(
+    buf: bytes | bytearray | memoryview | np.ndarray,
+    file_from_offset: int,
+    start: int,
+    end: int,
+    *,
+    check_crc: bool = False,
+    skip_length_mismatch: bool = True,
+    max_records: int | None = None,
+    delay_table: dict[int, int] = DEFAULT_DELAY_TABLE,
+    threads: int | None = 1,
+) -> DispatchBatch:
+    """Fast path of :func:`scan_segment_py` (same arguments, same result).
+
+    ``buf`` may be any contiguous bytes-like object (a memory map too) or a ``uint8`` array; no
+    copy is made.  ``[start, end)`` must lie inside the buffer (else ``InvalidArgumentError``).
+    The kernel releases the GIL (a rebuild overlaps scanning and writing in two threads).
+
+    ``threads`` (default 1; ``None``: :func:`~mqstore.kernels.threads.default_threads`): a scan
+    without ``max_records`` of at least :data:`PARALLEL_MIN_BYTES` is cut into that many byte
+    ranges scanned at the same time.  Each cut is put on a record boundary found by its signature
+    (a v1/v2 magic, a plausible TOTALSIZE and a PHYSICALOFFSET field equal to the record's own
+    offset) and *verified*: a range's results are used only if the scan of the range before it
+    ended exactly on the cut; otherwise the scan goes on sequentially from where that range
+    stopped.  The result is the sequential one whatever the data.
+    """
+    u8 = as_u8(buf)
+    check_range(u8, start, end)
+    limit = -1 if max_records is None else max(int(max_records), 0)
+    delay = _delay_rule(delay_table)
+    nthreads = 1 if threads == 1 else resolve_threads(threads)
+    chunks: list[_Chunk] = []
+    pos = start
+    if nthreads > 1 and limit < 0 and end - start >= PARALLEL_MIN_BYTES:
+        cuts = _cuts(u8, file_from_offset, start, end, nthreads)
+        if len(cuts) > 2:
+            parts = run_parallel(_scan_run, [
+                (u8, file_from_offset, a, b, check_crc, skip_length_mismatch, -1, delay, delay_table)
+                for a, b in pairwise(cuts)
+            ])  # fmt: skip
+            for k, (part_chunks, part_pos, part_state) in enumerate(parts):
+                chunks += part_chunks
+                pos = part_pos
+                if k == len(parts) - 1:
+                    return _batch_of(chunks, u8, file_from_offset, end, check_crc)
+                if part_state != ST_RANGE or part_pos != cuts[k + 1]:
+                    break  # the record chain did not land on the cut: go on sequentially from here
+    more, _, _ = _scan_run(u8, file_from_offset, pos, end, check_crc, skip_length_mismatch, limit, delay, delay_table)
+    return _batch_of(chunks + more, u8, file_from_offset, end, check_crc)
+
+
+#: a scan of fewer bytes is never split between threads
+PARALLEL_MIN_BYTES = 4 << 20
+#: how far past a tentative cut the boundary search looks (a record is at most this long here)
+_CUT_SEARCH_BYTES = 8 << 20
+
+
+def _cuts(u8: np.ndarray, base: int, start: int, end: int, parts: int) -> list[int]:
+    cuts = [start]
+    for k in range(1, parts):
+        guess = start + (end - start) * k // parts
+        if guess <= cuts[-1]:
+            continue
+        q = int(find_boundary(u8, np.int64(base), np.int64(guess), np.int64(end), np.int64(_CUT_SEARCH_BYTES)))
+        if q > cuts[-1]:
+            cuts.append(q)
+    cuts.append(end)
+    return cuts
+
+
+def _scan_run(
+    u8: np.ndarray, file_from_offset: int, pos: int, end: int, check_crc: bool, skip_length_mismatch: bool,
+    limit: int, delay: DelayRule, delay_table: dict[int, int],
+) -> tuple[list[_Chunk], int, int]:  # fmt: skip
+    """Chunks of a sequential scan of ``[pos, end)`` until it stops: ``(chunks, pos, state)``."""
+    chunks: list[_Chunk] = []
+    rows = 0
+    while True:
+        left = -1 if limit < 0 else limit - rows
+        c = _scan_chunk(u8, file_from_offset, pos, end, check_crc, skip_length_mismatch, left, delay, delay_table)
+        chunks.append(c)
+        rows += len(c.rows.topic_id)
+        pos = c.pos
+        if c.state != ST_FULL:
+            return chunks, pos, c.state
+        if not len(c.rows.topic_id) and not c.skipped:  # pragma: no cover - the capacities guarantee progress
+            raise CorruptDataError("scan made no progress", offset=file_from_offset + pos)
+
+
+def _batch_of(chunks: list[_Chunk], u8: np.ndarray, file_from_offset: int, end: int, check_crc: bool) -> DispatchBatch:
+    c = _merge_chunks(chunks)
+    stop, error = _stop_of(c.state, u8, c.pos, end, check_crc)
+    r = c.rows
+    return DispatchBatch(
+        commit_log_offset=r.off,
+        size=r.size,
+        queue_id=r.qid,
+        queue_offset=r.qoff,
+        sys_flag=r.sysf,
+        store_timestamp=r.ts,
+        tags_code=r.tags,
+        topic_id=np.ascontiguousarray(r.topic_id, np.int32),
+        topics=c.topics,
+        key_row=c.key_row,
+        key_hash=c.key_hash,
+        next_offset=file_from_offset + c.pos,
+        stop=stop,
+        error=error,
+        skipped=c.skipped,
+    )
+
+
+def _stop_of(state: int, u8: np.ndarray, pos: int, end: int, check_crc: bool) -> tuple[str, str | None]:
+    stop = walk_stop(state, u8, pos, end)
+    if stop != STOP_INVALID:
+        return stop, None
+    res = check_record(u8, pos, end, check_crc=check_crc, read_body=False)
+    return STOP_INVALID, res.error or "invalid record"
+
+
+register("rocketmq.scan_segment", scan_segment, scan_segment_py)
