@@ -10,6 +10,7 @@ from typing import Any
 
 import click
 
+from mqstore.cli import kafka_internal
 from mqstore.cli.common import echo_json_lines, handle_errors, json_option, print_table, progress, to_json
 from mqstore.errors import InvalidArgumentError, StoreNotFoundError
 
@@ -45,9 +46,12 @@ def _files_for_dump(p: Path) -> list[Path]:
                       and remote_index_base_offset(f.name) is not None)
     if p.is_dir():
         files = segment_files(p, _DUMP_SUFFIXES)
-        if not files:
+        extra = kafka_internal.extra_files(p)  # KRaft snapshots, quorum-state
+        if not files and not extra:
             raise StoreNotFoundError("no Kafka segment files in directory", path=str(p))
-        return files
+        return files + extra
+    if kafka_internal.is_extra_file(p):
+        return [p]
     if p.suffix in (".txnindex", ".snapshot"):
         return [p]
     log_of(p)  # InvalidArgumentError for any other file
@@ -87,6 +91,9 @@ def _jbool(v: Any) -> str:
 def _text_line(obj: dict[str, Any]) -> str:
     """One line as Kafka's kafka-dump-log prints it (docs/kafka.md lists the differences left)."""
     t = obj["type"]
+    extra = kafka_internal.extra_text_line(obj)
+    if extra is not None:
+        return extra
     if t == "batch" and "baseOffset" in obj:
         horizon = f"OptionalLong[{obj['deleteHorizonMs']}]" if obj.get("hasDeleteHorizon") else "OptionalLong.empty"
         return (f"baseOffset: {obj['baseOffset']} lastOffset: {obj['lastOffset']} count: {obj['count']} "
@@ -109,11 +116,15 @@ def _text_line(obj: dict[str, Any]) -> str:
             s += f" sequence: {obj['sequence']} headerKeys: [{','.join(obj['headerKeys'])}]"
         if "controlType" in obj:
             s += _control_text(obj)
+        elif (dec := kafka_internal.decoded_text(obj)) is not None:
+            s += dec
         else:
             if obj["key"] is not None:
                 s += f" key: {_fmt_bytes(obj['key'])}"
             if obj["value"] is not None:
                 s += f" payload: {_fmt_bytes(obj['value'])}"
+            if "decoded" in obj:
+                s += f" decodeError: {obj['decoded']['decodeError']}"
         return s
     if t == "offset_index_entry":
         return f"offset: {obj['offset']} position: {obj['position']}"
@@ -259,14 +270,15 @@ def _dump_log_dir(p: Path, as_json: bool) -> None:
 @click.option("--key", default=None, help="Only records with this key (UTF-8).")
 @click.option("--header", "header", default=None, help="Only records with this header: KEY or KEY=VALUE.")
 @click.option("--decode", default=None, help="Show keys, values and header values as utf8, hex or json.")
+@kafka_internal.decoder_option
 @json_option
 @handle_errors
 def dump(path: str, print_data: bool, isolation: str, from_time: str | None, to_time: str | None, key: str | None,
-         header: str | None, decode: str | None, as_json: bool) -> None:
+         header: str | None, decode: str | None, decoder: str, as_json: bool) -> None:
     """Print the batches of a .log, the entries of a .index/.timeindex/.txnindex, a producer
-    .snapshot, a whole partition directory, a log directory (one summary per partition), or a
-    checkpoint / meta.properties / partition.metadata / leader-epoch-checkpoint /
-    .kafka_cleanshutdown file.
+    .snapshot, a whole partition directory, a log directory (one summary per partition), a KRaft
+    snapshot / quorum-state, or a checkpoint / meta.properties / partition.metadata /
+    leader-epoch-checkpoint / .kafka_cleanshutdown file.
 
     With a record filter (--from-time/--to-time/--key/--header) only the matching records are
     printed, each after its batch line, and index files are left out."""
@@ -297,10 +309,15 @@ def dump(path: str, print_data: bool, isolation: str, from_time: str | None, to_
     done = 0
     with progress("dump") as prog:
         for f in files:
-            if f.suffix == ".log":
-                objs: Any = dump_log(f, print_data=print_data or filtering or decode is not None)
+            dec = kafka_internal.resolve_decoder(decoder, f)
+            data = print_data or filtering or decode is not None or (decoder != "auto" and dec != "none")
+            if kafka_internal.is_extra_file(f):
+                objs: Any = kafka_internal.annotate(kafka_internal.dump_extra(f, data), dec)
+            elif f.suffix == ".log":
+                objs = dump_log(f, print_data=data)
                 if committed is not None:
                     objs = committed(objs)
+                objs = kafka_internal.annotate(objs, dec)
                 if filtering:
                     objs = _filter_records(objs, lo, hi, kb, hdr)
                 if decode is not None:
@@ -419,7 +436,13 @@ def verify(path: str, strict: bool, as_json: bool) -> None:
         _verify_log_dir(p, strict, as_json)
         return
     with _progress("verify") as prog:
-        report = verify_path(p, strict=strict, progress=prog)
+        if kafka_internal.is_extra_file(p):  # one KRaft snapshot / quorum-state
+            from mqstore.storage.kafka.tools import VerifyReport
+
+            report = VerifyReport()
+        else:
+            report = verify_path(p, strict=strict, progress=prog)
+        kafka_internal.verify_extra(p, report)
     if as_json:
         click.echo(to_json({
             "ok": report.ok, "segments": report.segments, "batches": report.batches, "bytes": report.bytes,
@@ -611,3 +634,5 @@ def _register_more() -> None:
 
 
 _register_more()
+
+kafka_internal.register(group)

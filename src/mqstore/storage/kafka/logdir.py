@@ -370,6 +370,9 @@ def _verify_partition_job(args: tuple[dict[str, Any], bool]) -> PartitionVerify:
             if b.epoch <= a.epoch or b.start_offset < a.start_offset:
                 rep.add("leader_epoch_order", Path(info.path) / LEADER_EPOCH_CHECKPOINT, None,
                         f"entry ({b.epoch}, {b.start_offset}) does not follow ({a.epoch}, {a.start_offset})")
+    from mqstore.storage.kafka.internal import verify_kraft_files
+
+    verify_kraft_files(info.path, rep)  # KRaft snapshots and quorum-state of __cluster_metadata-0
     if not info.logs:  # (verify_path lists these itself when there are segments)
         from mqstore.storage.kafka.tools import _note_other_files
 
@@ -483,6 +486,10 @@ def verify_log_dir(path: str | os.PathLike[str], *, strict: bool = False, worker
     if layout.remote_cache or REMOTE_INDEX_CACHE in layout.entries:
         _verify_remote_cache(d / REMOTE_INDEX_CACHE, layout.remote_cache, top)
     _checkpoint_notes(layout, files, top)
+    if (d / "bootstrap.checkpoint").is_file():
+        from mqstore.storage.kafka.internal import verify_snapshot
+
+        verify_snapshot(d / "bootstrap.checkpoint", top)
     todo = [p for p in layout.partitions if p.name.state != "delete"]
     for p in layout.partitions:
         if p.name.state == "delete":
