@@ -263,9 +263,10 @@ def dump(path: str, print_data: bool, as_json: bool) -> None:
     if is_log_dir(p):
         _dump_log_dir(p, as_json)
         return
+    files = _files_for_dump(p)  # a directory without segments is an error before anything is printed
     if p.is_dir():
         _dump_other_files(p, as_json)
-    for f in _files_for_dump(p):
+    for f in files:
         objs = dump_log(f, print_data=print_data) if f.suffix == ".log" else dump_index(f)
         if as_json:
             echo_json_lines({"file": str(f), **o} for o in objs)
