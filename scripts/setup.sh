@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Sets up everything mqstore needs on a fresh Debian machine with Python 3.11:
 #   * Java 17 (for PySpark) through apt-get when `java` is missing,
+#   * Chromium (the report pages are checked in a real headless browser) through apt-get when missing,
 #   * a virtual environment in .venv with mqstore installed (editable) plus its Spark and test extras.
 # Safe to run again: it only reinstalls when pyproject.toml changed since the last run.
 set -euo pipefail
@@ -15,6 +16,16 @@ if ! command -v java >/dev/null 2>&1; then
     export DEBIAN_FRONTEND=noninteractive
     $SUDO apt-get update -q
     $SUDO apt-get install -y -q --no-install-recommends openjdk-17-jre-headless procps
+fi
+
+if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/null 2>&1; then
+    log "chromium not found: installing it with apt-get (the report page test drives it with Playwright)"
+    SUDO=""
+    if [ "$(id -u)" != "0" ]; then SUDO="sudo"; fi
+    export DEBIAN_FRONTEND=noninteractive
+    # not fatal: without a browser only that one test is skipped (with its reason)
+    { $SUDO apt-get update -q && $SUDO apt-get install -y -q --no-install-recommends chromium; } \
+        || log "could not install chromium: the browser test will be skipped"
 fi
 
 PY="${PYTHON:-}"

@@ -5,7 +5,8 @@ Layers (each imports only the ones below it):
 * :mod:`mqstore.formats`  – pure codecs, bytes in and bytes out, no I/O;
 * :mod:`mqstore.kernels`  – vectorised / compiled hot loops with pure-Python twins;
 * :mod:`mqstore.storage`  – mapped files, segment queues, the RocketMQ and Kafka store parts;
-* :mod:`mqstore.api`      – :class:`MessageStore` (RocketMQ layout) and the Kafka partition log;
+* :mod:`mqstore.api`      – :class:`MessageStore` (RocketMQ layout, ``api.rocketmq``) and the Kafka
+  partition log (``api.kafka``, also ``mqstore.kafka``);
 * :mod:`mqstore.spark`    – PySpark data sources and jobs;
 * :mod:`mqstore.cli`      – the ``mqstore`` command.
 """

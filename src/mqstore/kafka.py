@@ -1,93 +1,10 @@
-"""Public API of mqstore's Kafka layer (a contract: code outside the project relies on it).
+"""``mqstore.kafka``: the Kafka API, :mod:`mqstore.api.kafka` (beside :mod:`mqstore.api.rocketmq`),
+under its short public name.
 
 >>> from mqstore.kafka import PartitionLog, LogSegment, LogConfig
->>> log = PartitionLog.open("/data/orders-0")                       # doctest: +SKIP
->>> log.append_records([b"hello", b"world"])                         # doctest: +SKIP
->>> seg = LogSegment.open("/data/orders-0/00000000000000000000.log") # doctest: +SKIP
->>> seg.offset_index.lookup(42), seg.time_index.lookup(1700000000000) # doctest: +SKIP
-
-Results are small named tuples / dataclasses; "not found" is ``None``.  See ``docs/kafka.md``.
 """
 
 from __future__ import annotations
 
-from mqstore.formats.kafka import (
-    BatchHeader,
-    Compression,
-    ControlRecord,
-    ControlRecordType,
-    Header,
-    Record,
-    RecordBatch,
-    SimpleRecord,
-    TimestampType,
-    decode_batch,
-    decode_batch_header,
-    decode_control_record,
-    encode_batch,
-    encode_end_txn_marker_batch,
-)
-from mqstore.formats.kafka.index_entry import OffsetPosition, TimestampOffset
-from mqstore.kernels.kafka.batches import scan_batches
-from mqstore.kernels.kafka.records import decode_records_columnar
-from mqstore.storage.kafka.index import OffsetIndex, TimeIndex
-from mqstore.storage.kafka.log import (
-    EARLIEST_TIMESTAMP,
-    LATEST_TIMESTAMP,
-    MAX_TIMESTAMP,
-    LogAppendInfo,
-    OffsetLookup,
-    PartitionLog,
-    TimestampLookup,
-)
-from mqstore.storage.kafka.rebuild import RebuildResult, rebuild_indexes
-from mqstore.storage.kafka.segment import (
-    FetchDataInfo,
-    LogConfig,
-    LogOffsetMetadata,
-    LogOffsetPosition,
-    LogSegment,
-    TimestampAndOffset,
-)
-from mqstore.storage.kafka.tools import VerifyProblem, VerifyReport, verify_path
-
-__all__ = [
-    "EARLIEST_TIMESTAMP",
-    "LATEST_TIMESTAMP",
-    "MAX_TIMESTAMP",
-    "BatchHeader",
-    "Compression",
-    "ControlRecord",
-    "ControlRecordType",
-    "FetchDataInfo",
-    "Header",
-    "LogAppendInfo",
-    "LogConfig",
-    "LogOffsetMetadata",
-    "LogOffsetPosition",
-    "LogSegment",
-    "OffsetIndex",
-    "OffsetLookup",
-    "OffsetPosition",
-    "PartitionLog",
-    "RebuildResult",
-    "Record",
-    "RecordBatch",
-    "SimpleRecord",
-    "TimeIndex",
-    "TimestampAndOffset",
-    "TimestampLookup",
-    "TimestampOffset",
-    "TimestampType",
-    "VerifyProblem",
-    "VerifyReport",
-    "decode_batch",
-    "decode_batch_header",
-    "decode_control_record",
-    "decode_records_columnar",
-    "encode_batch",
-    "encode_end_txn_marker_batch",
-    "rebuild_indexes",
-    "scan_batches",
-    "verify_path",
-]
+from mqstore.api.kafka import *  # noqa: F403
+from mqstore.api.kafka import __all__  # noqa: F401

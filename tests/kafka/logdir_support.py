@@ -14,6 +14,7 @@ from mqstore.formats.kafka.logdir_files import (
     encode_leader_epoch_checkpoint,
     encode_offset_checkpoint,
 )
+from mqstore.formats.kafka.txn import encode_producer_snapshot
 from mqstore.kafka import LogConfig, PartitionLog
 
 # Timestamps go up and down inside a batch and across batches, like real producers' clocks.
@@ -96,7 +97,7 @@ def build_log_dir(root: Path) -> Path:
         (p / "partition.metadata").write_text(f"version: 0\ntopic_id: {TOPIC_ID}\n")
         (p / "leader-epoch-checkpoint").write_bytes(
             encode_leader_epoch_checkpoint([EpochEntry(0, 0), EpochEntry(1, 100), EpochEntry(2, 200)]))
-    (orders0 / "00000000000000000150.snapshot").write_bytes(b"\0" * 10)
+    (orders0 / "00000000000000000150.snapshot").write_bytes(encode_producer_snapshot([]))  # a valid empty snapshot
     (orders0 / "00000000000000000000.txnindex").write_bytes(b"")
     (orders0 / "00000000000000000000.log.deleted").write_bytes(b"")
     (comp / "00000000000000000000.log.cleaned").write_bytes(b"")

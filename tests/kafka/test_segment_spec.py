@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from kafka_support import append_batch, batch
 
-from mqstore.errors import OffsetOverflowError
+from mqstore.errors import InvalidArgumentError, OffsetOverflowError
 from mqstore.formats.kafka import walk_batches
 from mqstore.kafka import LogConfig, LogSegment
 from mqstore.storage.kafka.segment import RollParams
@@ -70,7 +70,7 @@ def test_read_max_size_zero_and_min_one_message(tmp_path: Path) -> None:
         assert r is not None and r.records == data and not r.first_entry_incomplete
         r = seg.read(50, 10)
         assert r is not None and r.records == data[:10] and r.first_entry_incomplete
-        with pytest.raises(Exception, match="invalid max size"):
+        with pytest.raises(InvalidArgumentError, match="invalid max size"):
             seg.read(50, -1)
 
 

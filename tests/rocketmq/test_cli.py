@@ -108,3 +108,6 @@ def test_demo_runs(tmp_path: Path) -> None:
     r = run("demo", "--data", str(tmp_path / "d"), "--messages", "3000")
     assert r.exit_code == 0, r.output
     assert "identical to the live store: yes" in r.output
+    page = (tmp_path / "d" / "report.html").read_text()
+    assert str(tmp_path / "d" / "report.html") in r.output.replace("\n", "")
+    assert page.count("<svg") == 11 and "Verify: <span" in page

@@ -21,3 +21,4 @@ def test_demo_small(spark, tmp_path: Path) -> None:
     for line in ("local rebuild", "Spark rebuild", "indexes kept by the stream", "query-keys", "query by time"):
         assert line in out, line
     assert out.count("yes") >= 5
+    assert (tmp_path / "data" / "report.html").read_text().count("<svg") == 11

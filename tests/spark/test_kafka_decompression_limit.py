@@ -11,6 +11,7 @@ from pathlib import Path
 
 import crc32c
 import pytest
+from pyspark.errors import PySparkException
 
 from mqstore.formats.kafka.batch import SimpleRecord, encode_batch
 from mqstore.kafka import PartitionLog
@@ -34,7 +35,7 @@ def test_kafka_log_source_refuses_a_decompression_bomb(spark, tmp_path: Path) ->
         log.append_records([SimpleRecord(b"fine", b"k", timestamp=1)], compression=1)
         log.append(_gzip_bomb_batch(80 * MIB))
     reader = spark.read.format("kafka-log")
-    with pytest.raises(Exception) as excinfo:  # Spark wraps the typed error in its own exception
+    with pytest.raises(PySparkException) as excinfo:  # Spark wraps the typed error in its own exception
         reader.load(str(tmp_path / "logs")).collect()
     text = str(excinfo.value)
     assert "DecompressionLimitError" in text and "inflates past the limit of 67108864 bytes" in text

@@ -97,7 +97,7 @@ def test_keys_are_case_insensitive_and_paths_list() -> None:
     ({"path": "/x", "minPartitions": "0"}, "positive integer"),
     ({"path": "/x", "maxRecordsPerBatch": "lots"}, "positive integer"),
     ({"path": "/x", "startingOffsetsByTimestampStrategy": "oldest"}, "error or latest"),
-    ({"path": "/x", "kafka.isolation.level": "read_committed"}, "not supported"),
+    ({"path": "/x", "kafka.isolation.level": "serializable"}, "read_uncommitted or read_committed"),
     ({"path": "/x", "startingOffset": "earliest"}, "unknown option"),
 ])
 def test_bad_options_raise_typed_errors(opts: dict[str, str], fragment: str) -> None:
@@ -316,3 +316,9 @@ def test_half_written_batch_is_never_read(tmp_path: Path) -> None:
     assert end_after == {"h": {"0": n + 3}}
     (part,) = reader.partitions(end_before, end_after)
     assert [r["value"] for r in arrow_rows(read_arrow(part.range))] == [b"late-0", b"late-1", b"late-2"]
+
+
+def test_isolation_level_option() -> None:
+    assert parse_options({"path": "/x"}, streaming=False).read_committed is False
+    assert parse_options({"path": "/x", "kafka.isolation.level": "READ_COMMITTED"}, streaming=False).read_committed
+    assert not parse_options({"path": "/x", "kafka.isolation.level": "read_uncommitted"}, streaming=True).read_committed

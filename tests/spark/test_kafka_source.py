@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from kafka_log_support import CASES, as_manifest, collect, fixture_log_dir, manifest_rows, write_partition
+from pyspark.errors import PySparkException
 
 from mqstore.spark._kafka_read import KAFKA_ARROW_SCHEMA, KAFKA_ARROW_SCHEMA_WITH_HEADERS
 from mqstore.spark.kafka_source import KAFKA_SCHEMA, KAFKA_SCHEMA_WITH_HEADERS
@@ -119,7 +120,7 @@ def _error_text(excinfo: pytest.ExceptionInfo[BaseException]) -> str:
 ])
 def test_errors_carry_the_mqstore_message(spark, logdir, opts: dict[str, str], message: str) -> None:
     root, _ = logdir
-    with pytest.raises(Exception) as excinfo:  # Spark wraps the typed error in its own exception
+    with pytest.raises(PySparkException) as excinfo:  # Spark wraps the typed error in its own exception
         spark.read.format("kafka-log").options(**opts).load(str(root)).collect()
     assert message in _error_text(excinfo)
 

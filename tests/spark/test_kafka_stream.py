@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from kafka_log_support import T0, write_partition
+from pyspark.errors import PySparkException
 
 from mqstore.formats.kafka import Compression, SimpleRecord
 from mqstore.kafka import LogConfig, PartitionLog
@@ -127,9 +128,9 @@ def test_default_start_is_latest_and_max_bytes(spark, tmp_path: Path) -> None:
 def test_stream_errors_carry_the_mqstore_message(spark, tmp_path: Path) -> None:
     root = tmp_path / "logs"
     write_partition(root / "e-0", batches=3, txn=False, topic="e", partition=0)
-    with pytest.raises(Exception) as excinfo:  # Spark wraps the typed error in its own exception
+    with pytest.raises(PySparkException) as excinfo:  # Spark wraps the typed error in its own exception
         _run(spark, root, tmp_path / "ck", Collector(), startingOffsets='{"e":{"0":999}}')
     assert "is beyond the log end offset" in str(excinfo.value)
-    with pytest.raises(Exception) as excinfo:  # Spark wraps the typed error in its own exception
+    with pytest.raises(PySparkException) as excinfo:  # Spark wraps the typed error in its own exception
         _run(spark, root, tmp_path / "ck2", Collector(), endingOffsets="latest")
     assert "only valid in batch queries" in str(excinfo.value)

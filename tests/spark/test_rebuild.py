@@ -259,13 +259,17 @@ def test_included_chunks_rules() -> None:
 
 
 # ------------------------------------------------------------------------------- Kafka
-def _kafka_local(path: Path, out: Path, **kw: int) -> None:
+def _kafka_local(path: Path, out: Path, **kw: int) -> int:
+    """The local rebuild (indexes per segment, then the partition's .txnindex files); returns the
+    number of aborted transactions written."""
     from mqstore.storage.kafka.rebuild import rebuild_indexes as kafka_rebuild
+    from mqstore.storage.kafka.txn import rebuild_txn_indexes
 
     out.mkdir(parents=True, exist_ok=True)
     for log in sorted(path.glob("*.log")):
         kafka_rebuild(log, out, index_interval_bytes=kw.get("index_interval_bytes", 4096),
                       max_index_size=kw.get("max_index_bytes", 10485760))
+    return sum(r.entries for r in rebuild_txn_indexes(path, out))
 
 
 def _files(d: Path) -> dict[str, bytes]:
@@ -278,9 +282,10 @@ def test_kafka_fixtures(spark, shared_fixtures: Path, tmp_path: Path, case: str)
     d = shared_fixtures / "kafka" / case
     part = d / "corrupted_input" if (d / "corrupted_input").is_dir() else d / "segments"
     interval = json.loads((d / "manifest.json").read_text()).get("config", {}).get("index_interval_bytes", 4096)
-    _kafka_local(part, tmp_path / "local", index_interval_bytes=interval)
+    aborted = _kafka_local(part, tmp_path / "local", index_interval_bytes=interval)
     stats = rebuild_kafka(spark, part, tmp_path / "spark", index_interval_bytes=interval)
     assert _files(tmp_path / "local") == _files(tmp_path / "spark")
+    assert stats.aborted_txns == aborted
     assert stats.segments == len(list(part.glob("*.log"))) and stats.partitions == 1
     assert stats.offset_entries == sum(int(r["offset_entries"]) for r in stats.results)
 

@@ -7,6 +7,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from pyspark.errors import PySparkException
 from rocketmq_spark_support import expected_rows, make_store, manifest, normalize
 
 from mqstore.spark._rocketmq_store import list_segments
@@ -97,7 +98,7 @@ def test_crc_check(spark, shared_fixtures: Path, tmp_path: Path) -> None:
     seg.write_bytes(bytes(data))
     df = spark.read.format("rocketmq").load(str(copy))
     assert df.count() == 40  # without checkCRC the damage goes unnoticed
-    with pytest.raises(Exception, match=rf"CrcMismatchError: body CRC mismatch.*{seg}, offset {victim['physicalOffset']}"):
+    with pytest.raises(PySparkException, match=rf"CrcMismatchError: body CRC mismatch.*{seg}, offset {victim['physicalOffset']}"):
         spark.read.format("rocketmq").option("checkCRC", "true").load(str(copy)).collect()
 
 
@@ -114,7 +115,7 @@ def test_option_errors_are_clear(spark, store: Path, options: dict[str, str], me
     reader = spark.read.format("rocketmq")
     for k, v in options.items():
         reader = reader.option(k, v)
-    with pytest.raises(Exception, match=message):
+    with pytest.raises(PySparkException, match=message):
         (reader.load() if "paths" in options else reader.load(str(store))).collect()
 
 

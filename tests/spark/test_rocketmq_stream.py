@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
+from pyspark.errors import PySparkException
 from pyspark.sql import functions as F
 from rocketmq_spark_support import fill, make_store, small_config
 
@@ -87,5 +88,5 @@ def test_stream_starting_offsets_topics_and_byte_limit(spark, tmp_path: Path) ->
     assert batches >= 3  # about 40 records of ~200 bytes at most 1500 bytes per trigger
     rows, _ = run("rmq_latest", startingOffsets="latest")
     assert rows == []
-    with pytest.raises(Exception, match="not a record boundary"):
+    with pytest.raises(PySparkException, match="not a record boundary"):
         run("rmq_bad", startingOffsets=json.dumps({"broker-b": mid + 1}))

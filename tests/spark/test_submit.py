@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-import mqstore.spark.submit as submit
+import mqstore.cli.submit as submit
 from mqstore.cli.spark import default_master
 from mqstore.storage.kafka.rebuild import rebuild_indexes as kafka_rebuild
 from mqstore.storage.rocketmq.rebuild import compare_trees, rebuild_indexes
@@ -46,7 +46,7 @@ def test_default_master_yields_to_spark_submit(monkeypatch: pytest.MonkeyPatch) 
 
 
 def test_print_path() -> None:
-    out = subprocess.run([sys.executable, "-m", "mqstore.spark.submit", "--print-path"], capture_output=True,
+    out = subprocess.run([sys.executable, "-m", "mqstore.cli.submit", "--print-path"], capture_output=True,
                          text=True, check=True).stdout.strip()
     assert Path(out).resolve() == Path(submit.__file__).resolve()
 

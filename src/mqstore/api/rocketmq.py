@@ -40,7 +40,7 @@ from mqstore.formats.rocketmq.properties import (
 )
 from mqstore.formats.rocketmq.record import MAGIC_V1, Host, MessageRecord, body_crc, choose_magic
 from mqstore.kernels.crc import crc32_spans
-from mqstore.kernels.rocketmq.columns import decode_fields
+from mqstore.kernels.rocketmq.columns import RECORD_FIELDS, decode_fields
 from mqstore.kernels.rocketmq.put import RecordColumns, build_common_props
 from mqstore.storage.rocketmq.config import FLUSH_ASYNC, FLUSH_SYNC, StoreConfig, validate_topic
 from mqstore.storage.rocketmq.consumequeue import BOUNDARY_LOWER, BOUNDARY_UPPER
@@ -405,12 +405,15 @@ def _check_query_topic(topic: object) -> None:
 _HOST_TEXT: dict[bytes, str] = {}  # raw host bytes -> ``str(Host)`` (a store has a handful of hosts)
 
 
-# the fields of decode_fields rows that _exact_matches reads, in its order
+# the rows of decode_fields are unpacked by position below (one ``tolist()`` per group of candidates
+# is the cheapest way to Python ints); the order is checked against the named columns here
 _EXACT_FIELDS = (
-    "size", "bodyCRC", "queueId", "flag", "queueOffset", "physicalOffset", "sysFlag", "bornTimestamp", "bornHostPos",
-    "bornHostWidth", "storeTimestamp", "storeHostPos", "storeHostWidth", "reconsumeTimes", "preparedTransactionOffset",
-    "bodyStart", "bodyLen", "topicStart", "topicLen", "propsStart", "propsLen",
+    "size", "magic", "bodyCRC", "queueId", "flag", "queueOffset", "physicalOffset", "sysFlag", "bornTimestamp",
+    "bornHostPos", "bornHostWidth", "storeTimestamp", "storeHostPos", "storeHostWidth", "reconsumeTimes",
+    "preparedTransactionOffset", "bodyStart", "bodyLen", "topicStart", "topicLen", "propsStart", "propsLen",
 )  # fmt: skip
+if RECORD_FIELDS != _EXACT_FIELDS:  # pragma: no cover - a changed layout must change the unpacking
+    raise ImportError("mqstore.kernels.rocketmq.columns.RECORD_FIELDS changed: update _exact_matches")
 
 
 def _host_text(raw: bytes) -> str:
@@ -453,9 +456,10 @@ def _exact_matches(cl: Any, offs: list[int], topic: str, key: str, b: int, e: in
         rows = decode_fields(u8, np.array([off - base for off in group], np.int64))
         if isinstance(rows, int):
             return None
-        for (off, size, crc, queue_id, flag, queue_offset, phys, sys_flag, born_ts, born_pos, born_w, store_ts,
+        for off, row in zip(group, rows.tolist(), strict=True):
+            (size, _magic, crc, queue_id, flag, queue_offset, phys, sys_flag, born_ts, born_pos, born_w, store_ts,
              store_pos, store_w, reconsume, prepared, body_start, body_len, topic_start, topic_len, props_start,
-             props_len) in zip(group, *(rows[f].tolist() for f in _EXACT_FIELDS), strict=True):  # fmt: skip
+             props_len) = row  # fmt: skip
             if phys != off:
                 return None
             if mm[topic_start : topic_start + topic_len] != tb or not b <= store_ts <= e:

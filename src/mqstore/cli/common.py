@@ -6,7 +6,8 @@ import base64
 import functools
 import json
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from typing import Any, TypeVar
 
 import click
@@ -74,3 +75,39 @@ def print_table(title: str | None, columns: list[str], rows: Iterable[Iterable[A
     for row in rows:
         table.add_row(*("" if v is None else str(v) for v in row))
     Console().print(table)
+
+
+ProgressFn = Callable[[int, int], None]
+
+
+@contextmanager
+def progress(label: str, *, unit: str = "bytes", enabled: bool = True) -> Iterator[ProgressFn | None]:
+    """The one progress display of every long command: a rich bar on **stderr** when stderr is a
+    terminal (and ``enabled``), else nothing (``None``: scripts and pipes see no progress output).
+
+    Yields ``update(done, total)`` (``total`` may change between calls; ``unit`` ``"bytes"`` shows
+    sizes and a transfer rate, anything else plain counts).  rich is imported only when a bar is
+    shown."""
+    if not enabled or not sys.stderr.isatty():
+        yield None
+        return
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        DownloadColumn,
+        MofNCompleteColumn,
+        Progress,
+        TimeRemainingColumn,
+        TransferSpeedColumn,
+    )
+
+    cols: list[Any] = ["[progress.description]{task.description}", BarColumn()]
+    cols += [DownloadColumn(), TransferSpeedColumn()] if unit == "bytes" else [MofNCompleteColumn()]
+    cols.append(TimeRemainingColumn())
+    with Progress(*cols, console=Console(stderr=True), transient=True) as prog:
+        task = prog.add_task(label, total=None)
+
+        def update(done: int, total: int) -> None:
+            prog.update(task, completed=done, total=total)
+
+        yield update

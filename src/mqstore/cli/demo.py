@@ -7,7 +7,8 @@
    (the broker's reput service) while more messages are appended; show the indexes equal a
    local rebuild;
 4. look many keys up on Spark (query-keys) and compare with the local query, and count the
-   messages after a point in time both with the ConsumeQueue time search and on Spark.
+   messages after a point in time both with the ConsumeQueue time search and on Spark;
+5. write the store's health report (``mqstore rocketmq report --html``) to ``DATA/report.html``.
 """
 
 from __future__ import annotations
@@ -42,6 +43,27 @@ def _put(store: Any, rng: random.Random, start: int, count: int, progress: Any, 
     if batch:
         store.put_batch(batch)
         progress.advance(task, len(batch))
+
+
+def _write_report(root: Path, base: Path, config: Any, rng: random.Random) -> Path:
+    """``mqstore rocketmq report --html`` of the demo store into ``base/report.html``, with a
+    sample consumer group's offsets in ``config/consumerOffset.json`` (as the broker writes them:
+    integer queue ids unquoted) so that the lag figures have something to show."""
+    from mqstore.api.rocketmq import MessageStore
+    from mqstore.cli.report_html import render_html
+    from mqstore.storage.rocketmq.report import rocketmq_report, verify_summary
+
+    with MessageStore.open(root, config, read_only=True) as ro:
+        table = {f"{t}@demo-consumers": {q: rng.randint(0, ro.max_offset(t, q)) for q in qs}
+                 for t, qs in sorted(ro.topics().items())}
+    cfg_dir = root / "config"
+    cfg_dir.mkdir(exist_ok=True)
+    entries = ",".join(f'"{name}":{{' + ",".join(f"{q}:{o}" for q, o in offs.items()) + "}"
+                       for name, offs in table.items())
+    (cfg_dir / "consumerOffset.json").write_text('{"offsetTable":{' + entries + "}}")
+    out = base / "report.html"
+    out.write_text(render_html(rocketmq_report(root, config), verify_summary(root, config)), encoding="utf-8")
+    return out
 
 
 def _verdict(diff: list[str]) -> str:
@@ -218,6 +240,11 @@ def demo(data: str, messages: int, keep: bool, master: str, conf: tuple[str, ...
                           f"time search, {spark_count:,} on Spark; same: {'[green]yes[/]' if ok else '[red]NO[/]'}")
             if not ok:
                 failures.append("time query differs")
+    # ------------------------------------------------------------------ 5. health report
+    console.rule("[bold]5. store health report")
+    report_path = _write_report(root, base, config, rng)
+    console.print(f"[bold]report[/] (verify summary, IndexFile fill, hash chains, traffic, consumer lag, ...): "
+                  f"{report_path}")
     console.rule(f"done in {time.perf_counter() - started:.1f} s")
     if failures:
         raise SystemExit(1)

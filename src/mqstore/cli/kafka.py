@@ -10,7 +10,8 @@ from typing import Any
 
 import click
 
-from mqstore.cli.common import echo_json_lines, handle_errors, json_option, print_table, to_json
+from mqstore.cli import kafka_internal
+from mqstore.cli.common import echo_json_lines, handle_errors, json_option, print_table, progress, to_json
 from mqstore.errors import InvalidArgumentError, StoreNotFoundError
 
 
@@ -21,19 +22,8 @@ def group() -> None:
 
 @contextmanager
 def _progress(label: str) -> Iterator[Callable[[int, int], None] | None]:
-    """A rich progress bar when stdout is a terminal, else nothing."""
-    if not sys.stdout.isatty():
-        yield None
-        return
-    from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn, TransferSpeedColumn
-
-    with Progress("[progress.description]{task.description}", BarColumn(), DownloadColumn(),
-                  TransferSpeedColumn(), TimeRemainingColumn(), transient=True) as prog:
-        task = prog.add_task(label, total=None)
-
-        def update(done: int, total: int) -> None:
-            prog.update(task, completed=done, total=total)
-
+    """The CLI's one progress display (:func:`mqstore.cli.common.progress`: on stderr when it is a terminal)."""
+    with progress(label) as update:
         yield update
 
 
@@ -44,21 +34,27 @@ def _existing(path: str) -> Path:
     return p
 
 
+_DUMP_SUFFIXES = (".log", ".index", ".timeindex", ".txnindex", ".snapshot")
+
+
 def _files_for_dump(p: Path) -> list[Path]:
-    from mqstore.storage.kafka.logdir import REMOTE_INDEX_CACHE, remote_index_base_offset
+    from mqstore.storage.kafka.layout import log_of, remote_index_base_offset, segment_files
+    from mqstore.storage.kafka.logdir import REMOTE_INDEX_CACHE
 
     if p.is_dir() and p.name == REMOTE_INDEX_CACHE:  # tiered storage: <startOffset>_<segmentId>.index ...
         return sorted(f for f in p.iterdir() if f.suffix in (".index", ".timeindex")
                       and remote_index_base_offset(f.name) is not None)
     if p.is_dir():
-        files = sorted(f for f in p.iterdir()
-                       if f.suffix in (".log", ".index", ".timeindex") and f.name.split(".", 1)[0].isdigit())
-        if not files:
+        files = segment_files(p, _DUMP_SUFFIXES)
+        extra = kafka_internal.extra_files(p)  # KRaft snapshots, quorum-state
+        if not files and not extra:
             raise StoreNotFoundError("no Kafka segment files in directory", path=str(p))
-        order = {".log": 0, ".index": 1, ".timeindex": 2}
-        return sorted(files, key=lambda f: (f.name.split(".", 1)[0], order[f.suffix]))
-    if p.suffix not in (".log", ".index", ".timeindex"):
-        raise InvalidArgumentError("expected a partition directory or a .log/.index/.timeindex file", path=str(p))
+        return files + extra
+    if kafka_internal.is_extra_file(p):
+        return [p]
+    if p.suffix in (".txnindex", ".snapshot"):
+        return [p]
+    log_of(p)  # InvalidArgumentError for any other file
     return [p]
 
 
@@ -77,9 +73,11 @@ def _control_text(obj: dict[str, Any]) -> str:
     return f" controlType: UNKNOWN({obj.get('controlTypeId')})"
 
 
-def _fmt_bytes(b: bytes | None) -> str:
+def _fmt_bytes(b: bytes | str | None) -> str:
     if b is None:
         return "null"
+    if isinstance(b, str):  # already decoded (--decode)
+        return b
     try:
         return b.decode("utf-8")
     except UnicodeDecodeError:
@@ -93,6 +91,9 @@ def _jbool(v: Any) -> str:
 def _text_line(obj: dict[str, Any]) -> str:
     """One line as Kafka's kafka-dump-log prints it (docs/kafka.md lists the differences left)."""
     t = obj["type"]
+    extra = kafka_internal.extra_text_line(obj)
+    if extra is not None:
+        return extra
     if t == "batch" and "baseOffset" in obj:
         horizon = f"OptionalLong[{obj['deleteHorizonMs']}]" if obj.get("hasDeleteHorizon") else "OptionalLong.empty"
         return (f"baseOffset: {obj['baseOffset']} lastOffset: {obj['lastOffset']} count: {obj['count']} "
@@ -115,16 +116,29 @@ def _text_line(obj: dict[str, Any]) -> str:
             s += f" sequence: {obj['sequence']} headerKeys: [{','.join(obj['headerKeys'])}]"
         if "controlType" in obj:
             s += _control_text(obj)
+        elif (dec := kafka_internal.decoded_text(obj)) is not None:
+            s += dec
         else:
             if obj["key"] is not None:
                 s += f" key: {_fmt_bytes(obj['key'])}"
             if obj["value"] is not None:
                 s += f" payload: {_fmt_bytes(obj['value'])}"
+            if "decoded" in obj:
+                s += f" decodeError: {obj['decoded']['decodeError']}"
         return s
     if t == "offset_index_entry":
         return f"offset: {obj['offset']} position: {obj['position']}"
     if t == "time_index_entry":
         return f"timestamp: {obj['timestamp']} offset: {obj['offset']}"
+    if t == "aborted_txn":
+        return (f"version: {obj['version']} producerId: {obj['producerId']} firstOffset: {obj['firstOffset']} "
+                f"lastOffset: {obj['lastOffset']} lastStableOffset: {obj['lastStableOffset']}")
+    if t == "snapshot":
+        return f"version: {obj['version']} crc: {obj['crc']} producers: {obj['producers']}"
+    if t == "producer_entry":
+        return " ".join(f"{k}: {v}" for k, v in obj.items() if k not in ("type", "file"))
+    if t == "invalid_file":
+        return f"invalid: {obj['message']}"
     if t == "tail":
         return f"Found {obj['bytes']} invalid bytes at the end of {Path(obj['file']).name}"
     return str(obj)
@@ -155,7 +169,8 @@ def _dump_text_file(p: Path, as_json: bool) -> None:
 def _dump_other_files(p: Path, as_json: bool) -> None:
     """A partition directory's files other than segments and their indexes, each with its kind
     (nothing is skipped silently; ``unknown`` for what is not Kafka's)."""
-    from mqstore.storage.kafka.logdir import REMOTE_INDEX_CACHE, classify_partition_file, scan_log_dir
+    from mqstore.storage.kafka.layout import classify_partition_file
+    from mqstore.storage.kafka.logdir import REMOTE_INDEX_CACHE, scan_log_dir
 
     rows = []
     if p.name == REMOTE_INDEX_CACHE:
@@ -247,15 +262,36 @@ def _dump_log_dir(p: Path, as_json: bool) -> None:
 @group.command("dump")
 @click.argument("path", type=click.Path())
 @click.option("--print-data", is_flag=True, help="Also print every record (key, value, headers).")
+@click.option("--isolation", type=click.Choice(["read_uncommitted", "read_committed"]), default="read_uncommitted",
+              show_default=True, help="read_committed: only the batches a read_committed consumer receives "
+              "(no control batches, no aborted transactions, nothing from the last stable offset on).")
+@click.option("--from-time", default=None, help="Only records with a timestamp from this (inclusive): ISO 8601 or ms.")
+@click.option("--to-time", default=None, help="Only records with a timestamp up to this (inclusive): ISO 8601 or ms.")
+@click.option("--key", default=None, help="Only records with this key (UTF-8).")
+@click.option("--header", "header", default=None, help="Only records with this header: KEY or KEY=VALUE.")
+@click.option("--decode", default=None, help="Show keys, values and header values as utf8, hex or json.")
+@kafka_internal.decoder_option
 @json_option
 @handle_errors
-def dump(path: str, print_data: bool, as_json: bool) -> None:
-    """Print the batches of a .log, the entries of a .index/.timeindex, a whole partition directory,
-    a log directory (one summary per partition), or a checkpoint / meta.properties /
-    partition.metadata / leader-epoch-checkpoint / .kafka_cleanshutdown file."""
-    from mqstore.storage.kafka.logdir import is_log_dir
-    from mqstore.storage.kafka.tools import dump_index, dump_log
+def dump(path: str, print_data: bool, isolation: str, from_time: str | None, to_time: str | None, key: str | None,
+         header: str | None, decode: str | None, decoder: str, as_json: bool) -> None:
+    """Print the batches of a .log, the entries of a .index/.timeindex/.txnindex, a producer
+    .snapshot, a whole partition directory, a log directory (one summary per partition), a KRaft
+    snapshot / quorum-state, or a checkpoint / meta.properties / partition.metadata /
+    leader-epoch-checkpoint / .kafka_cleanshutdown file.
 
+    With a record filter (--from-time/--to-time/--key/--header) only the matching records are
+    printed, each after its batch line, and index files are left out."""
+    from mqstore.cli.filters import check_decoder, check_time_range, parse_header_filter, parse_time
+    from mqstore.storage.kafka.logdir import is_log_dir
+    from mqstore.storage.kafka.tools import dump_index, dump_log, dump_snapshot, dump_txn_index
+
+    lo, hi = parse_time(from_time, "--from-time"), parse_time(to_time, "--to-time")
+    check_time_range(lo, hi)
+    check_decoder(decode)
+    hdr = parse_header_filter(header)
+    kb = key.encode() if key is not None else None
+    filtering = lo is not None or hi is not None or kb is not None or hdr is not None
     p = _existing(path)
     if p.is_file() and p.name in _TEXT_FILES:
         _dump_text_file(p, as_json)
@@ -264,22 +300,125 @@ def dump(path: str, print_data: bool, as_json: bool) -> None:
         _dump_log_dir(p, as_json)
         return
     files = _files_for_dump(p)  # a directory without segments is an error before anything is printed
-    if p.is_dir():
+    if p.is_dir() and not filtering:
         _dump_other_files(p, as_json)
-    for f in files:
-        objs = dump_log(f, print_data=print_data) if f.suffix == ".log" else dump_index(f)
-        if as_json:
-            echo_json_lines({"file": str(f), **o} for o in objs)
-            continue
-        click.echo(f"Dumping {f}")
-        if f.suffix == ".log":
-            click.echo(f"Log starting offset: {int(f.name.split('.', 1)[0])}")
-        n = 0
+    committed = _committed_filter(p) if isolation == "read_committed" else None
+    if filtering:
+        files = [f for f in files if f.suffix == ".log"]
+    total = sum(f.stat().st_size for f in files)
+    done = 0
+    with progress("dump") as prog:
+        for f in files:
+            dec = kafka_internal.resolve_decoder(decoder, f)
+            data = print_data or filtering or decode is not None or (decoder != "auto" and dec != "none")
+            if kafka_internal.is_extra_file(f):
+                objs: Any = kafka_internal.annotate(kafka_internal.dump_extra(f, data), dec)
+            elif f.suffix == ".log":
+                objs = dump_log(f, print_data=data)
+                if committed is not None:
+                    objs = committed(objs)
+                objs = kafka_internal.annotate(objs, dec)
+                if filtering:
+                    objs = _filter_records(objs, lo, hi, kb, hdr)
+                if decode is not None:
+                    objs = (_decoded(o, decode, as_json) for o in objs)
+            elif f.suffix in (".txnindex", ".snapshot"):
+                objs = (dump_txn_index if f.suffix == ".txnindex" else dump_snapshot)(f)
+                if p.is_dir():  # in a directory dump a bad file is shown, not fatal (verify judges it)
+                    objs = _tolerant(objs)
+            else:
+                objs = dump_index(f)
+            if as_json:
+                echo_json_lines({"file": str(f), **o} for o in objs)
+            else:
+                click.echo(f"Dumping {f}")
+                if f.suffix == ".log":
+                    click.echo(f"Log starting offset: {int(f.name.split('.', 1)[0])}")
+                n = 0
+                for o in objs:
+                    click.echo(_text_line({"file": str(f), **o}))
+                    n += 1
+                if n == 0 and f.suffix not in (".log", ".snapshot"):
+                    click.echo(f"{f} is empty.")
+            done += f.stat().st_size
+            if prog is not None:
+                prog(done, total)
+
+
+def _record_matches(o: dict[str, Any], lo: int | None, hi: int | None, key: bytes | None,
+                    hdr: tuple[str, bytes | None] | None) -> bool:
+    if "controlType" in o:
+        return False
+    ts = o.get("timestamp")
+    if lo is not None and (ts is None or ts < lo):
+        return False
+    if hi is not None and (ts is None or ts > hi):
+        return False
+    if key is not None and o.get("key") != key:
+        return False
+    if hdr is not None:
+        hk, hv = hdr
+        if not any(h["key"] == hk and (hv is None or h["value"] == hv) for h in o.get("headers", [])):
+            return False
+    return True
+
+
+def _filter_records(objs: Iterator[dict[str, Any]], lo: int | None, hi: int | None, key: bytes | None,
+                    hdr: tuple[str, bytes | None] | None) -> Iterator[dict[str, Any]]:
+    """Only the matching records, each batch line before its first match (tails are kept)."""
+    batch: dict[str, Any] | None = None
+    for o in objs:
+        if o["type"] == "batch":
+            batch = o
+        elif o["type"] == "record":
+            if _record_matches(o, lo, hi, key, hdr):
+                if batch is not None:
+                    yield batch
+                    batch = None
+                yield o
+        else:
+            yield o
+
+
+def _decoded(o: dict[str, Any], mode: str, as_json: bool) -> dict[str, Any]:
+    """A record dict whose key, value and header values are shown as ``mode``."""
+    if o.get("type") != "record" or "controlType" in o:
+        return o
+    from mqstore.cli.filters import decode_text, decode_value
+
+    conv = decode_value if as_json else decode_text
+    d = dict(o)
+    d["key"] = conv(o.get("key"), mode)
+    d["value"] = conv(o.get("value"), mode)
+    if "headers" in o:
+        d["headers"] = [{"key": h["key"], "value": conv(h["value"], mode)} for h in o["headers"]]
+    d["decoded"] = mode
+    return d
+
+
+def _tolerant(objs: Any) -> Iterator[dict[str, Any]]:
+    from mqstore.errors import MqStoreError
+
+    try:
+        yield from list(objs)
+    except MqStoreError as exc:
+        yield {"type": "invalid_file", "message": str(exc)}
+
+
+def _committed_filter(p: Path) -> Callable[[Any], Iterator[dict[str, Any]]]:
+    """Drop the batches (and their records) a read_committed consumer of the partition never gets."""
+    from mqstore.storage.kafka.txn import partition_txn_state
+
+    state = partition_txn_state(p if p.is_dir() else p.parent)
+
+    def keep(objs: Any) -> Iterator[dict[str, Any]]:
+        show = True
         for o in objs:
-            click.echo(_text_line({"file": str(f), **o}))
-            n += 1
-        if n == 0 and f.suffix != ".log":
-            click.echo(f"{f} is empty.")
+            if o["type"] == "batch":
+                show = state.is_visible(o["baseOffset"] if "baseOffset" in o else o["offset"])
+            if o["type"] not in ("batch", "record") or show:
+                yield o
+    return keep
 
 
 @group.command("verify")
@@ -297,7 +436,13 @@ def verify(path: str, strict: bool, as_json: bool) -> None:
         _verify_log_dir(p, strict, as_json)
         return
     with _progress("verify") as prog:
-        report = verify_path(p, strict=strict, progress=prog)
+        if kafka_internal.is_extra_file(p):  # one KRaft snapshot / quorum-state
+            from mqstore.storage.kafka.tools import VerifyReport
+
+            report = VerifyReport()
+        else:
+            report = verify_path(p, strict=strict, progress=prog)
+        kafka_internal.verify_extra(p, report)
     if as_json:
         click.echo(to_json({
             "ok": report.ok, "segments": report.segments, "batches": report.batches, "bytes": report.bytes,
@@ -357,8 +502,8 @@ def _verify_log_dir(p: Path, strict: bool, as_json: bool) -> None:
 def rebuild_index(path: str, out_dir: str | None, index_interval_bytes: int, max_index_bytes: int,
                   as_json: bool) -> None:
     """Regenerate .index/.timeindex from .log files exactly as Kafka's recovery writes them."""
+    from mqstore.storage.kafka.layout import segment_logs
     from mqstore.storage.kafka.rebuild import rebuild_indexes
-    from mqstore.storage.kafka.tools import _segment_logs
 
     if index_interval_bytes < 0:
         raise InvalidArgumentError(f"--index-interval-bytes must be ≥ 0, got {index_interval_bytes}")
@@ -381,10 +526,7 @@ def rebuild_index(path: str, out_dir: str | None, index_interval_bytes: int, max
         if not jobs:
             raise StoreNotFoundError("no .log segment files in any partition of the log directory", path=str(p))
     else:
-        logs = _segment_logs(p)
-        if not logs:
-            raise StoreNotFoundError("no .log segment files in directory", path=str(p))
-        jobs = [(f, out_dir) for f in logs]
+        jobs = [(f, out_dir) for f in segment_logs(p)]
     if out_dir is not None and Path(out_dir).exists() and not Path(out_dir).is_dir():
         raise InvalidArgumentError("--out exists and is not a directory", path=out_dir)
     for _f, sub in jobs:
@@ -396,17 +538,34 @@ def rebuild_index(path: str, out_dir: str | None, index_interval_bytes: int, max
             r = rebuild_indexes(f, sub, index_interval_bytes=index_interval_bytes,
                                 max_index_size=max_index_bytes, progress=prog)
             rows.append(r)
+    txn = _rebuild_txn(jobs)
     if as_json:
-        echo_json_lines(vars(r) for r in rows)
+        echo_json_lines({**vars(r), "txn_index_path": txn[str(r.log_path)][0], "aborted_txns": txn[str(r.log_path)][1]}
+                        for r in rows)
     else:
         print_table("rebuilt indexes", ["segment", "batches", "valid bytes", "offset entries", "time entries",
-                                        "next offset"],
+                                        "aborted txns", "next offset"],
                     [(_segment_label(p, r.log_path), r.batches, r.valid_bytes, r.offset_entries, r.time_entries,
-                      r.next_offset) for r in rows])
+                      txn[str(r.log_path)][1], r.next_offset) for r in rows])
     for r in rows:
         if r.truncated_bytes:
             click.echo(f"warning: {r.log_path}: {r.truncated_bytes} invalid bytes from position {r.valid_bytes} "
                        f"({r.error or r.stop}); indexes cover the valid prefix, the .log was not modified", err=True)
+
+
+def _rebuild_txn(jobs: list[tuple[Path, str | None]]) -> dict[str, tuple[str | None, int]]:
+    """The .txnindex of the rebuilt segments, per partition (a transaction may begin in an
+    earlier segment, so the whole partition is read): log path → (file written or None, entries)."""
+    from mqstore.storage.kafka.txn import rebuild_txn_indexes
+
+    groups: dict[tuple[Path, str | None], dict[int, Path]] = {}
+    for f, sub in jobs:
+        groups.setdefault((f.parent, sub), {})[int(f.name.split(".", 1)[0])] = f
+    out: dict[str, tuple[str | None, int]] = {}
+    for (directory, sub), logs in groups.items():
+        for r in rebuild_txn_indexes(directory, sub, only=set(logs)):
+            out[str(logs[r.segment])] = (r.path if r.written else None, r.entries)
+    return out
 
 
 def _segment_label(root: Path, log_path: str) -> str:
@@ -422,6 +581,7 @@ def _segment_label(root: Path, log_path: str) -> str:
 @handle_errors
 def lookup(path: str, offset: int | None, timestamp: int | None, as_json: bool) -> None:
     """Kafka's translate-offset (--offset) or offset-for-timestamp (--timestamp) over a partition or segment."""
+    from mqstore.storage.kafka.layout import log_of
     from mqstore.storage.kafka.log import PartitionLog
     from mqstore.storage.kafka.segment import LogSegment
 
@@ -438,9 +598,7 @@ def lookup(path: str, offset: int | None, timestamp: int | None, as_json: bool) 
         finally:
             log.close()
     else:
-        if p.suffix in (".index", ".timeindex"):
-            p = p.with_suffix(".log")
-        seg = LogSegment.open(p)
+        seg = LogSegment.open(log_of(p))
         try:
             if offset is not None:
                 if offset < 0:
@@ -466,3 +624,15 @@ def lookup(path: str, offset: int | None, timestamp: int | None, as_json: bool) 
         click.echo(to_json(d))
     else:
         print_table(None, list(d), [list(d.values())])
+
+
+def _register_more() -> None:
+    """Commands that live in their own modules (report)."""
+    from mqstore.cli.report import kafka_report
+
+    group.add_command(kafka_report)
+
+
+_register_more()
+
+kafka_internal.register(group)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from mqstore.cli.common import echo_json_lines, handle_errors, json_option, print_table, to_json
+from mqstore.cli.common import echo_json_lines, handle_errors, json_option, print_table, progress, to_json
 from mqstore.errors import MqStoreError
 
 # Any path: a file, an empty directory or another layout's directory is refused by the store
@@ -72,13 +72,10 @@ def _open(store: Path, read_only: bool = True):
     return MessageStore.open(store, _config(store), read_only=read_only, create=False)
 
 
-def _print_messages(messages, as_json: bool, title: str) -> None:
-    if as_json:
-        echo_json_lines(m.to_json_dict() for m in messages)
-        return
-    rows = [(m.commit_log_offset, m.topic[:40], m.queue_id, m.queue_offset, m.store_timestamp, " ".join(m.keys)[:40],
-             m.tags or "", m.size, m.body[:32]) for m in messages]
-    print_table(title, ["commitLogOffset", "topic", "queueId", "queueOffset", "storeTimestamp", "keys", "tags", "size", "body"], rows)
+def _print_messages(messages, as_json: bool, title: str, decode: str | None = None) -> None:
+    from mqstore.cli.filters import print_messages
+
+    print_messages(messages, as_json, title, decode)
 
 
 @click.group(name="rocketmq")
@@ -180,41 +177,57 @@ def inspect(store: Path, as_json: bool) -> None:
 @click.option("--topic", default=None, help="Only messages of this topic.")
 @click.option("--from-offset", type=click.IntRange(min=0), default=0, help="CommitLog offset to start at.")
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="At most this many messages.")
+@click.option("--from-time", default=None, help="Store time from (inclusive): ISO 8601 or epoch ms.")
+@click.option("--to-time", default=None, help="Store time to (inclusive): ISO 8601 or epoch ms.")
+@click.option("--key", default=None, help="Only messages with this key (a KEYS piece or the unique key).")
+@click.option("--tag", default=None, help="Only messages with this tag (A||B: either).")
+@click.option("--decode", default=None, help="Show bodies as utf8, hex or json (JSON output: in place of base64).")
 @json_option
 @handle_errors
-def dump(store: Path, topic: str | None, from_offset: int, limit: int | None, as_json: bool) -> None:
-    """Every message of the CommitLog with every record field."""
+def dump(store: Path, topic: str | None, from_offset: int, limit: int | None, from_time: str | None,
+         to_time: str | None, key: str | None, tag: str | None, decode: str | None, as_json: bool) -> None:
+    """Every message of the CommitLog with every record field (optionally filtered)."""
     from mqstore.api.rocketmq import Message
+    from mqstore.cli.filters import check_decoder, check_time_range, parse_time
+    from mqstore.storage.rocketmq.dump import candidate_rows, matches
 
-    with _open(store) as s:
+    lo, hi = parse_time(from_time, "--from-time"), parse_time(to_time, "--to-time")
+    check_time_range(lo, hi)
+    check_decoder(decode)
+    tags = [t.strip() for t in tag.split("||") if t.strip()] if tag is not None else None
+    with _open(store) as s, progress("dump") as prog:
         cl = s.engine.commit_log
-        out = []
-        done = False
+        out: list = []
+        n = 0
         start = max(from_offset, cl.min_offset)
-        for batch in cl.scan(start, cl.max_offset):
-            for off in batch.commit_log_offset.tolist():
+        total = max(cl.max_offset - start, 0)
+        for batch in cl.scan(start, cl.max_offset, max_records=1 << 16):
+            for off in batch.commit_log_offset[candidate_rows(batch, topic, lo, hi, key, tags)].tolist():
                 rec = cl.read_record(off)
-                if topic is not None and rec.topic != topic:
+                if not matches(rec, key, tags):
                     continue
                 m = Message.from_record(rec)
                 if as_json:
-                    click.echo(to_json(m.to_json_dict()))
+                    click.echo(to_json(_json_message(m, decode)))
                 else:
                     out.append(m)
-                if limit is not None and (len(out) if not as_json else 0) >= limit:
-                    done = True
+                n += 1
+                if limit is not None and n >= limit:
                     break
-                if as_json and limit is not None:
-                    limit -= 1
-                    if limit == 0:
-                        done = True
-                        break
-            if done:
+            if prog is not None:
+                prog(batch.next_offset - start, total)
+            if limit is not None and n >= limit:
                 break
             if batch.error:
                 click.echo(f"error: invalid record at offset {batch.next_offset}: {batch.error}", err=True)
         if not as_json:
-            _print_messages(out, False, f"messages of {store}")
+            _print_messages(out, False, f"messages of {store}", decode)
+
+
+def _json_message(m, decode: str | None) -> dict:
+    from mqstore.cli.filters import message_json
+
+    return message_json(m, decode)
 
 
 @group.command()
@@ -293,7 +306,8 @@ def verify(store: Path, as_json: bool) -> None:
     Exit code 0 only when clean."""
     from mqstore.storage.rocketmq.verify import verify_store
 
-    rep = verify_store(store, _config(store))
+    with progress("verify") as prog:
+        rep = verify_store(store, _config(store), progress=prog)
     if as_json:
         click.echo(to_json({"ok": rep.ok, "messages": rep.messages, "cqUnits": rep.cq_units, "extUnits": rep.ext_units,
                             "indexItems": rep.index_items, "problems": rep.problems}))
@@ -327,18 +341,8 @@ def rebuild_index(store: Path, out: Path | None, commitlog_file_size: int | None
     cfg = _config(store, commitlog_file_size, slots, items, cq_file_size)
     t0 = time.perf_counter()
     # (an in-place rebuild takes the store's writer lock itself)
-    if sys.stderr.isatty() and not as_json:  # rich only when a bar is shown (import cost)
-        from rich.progress import BarColumn, Progress, TransferSpeedColumn
-
-        with Progress("{task.description}", BarColumn(), TransferSpeedColumn(), transient=True) as prog:
-            task = prog.add_task("rebuilding", total=None)
-
-            def progress(done: int, total: int) -> None:
-                prog.update(task, completed=done, total=total)
-
-            stats = rebuild_indexes(store, out, config=cfg, progress=progress, threads=threads)
-    else:
-        stats = rebuild_indexes(store, out, config=cfg, threads=threads)
+    with progress("rebuilding") as prog:
+        stats = rebuild_indexes(store, out, config=cfg, progress=prog, threads=threads)
     dt = time.perf_counter() - t0
     result = {"messages": stats.messages, "keys": stats.keys, "consumeQueues": stats.consume_queues,
               "indexFiles": stats.index_files, "commitLogEnd": stats.commit_log_end, "seconds": round(dt, 3),
@@ -395,3 +399,15 @@ def consumers(store: Path, group_name: str | None, as_json: bool) -> None:
         for r in grows:
             click.echo(f"{r.topic:<{w}}  {r.queue_id:<4}  {r.broker_offset:<20}  {r.consumer_offset:<20}  {r.diff}")
         click.echo(f"Diff Total: {sum(r.diff for r in grows)}")
+
+
+def _register_more() -> None:
+    """Commands that live in their own modules (report, get-by-msgid)."""
+    from mqstore.cli.report import rocketmq_report
+    from mqstore.cli.rocketmq_msgid import get_by_msgid
+
+    group.add_command(rocketmq_report)
+    group.add_command(get_by_msgid)
+
+
+_register_more()

@@ -176,12 +176,11 @@ def rebuild_index_kafka(path: _pathlib.Path, out: _pathlib.Path, index_interval_
                         master: str, conf: tuple[str, ...]) -> None:
     """.log → .index/.timeindex of a segment, a partition or a log directory, one task per segment
     (same bytes as `mqstore kafka rebuild-index`)."""
-    from mqstore.spark._rebuild_kafka import find_segments
-    from mqstore.spark.rebuild import rebuild_kafka
+    from mqstore.spark.rebuild import find_kafka_segments, rebuild_kafka
 
     _positive_option("--index-interval-bytes", index_interval_bytes, 0)
     _positive_option("--max-index-bytes", max_index_bytes, 12)
-    find_segments(path, out)  # a bad path fails before a session is started
+    find_kafka_segments(path, out)  # a bad path fails before a session is started
     spark = open_session(master, conf, "mqstore rebuild-index kafka")
     with _rich_progress(sys.stderr.isatty() and not as_json) as prog:
         stats = rebuild_kafka(spark, path, out, index_interval_bytes=index_interval_bytes,

@@ -79,6 +79,7 @@ class KafkaLogOptions:
     max_records_per_batch: int = DEFAULT_MAX_RECORDS_PER_BATCH
     max_offsets_per_trigger: int | None = None
     max_bytes_per_trigger: int | None = None
+    read_committed: bool = False  # kafka.isolation.level=read_committed
 
     def selects_topic(self, topic: str) -> bool:
         if self.subscribe is not None:
@@ -250,9 +251,8 @@ def parse_options(options: Mapping[str, Any], *, streaming: bool) -> KafkaLogOpt
         if bad:
             raise InvalidArgumentError(f"option {bad[0]} is only valid in batch queries (a stream has no end)")
     level = opts.get("kafka.isolation.level", "read_uncommitted").strip().lower()
-    if level != "read_uncommitted":
-        raise InvalidArgumentError(f"kafka.isolation.level={level!r} is not supported: kafka-log reads like a "
-                                   "read_uncommitted consumer (control batches skipped, aborted records kept)")
+    if level not in ("read_uncommitted", "read_committed"):
+        raise InvalidArgumentError(f"kafka.isolation.level must be read_uncommitted or read_committed, got {level!r}")
     chosen = [k for k in ("subscribe", "subscribepattern", "assign") if k in opts]
     if len(chosen) > 1:
         raise InvalidArgumentError("only one of assign, subscribe or subscribePattern may be given, got "
@@ -297,4 +297,5 @@ def parse_options(options: Mapping[str, Any], *, streaming: bool) -> KafkaLogOpt
         if "maxoffsetspertrigger" in opts else None,
         max_bytes_per_trigger=_positive_int("maxBytesPerTrigger", opts["maxbytespertrigger"])
         if "maxbytespertrigger" in opts else None,
+        read_committed=level == "read_committed",
     )

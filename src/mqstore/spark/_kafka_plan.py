@@ -8,9 +8,7 @@ Everything here opens the partition directories **read-only** (``PartitionLog.op
 from __future__ import annotations
 
 import math
-import mmap
 import os
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,10 +24,16 @@ from mqstore.errors import (
 )
 from mqstore.kernels.kafka.batches import scan_batches
 from mqstore.spark._kafka_options import EARLIEST, LATEST, KafkaLogOptions, OffsetSpec, TopicPartition
+from mqstore.storage.kafka.layout import (
+    has_segments,
+    log_files,
+    parse_base_offset,
+    partition_dirs,
+    topic_partition_of,
+)
 from mqstore.storage.kafka.log import PartitionLog
 from mqstore.storage.kafka.segment import LogSegment
-
-_PARTITION_DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
+from mqstore.storage.mapped import ReadOnlyMap
 
 
 @dataclass(frozen=True)
@@ -70,22 +74,6 @@ class OffsetRange:
 
 
 # ----------------------------------------------------------------------------- discovery
-def _has_segments(d: Path) -> bool:
-    try:
-        return any(f.suffix == ".log" and f.name.split(".", 1)[0].isdigit() for f in d.iterdir())
-    except OSError:
-        return False
-
-
-def topic_partition_of(d: Path) -> TopicPartition:
-    """``orders-3`` → ``("orders", 3)``; a directory not named like that is partition 0 of a topic
-    named after the directory (the rule of :class:`~mqstore.storage.kafka.log.PartitionLog`)."""
-    m = _PARTITION_DIR.match(d.name)
-    if m:
-        return m.group("topic"), int(m.group("partition"))
-    return d.name, 0
-
-
 def discover(paths: Iterable[str]) -> dict[TopicPartition, str]:
     """Partition directories under ``paths``: each path is a partition directory (it holds
     ``.log`` segments) or a Kafka log directory whose ``<topic>-<partition>`` children are."""
@@ -97,14 +85,10 @@ def discover(paths: Iterable[str]) -> dict[TopicPartition, str]:
         if not p.is_dir():
             raise InvalidArgumentError("kafka-log path must be a partition directory or a log directory",
                                        path=str(p))
-        if _has_segments(p):
+        if has_segments(p):
             candidates = [(topic_partition_of(p), p)]
         else:
-            candidates = []
-            for child in sorted(p.iterdir()):
-                m = _PARTITION_DIR.match(child.name)
-                if m and child.is_dir() and _has_segments(child):
-                    candidates.append(((m.group("topic"), int(m.group("partition"))), child))
+            candidates = [(topic_partition_of(child), child) for child in partition_dirs(p)]
             if not candidates:
                 raise StoreNotFoundError("no Kafka partition directories (<topic>-<partition> with .log "
                                          "segments) found", path=str(p))
@@ -136,13 +120,17 @@ def select(found: Mapping[TopicPartition, str], opts: KafkaLogOptions) -> dict[T
     return dict(sorted(chosen.items()))
 
 
-def partition_info(tp: TopicPartition, path: str) -> PartitionInfo:
+def partition_info(tp: TopicPartition, path: str, *, read_committed: bool = False) -> PartitionInfo:
+    """Offsets of one partition; with ``read_committed`` its end is the last stable offset (what a
+    read_committed consumer's ``endOffsets`` answers), so an open transaction is read later."""
     with PartitionLog.open(path, read_only=True) as log:
-        return PartitionInfo(tp[0], tp[1], path, log.log_start_offset, log.log_end_offset)
+        end = log.last_stable_offset() if read_committed else log.log_end_offset
+        return PartitionInfo(tp[0], tp[1], path, log.log_start_offset, end)
 
 
 def discover_partitions(opts: KafkaLogOptions) -> list[PartitionInfo]:
-    return [partition_info(tp, d) for tp, d in select(discover(opts.paths), opts).items()]
+    return [partition_info(tp, d, read_committed=opts.read_committed)
+            for tp, d in select(discover(opts.paths), opts).items()]
 
 
 # ----------------------------------------------------------------------------- offsets
@@ -247,13 +235,7 @@ def plan_batch_ranges(opts: KafkaLogOptions, infos: list[PartitionInfo]) -> list
 # ----------------------------------------------------------------------------- files of a partition
 def segment_files(path: str) -> list[tuple[int, str]]:
     """``(base offset, .log path)`` of a partition directory, by base offset."""
-    out = []
-    for f in Path(path).iterdir():
-        stem, _, suffix = f.name.partition(".")
-        if suffix == "log" and stem.isdigit():
-            out.append((int(stem), str(f)))
-    out.sort()
-    return out
+    return [(parse_base_offset(f), str(f)) for f in log_files(path)]
 
 
 def _batch_base_at(seg: LogSegment, position: int) -> int | None:
@@ -365,8 +347,8 @@ def _bytes_cut(path: str, start: int, end: int, budget: int) -> tuple[int, int]:
             if seg.size == 0:
                 continue
             pos = seg.offset_index.lookup(off).position if off > base else 0
-            with open(log_path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-                scan = scan_batches(mm, pos)
+            with ReadOnlyMap(log_path, what="Kafka segment") as m:
+                scan = scan_batches(m.mm, pos)
         n = scan["count"]
         if n == 0:
             continue

@@ -4,16 +4,17 @@ Spark's Kafka source, plus the pure-Python row reference the tests compare again
 The fast path walks batch headers with the numba scan (:func:`~mqstore.kernels.kafka.batches.scan_batches`),
 decodes windows of whole batches with :func:`~mqstore.kernels.kafka.records.decode_records_columnar` and
 builds every column at once (numpy arrays and Arrow buffers, never row tuples).  Files are opened
-read-only (``mmap.ACCESS_READ``); nothing is written.
+read-only (:class:`~mqstore.storage.mapped.ReadOnlyMap`); nothing is written.
 
 Rows follow a ``read_uncommitted`` consumer: control batches (transaction markers) produce no row,
-records of aborted transactions do.  LogAppendTime batches report the batch max timestamp.
+records of aborted transactions do.  With ``read_committed`` the rows of aborted transactions and
+every offset at or past the last stable offset are dropped too (one vectorised mask per Arrow
+batch from :class:`~mqstore.storage.kafka.txn.TxnState`).  LogAppendTime batches report the batch
+max timestamp.
 """
 
 from __future__ import annotations
 
-import mmap
-import os
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -21,11 +22,12 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from mqstore.errors import CorruptDataError, CrcMismatchError, DataLossError
+from mqstore.errors import CorruptDataError, CrcMismatchError, DataLossError, StoreNotFoundError
 from mqstore.formats.kafka.batch import (
     RECORD_BATCH_OVERHEAD,
     decode_batch,
     decode_batch_header,
+    decode_control_record,
     decode_legacy_message,
     iter_legacy_records,
     validate_batch,
@@ -42,6 +44,8 @@ from mqstore.kernels.kafka.records import (
 )
 from mqstore.spark._kafka_plan import OffsetRange, segment_files
 from mqstore.storage.kafka.segment import LogSegment
+from mqstore.storage.kafka.txn import CommittedRanges, partition_txn_state
+from mqstore.storage.mapped import ReadOnlyMap
 
 HEADER_TYPE = pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())])
 HEADERS_TYPE = pa.list_(pa.field("element", HEADER_TYPE))
@@ -237,32 +241,41 @@ def _window_fast(view: memoryview, scan: dict[str, Any], idx: np.ndarray, lo: in
 
 
 def read_arrow(rng: OffsetRange, *, include_headers: bool = False, max_records: int = 10_000,
-               fail_on_data_loss: bool = True, fast: bool = True) -> Iterator[pa.RecordBatch]:
+               fail_on_data_loss: bool = True, fast: bool = True,
+               read_committed: bool = False, committed: CommittedRanges | None = None) -> Iterator[pa.RecordBatch]:
     """Record batches (≤ ``max_records`` rows each) of the records ``rng.start ≤ offset < rng.end``.
 
     ``fast`` (default) decodes v2 batches with the numba kernels of :mod:`mqstore.kernels.kafka.records`;
     ``False`` (and legacy magic 0/1 data) uses :func:`~mqstore.kernels.kafka.records.decode_records_columnar`.
+    ``read_committed`` drops the rows a read_committed consumer never gets, with the ranges of
+    ``committed`` (computed once by the planner) or, without it, from a scan of the partition.
     """
     if rng.size == 0:
+        return
+    if read_committed or committed is not None:
+        state = committed if committed is not None else partition_txn_state(rng.path).restrict(rng.start, rng.end)
+        for rb in read_arrow(rng, include_headers=include_headers, max_records=max_records,
+                             fail_on_data_loss=fail_on_data_loss, fast=fast):
+            mask = state.committed_mask(rb.column(4).to_numpy(zero_copy_only=False))
+            if mask.all():
+                yield rb
+            elif mask.any():
+                yield rb.filter(pa.array(mask))
         return
     for base, path, start, stop in _segments_of(rng, fail_on_data_loss):
         lo = max(rng.start, base)
         try:
-            fd = os.open(path, os.O_RDONLY)
-        except FileNotFoundError:
+            m = ReadOnlyMap(path, what="Kafka segment")
+        except StoreNotFoundError:
             if fail_on_data_loss:
                 raise DataLossError("segment deleted while it was being read", path=path) from None
             continue
-        try:
-            size = os.fstat(fd).st_size
-            if size == 0:
-                continue
-            mm = mmap.mmap(fd, size, access=mmap.ACCESS_READ)
-        finally:
-            os.close(fd)
+        if m.mm is None:
+            continue
+        size = len(m)
         pos = start if start >= 0 else _start_position(path, base, lo)
         limit = size if stop is None else min(stop, size)
-        view = memoryview(mm)[:limit]
+        view = memoryview(m.mm)[:limit]
         try:
             scan = scan_batches(view, pos)
             for idx in _windows(scan, lo, rng.end, max_records):
@@ -284,9 +297,9 @@ def read_arrow(rng: OffsetRange, *, include_headers: bool = False, max_records: 
         finally:
             try:
                 view.release()
-                mm.close()
             except BufferError:
                 pass  # a propagating error still references slices: the mapping goes with them
+            m.close()
 
 
 # ----------------------------------------------------------------------------- pure-Python reference
@@ -294,9 +307,13 @@ def _ts(ms: int) -> datetime:
     return _EPOCH + timedelta(milliseconds=ms)
 
 
-def read_rows(rng: OffsetRange, *, include_headers: bool = False) -> Iterator[tuple[Any, ...]]:
+def read_rows(rng: OffsetRange, *, include_headers: bool = False,
+              read_committed: bool = False) -> Iterator[tuple[Any, ...]]:
     """The same rows as :func:`read_arrow`, as tuples, by a plain walk over the segment's batches
-    (``LogSegment.batches`` + ``decode_batch``): the reference of the Arrow path."""
+    (``LogSegment.batches`` + ``decode_batch``): the reference of the Arrow path.  With
+    ``read_committed`` a batch is dropped when a brute-force scan finds that the next end marker
+    of its producer is an ABORT, when no marker follows it (open), or when it follows an open one."""
+    skip = _committed_reference(rng.path) if read_committed else None
     for _base, path, _, _ in _segments_of(rng, True):
         with LogSegment.open(path) as seg:
             for ref in seg.batches(0):
@@ -308,6 +325,8 @@ def read_rows(rng: OffsetRange, *, include_headers: bool = False) -> Iterator[tu
                     if b.header.base_offset >= rng.end:
                         return
                     if b.header.is_control:
+                        continue
+                    if skip is not None and skip(b.header.base_offset):
                         continue
                     tt = int(b.header.timestamp_type)
                     records = list(b.records)
@@ -322,3 +341,33 @@ def read_rows(rng: OffsetRange, *, include_headers: bool = False) -> Iterator[tu
                     if include_headers:
                         row += ([{"key": h.key, "value": h.value} for h in r.headers],)
                     yield row
+
+
+def _committed_reference(path: str) -> Any:
+    """Brute force over decoded batches: (pid, base offset) of each transactional data batch is
+    decided by the first end marker of the same producer after it; the LSO is the first offset of
+    the earliest undecided one.  Returns ``skip(base_offset) -> bool``."""
+    batches = []
+    for _base, seg_path in segment_files(path):
+        with LogSegment.open(seg_path) as seg:
+            for ref in seg.batches(0):
+                if ref.magic < 2:
+                    continue
+                b = decode_batch(seg.read_bytes(ref.position, ref.size), 0, path=seg_path)
+                kind = None
+                if b.header.is_control and b.records:
+                    kind = decode_control_record(b.records[0], path=seg_path).type
+                batches.append((b.header, kind))
+    aborted: set[int] = set()
+    undecided: list[int] = []
+    for i, (h, _kind) in enumerate(batches):
+        if h.is_control or not h.is_transactional or h.producer_id < 0:
+            continue
+        verdict = next((k for h2, k in batches[i + 1:] if h2.is_control and k in (0, 1)
+                        and h2.producer_id == h.producer_id), None)
+        if verdict is None:
+            undecided.append(h.base_offset)
+        elif verdict == 0:
+            aborted.add(h.base_offset)
+    lso = min(undecided) if undecided else None
+    return lambda base: base in aborted or (lso is not None and base >= lso)

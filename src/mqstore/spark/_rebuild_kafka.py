@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mqstore.errors import InvalidArgumentError, StoreNotFoundError
+from mqstore.storage.kafka.layout import LOG_SUFFIX, is_segment_file, log_files
 
 
 @dataclass(frozen=True, slots=True)
@@ -17,11 +18,6 @@ class SegmentTask:
     max_index_bytes: int
 
 
-def _logs(directory: Path) -> list[Path]:
-    return sorted(f for f in directory.iterdir()
-                  if f.is_file() and f.suffix == ".log" and f.name.split(".", 1)[0].isdigit())
-
-
 def find_segments(path: Path, out: Path) -> list[tuple[str, Path, Path]]:
     """``(partition, log file, output directory)`` of every segment under ``path``: a ``.log``
     file, a partition directory (outputs go straight into ``out``, as ``mqstore kafka
@@ -30,16 +26,16 @@ def find_segments(path: Path, out: Path) -> list[tuple[str, Path, Path]]:
     if not path.exists():
         raise StoreNotFoundError("path not found", path=str(path))
     if path.is_file():
-        if path.suffix != ".log" or not path.name.split(".", 1)[0].isdigit():
+        if not is_segment_file(path, (LOG_SUFFIX,)):
             raise InvalidArgumentError("expected a Kafka .log segment, a partition directory or a log directory",
                                        path=str(path))
         return [(path.parent.name, path, out)]
-    own = _logs(path)
+    own = log_files(path)
     if own:
         return [(path.name, f, out) for f in own]
     found: list[tuple[str, Path, Path]] = []
     for sub in sorted(p for p in path.iterdir() if p.is_dir() and not p.is_symlink()):
-        found += [(sub.name, f, out / sub.name) for f in _logs(sub)]
+        found += [(sub.name, f, out / sub.name) for f in log_files(sub)]
     if not found:
         raise StoreNotFoundError("no Kafka .log segment files here or in its partition directories", path=str(path))
     return found
@@ -52,3 +48,21 @@ def rebuild_segment(task: SegmentTask) -> dict[str, object]:
     r = rebuild_indexes(task.log_path, task.out_dir, index_interval_bytes=task.index_interval_bytes,
                         max_index_size=task.max_index_bytes)
     return {"partition": task.partition, **vars(r)}
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionTxnTask:
+    directory: str
+    out_dir: str
+    partition: str
+    bases: tuple[int, ...]
+
+
+def rebuild_partition_txn(task: PartitionTxnTask) -> dict[str, object]:
+    """One Spark task per partition: its segments' ``.txnindex`` (a transaction may span
+    segments, so the whole partition is read), the same code and bytes as the local command."""
+    from mqstore.storage.kafka.txn import rebuild_txn_indexes
+
+    res = rebuild_txn_indexes(task.directory, task.out_dir, only=set(task.bases))
+    return {"partition": task.partition, "files": sum(1 for r in res if r.written and r.entries),
+            "aborted_txns": sum(r.entries for r in res)}

@@ -9,7 +9,6 @@ Executors only receive small picklable descriptors (paths, offsets) and call the
 from __future__ import annotations
 
 import itertools
-import mmap
 import os
 import zlib
 from collections.abc import Iterable, Iterator
@@ -19,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from mqstore.errors import StoreNotFoundError
+from mqstore.storage.mapped import ReadOnlyMap
 
 DEFAULT_SPLIT_BYTES = 128 * 1024 * 1024
 
@@ -97,27 +97,10 @@ class ChunkSummary:
     last_key_ts: int = 0
 
 
-class _Mapped:
-    """Read-only map of a segment file (closed on exit even when numpy views were taken)."""
-
-    def __init__(self, path: str) -> None:
-        try:
-            self._fh = open(path, "rb")
-        except FileNotFoundError:
-            raise StoreNotFoundError("CommitLog segment vanished during the rebuild", path=path) from None
-        size = os.fstat(self._fh.fileno()).st_size
-        self.mm: Any = mmap.mmap(self._fh.fileno(), size, access=mmap.ACCESS_READ) if size else b""
-
-    def __enter__(self) -> _Mapped:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if isinstance(self.mm, mmap.mmap):
-            try:
-                self.mm.close()
-            except BufferError:  # a view is still alive: the GC closes the map
-                pass
-        self._fh.close()
+def _mapped(path: str) -> ReadOnlyMap:
+    """A CommitLog segment mapped read-only (storage's view; closed on exit even when numpy
+    views were taken)."""
+    return ReadOnlyMap(path, what="CommitLog segment (vanished during the rebuild)")
 
 
 # ----------------------------------------------------------------------------- executor functions
@@ -127,8 +110,8 @@ def split_segment(seg: SegmentDesc, split_bytes: int) -> list[tuple[int, int]]:
 
     if seg.wrote_position <= split_bytes:
         return [(0, seg.wrote_position)]
-    with _Mapped(seg.path) as m:
-        positions, _sizes, _stop, _pos = record_positions(m.mm, 0, seg.wrote_position)
+    with _mapped(seg.path) as m:
+        positions, _sizes, _stop, _pos = record_positions(m.array, 0, seg.wrote_position)
     targets = np.arange(split_bytes, seg.wrote_position, split_bytes, dtype=np.int64)
     cuts = np.unique(positions[np.minimum(np.searchsorted(positions, targets), len(positions) - 1)]) \
         if len(positions) else np.empty(0, np.int64)
@@ -141,8 +124,8 @@ def scan_chunk(c: ChunkDesc) -> ChunkScan:
     """Stage 1: the numba scan of one chunk, reduced to what the writers need."""
     from mqstore.kernels.rocketmq.scan import scan_segment
 
-    with _Mapped(c.path) as m:
-        b = scan_segment(m.mm, c.file_from_offset, c.start, c.end, check_crc=c.check_crc, skip_length_mismatch=True)
+    with _mapped(c.path) as m:
+        b = scan_segment(m.array, c.file_from_offset, c.start, c.end, check_crc=c.check_crc, skip_length_mismatch=True)
     rows = np.flatnonzero(b.cq_mask())
     if len(b.key_hash):
         kmask = b.index_key_mask()
@@ -164,8 +147,11 @@ def scan_chunk(c: ChunkDesc) -> ChunkScan:
 
 # ----------------------------------------------------------------------------- driver plan
 def included_chunks(summaries: list[ChunkSummary], segments: list[SegmentDesc]) -> list[ChunkSummary]:
-    """The chunks the local scan would dispatch, in order: it moves to the next segment only
-    after an end-of-segment blank, and to the next chunk only when a chunk was read to its end."""
+    """The chunks the local scan would dispatch, in order, decided by storage's stop rule
+    (:func:`mqstore.storage.rocketmq.commitlog.scan_step`): the next segment only after an
+    end-of-segment blank, the next chunk only when a chunk inside a segment was read to its end."""
+    from mqstore.storage.rocketmq.commitlog import SCAN_CONTINUE, SCAN_NEXT_SEGMENT, scan_step
+
     by_seg: dict[int, list[ChunkSummary]] = {}
     for s in sorted(summaries, key=lambda s: s.index):
         by_seg.setdefault(s.segment, []).append(s)
@@ -173,9 +159,10 @@ def included_chunks(summaries: list[ChunkSummary], segments: list[SegmentDesc]) 
     for seg in segments:
         for s in by_seg.get(seg.index, []):
             out.append(s)
-            if s.stop == "blank":
+            step = scan_step(s.stop, range_cut=s.next_offset == s.end_offset and not s.last_in_segment)
+            if step == SCAN_NEXT_SEGMENT:
                 break  # the rest of the segment is filler: continue with the next segment
-            if s.stop == "end" and s.next_offset == s.end_offset and not s.last_in_segment:
+            if step == SCAN_CONTINUE:
                 continue
             return out  # the scan stops here (end of data, invalid record)
         else:

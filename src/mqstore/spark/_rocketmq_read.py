@@ -17,7 +17,6 @@ jobs built on its schema (export, query-keys, dispatch) and plain Python callers
 
 from __future__ import annotations
 
-import mmap
 import os
 import re
 from collections.abc import Iterator
@@ -26,12 +25,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from mqstore.errors import CorruptDataError, CrcMismatchError, StoreNotFoundError
+from mqstore.errors import CorruptDataError, CrcMismatchError
 from mqstore.formats.rocketmq.properties import split_keys
 from mqstore.formats.rocketmq.record import TRANSACTION_MASK, check_record
 from mqstore.kernels.rocketmq.columns import arrow_columns, arrow_of_columns, decode_columns
 from mqstore.kernels.rocketmq.framing import record_positions
 from mqstore.kernels.rocketmq.scan import STOP_INVALID, DispatchBatch, scan_segment
+from mqstore.storage.mapped import ReadOnlyMap
 
 if TYPE_CHECKING:  # pragma: no cover
     import pyarrow as pa
@@ -163,32 +163,17 @@ class RowFilter:
 
 
 # =============================================================================== segment access
-def open_segment(path: str) -> tuple[mmap.mmap | None, np.ndarray]:
-    """Map a CommitLog segment read-only; returns ``(mmap, uint8 view)`` (the mmap is ``None`` for
-    an empty file).  Close the mmap when done (after dropping the views)."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except FileNotFoundError as exc:
-        raise StoreNotFoundError("CommitLog segment does not exist", path=path) from exc
-    try:
-        size = os.fstat(fd).st_size
-        if size == 0:
-            return None, np.empty(0, np.uint8)
-        mm = mmap.mmap(fd, size, access=mmap.ACCESS_READ)
-    finally:
-        os.close(fd)
-    return mm, np.frombuffer(mm, np.uint8)
+def open_segment(path: str) -> tuple[ReadOnlyMap, np.ndarray]:
+    """Map a CommitLog segment read-only (:class:`~mqstore.storage.mapped.ReadOnlyMap`); returns
+    ``(map, uint8 view)``.  Close the map with :func:`close_map` when done."""
+    m = ReadOnlyMap(path, what="CommitLog segment")
+    return m, m.array
 
 
-def close_map(mm: mmap.mmap | None) -> None:
-    """Close a segment map; if a view is still referenced (an exception's traceback holds one)
-    the map is left to the garbage collector instead."""
-    if mm is None:
-        return
-    try:
-        mm.close()
-    except BufferError:
-        pass
+def close_map(m: ReadOnlyMap | None) -> None:
+    """Close a segment map (left to the garbage collector while a view is still referenced)."""
+    if m is not None:
+        m.close()
 
 
 def _raise_invalid(u8: np.ndarray, path: str, base: int, pos: int, end: int, check_crc: bool) -> None:

@@ -12,7 +12,7 @@ as Arrow record batches.
 The *sink* (same format, write side) stages each task's rows in an Arrow IPC file and the
 driver-side ``commit`` applies the staged batches in CommitLog order with the store's own
 :class:`~mqstore.storage.rocketmq.dispatch.IndexWriters` and
-:class:`~mqstore.storage.rocketmq.index.IndexService` (one writer, under ``dispatch.lock``).
+:class:`~mqstore.storage.rocketmq.index.IndexService` (one dispatcher, under the store's dispatch lock).
 Writes are idempotent: ConsumeQueue units already written are skipped (and checked to point at the
 same physical offset), index keys at or below the index's resume point are skipped, so a replayed
 micro-batch writes nothing twice and a restart from the Spark checkpoint is exactly-once.  The
@@ -24,8 +24,6 @@ The store's writer must not dispatch by itself: open it with ``StoreConfig(dispa
 
 from __future__ import annotations
 
-import fcntl
-import mmap
 import os
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
@@ -57,6 +55,8 @@ from pyspark.sql.types import (
 )
 
 from mqstore.errors import CorruptDataError, CorruptIndexError, InvalidArgumentError, StoreNotFoundError
+from mqstore.storage.mapped import ReadOnlyMap
+from mqstore.storage.rocketmq.layout import commitlog_dir, commitlog_segments, segment_name
 
 if TYPE_CHECKING:  # pragma: no cover
     import pyarrow as pa
@@ -83,28 +83,11 @@ DISPATCH_SCHEMA = StructType([
 
 
 # =============================================================================== CommitLog tailing
-def _segments(cl_dir: Path, seg_size: int) -> list[tuple[int, Path]]:
-    """(file_from_offset, path) of the CommitLog segments that are fully sized (a segment being
-    created may be visible for a moment with a smaller size: it is not there yet)."""
-    if not cl_dir.is_dir():
-        return []
-    out = []
-    for p in cl_dir.iterdir():
-        if p.name.isdigit() and p.is_file():
-            try:
-                if p.stat().st_size == seg_size:
-                    out.append((int(p.name), p))
-            except FileNotFoundError:  # deleted by retention meanwhile
-                continue
-    return sorted(out)
+def _map(path: str | Path, size: int) -> ReadOnlyMap:
+    return ReadOnlyMap(path, what="CommitLog segment", size=size)
 
 
-def _map(path: Path, size: int) -> mmap.mmap:
-    with open(path, "rb") as fh:
-        return mmap.mmap(fh.fileno(), size, access=mmap.ACCESS_READ)
-
-
-def _last_record_complete(mm: mmap.mmap, pos: int, size: int) -> bool:
+def _last_record_complete(mm: Any, pos: int, size: int) -> bool:
     """Whether the tail record of a walk is completely written.  A record still being copied by
     the writer (another process) shows zeros where its bytes have not arrived: its fields do not
     add up to TOTALSIZE, or its body does not match BODYCRC, or its properties (which end with a
@@ -131,19 +114,21 @@ def complete_end(store: str | os.PathLike[str], seg_size: int, start: int, max_b
     from mqstore.kernels.rocketmq.framing import record_positions
     from mqstore.kernels.rocketmq.scan import STOP_BLANK
 
-    cl_dir = Path(store) / "commitlog"
-    segs = _segments(cl_dir, seg_size)
+    # only fully sized segments: a segment being created may be visible for a moment with a
+    # smaller size (it is not there yet)
+    segs = commitlog_segments(store, size=seg_size)
     if not segs:
         return start
-    pos_global = max(start, segs[0][0])
+    pos_global = max(start, segs[0].base)
     budget = max_bytes if max_bytes is not None and max_bytes > 0 else None
-    seg_index = {base: p for base, p in segs}
+    seg_index = {s.base: s.path for s in segs}
     while True:
         base = pos_global - pos_global % seg_size
         path = seg_index.get(base)
         if path is None:
             return pos_global
-        mm = _map(path, seg_size)
+        m = _map(path, seg_size)
+        mm = m.mm
         try:
             positions, sizes, stop, next_pos = record_positions(mm, pos_global - base, seg_size)
             n = len(positions)
@@ -152,7 +137,8 @@ def complete_end(store: str | os.PathLike[str], seg_size: int, start: int, max_b
                 next_pos = int(positions[n]) if n < len(positions) else next_pos
                 stop = "partial"
         finally:
-            mm.close()
+            del mm
+            m.close()
         if budget is not None and n:
             ends = positions[:n] + sizes[:n]  # in-segment end of each record
             allowed = pos_global - base + budget
@@ -215,17 +201,15 @@ class DispatchRange(InputPartition):
 def _read_range(part: DispatchRange) -> Iterator[pa.RecordBatch]:
     from mqstore.kernels.rocketmq.scan import STOP_INVALID, scan_segment
 
-    path = Path(part.store) / "commitlog" / f"{part.base:020d}"
+    path = commitlog_dir(part.store) / segment_name(part.base)
     if not path.exists():
         from mqstore.errors import DataLossError
 
         raise DataLossError(f"CommitLog segment {path.name} was deleted before offsets "
                             f"[{part.start}, {part.end}) were dispatched", path=str(path))
-    mm = _map(path, part.seg_size)
-    try:
-        batch = scan_segment(mm, part.base, part.start - part.base, part.end - part.base, check_crc=part.check_crc)
-    finally:
-        mm.close()
+    with _map(path, part.seg_size) as m:
+        batch = scan_segment(m.array, part.base, part.start - part.base, part.end - part.base,
+                             check_crc=part.check_crc)
     if batch.stop == STOP_INVALID:
         raise CorruptDataError(batch.error or "invalid record", path=str(path), offset=batch.next_offset)
     yield dispatch_batch_to_arrow(batch)
@@ -370,7 +354,10 @@ class ApplyStats:
 def apply_dispatch(store: str | os.PathLike[str], batches: Sequence[DispatchBatch], config: StoreConfig) -> ApplyStats:
     """Apply dispatch batches (in CommitLog order) to a store's consumequeue/ and index/ with
     the shared writers, idempotently, then flush them and the checkpoint's logics/index
-    timestamps.  One writer at a time (an exclusive lock on ``STORE/dispatch.lock``)."""
+    timestamps.  One dispatcher at a time: it takes the store's dispatch lock
+    (:class:`~mqstore.storage.locks.StoreLock` on ``dispatch.lock``; :class:`StoreLockedError`
+    while another dispatcher, or a store that dispatches itself, holds it)."""
+    from mqstore.storage.locks import DISPATCH_LOCK_FILE, StoreLock
     from mqstore.storage.rocketmq.checkpoint import StoreCheckpoint
     from mqstore.storage.rocketmq.dispatch import IndexWriters
     from mqstore.storage.rocketmq.index import IndexService
@@ -379,9 +366,7 @@ def apply_dispatch(store: str | os.PathLike[str], batches: Sequence[DispatchBatc
     if not (root / "commitlog").is_dir():
         raise StoreNotFoundError(f"{root} has no commitlog/ directory")
     stats = ApplyStats()
-    lock_fd = os.open(root / "dispatch.lock", os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(lock_fd, fcntl.LOCK_EX)
+    with StoreLock(root, DISPATCH_LOCK_FILE):
         index = IndexService(root / "index", config.hash_slot_num, config.index_num) if config.message_index_enable else None
         writers = IndexWriters(root, config.mapped_file_size_consume_queue, index)
         full_end_ts: list[int] = []
@@ -418,9 +403,6 @@ def apply_dispatch(store: str | os.PathLike[str], batches: Sequence[DispatchBatc
         finally:
             writers.close()
             checkpoint.close()
-    finally:
-        fcntl.flock(lock_fd, fcntl.LOCK_UN)
-        os.close(lock_fd)
     return stats
 
 

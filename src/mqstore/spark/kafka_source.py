@@ -100,19 +100,35 @@ class KafkaLogPartition(InputPartition):
     include_headers: bool
     max_records: int
     fail_on_data_loss: bool
+    read_committed: bool = False
+    committed: Any = None  # CommittedRanges of the range (read_committed), computed by the planner
 
 
 def _read(partition: KafkaLogPartition) -> Iterator[Any]:
     from mqstore.spark._kafka_read import read_arrow
 
     yield from read_arrow(partition.range, include_headers=partition.include_headers,
-                          max_records=partition.max_records, fail_on_data_loss=partition.fail_on_data_loss)
+                          max_records=partition.max_records, fail_on_data_loss=partition.fail_on_data_loss,
+                          read_committed=partition.read_committed, committed=partition.committed)
 
 
 def _partitions(opts: KafkaLogOptions, ranges: list[OffsetRange]) -> list[KafkaLogPartition]:
+    """One task per piece; with read_committed the planner scans each partition's transactions
+    once and hands every task the excluded ranges of its own offsets."""
     pieces = split_ranges(ranges, opts.min_partitions)
-    return [KafkaLogPartition(r, opts.include_headers, opts.max_records_per_batch, opts.fail_on_data_loss)
-            for r in pieces]
+    states: dict[str, Any] = {}
+    out = []
+    for r in pieces:
+        committed = None
+        if opts.read_committed and r.size:
+            from mqstore.storage.kafka.txn import partition_txn_state
+
+            if r.path not in states:
+                states[r.path] = partition_txn_state(r.path)
+            committed = states[r.path].restrict(r.start, r.end)
+        out.append(KafkaLogPartition(r, opts.include_headers, opts.max_records_per_batch, opts.fail_on_data_loss,
+                                     opts.read_committed, committed))
+    return out
 
 
 class KafkaLogBatchReader(DataSourceReader):

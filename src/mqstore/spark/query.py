@@ -66,6 +66,7 @@ def _store_geometry(root: Path, hash_slot_num: int | None, index_num: int | None
 def _file_tasks(root: Path, begin: int, end: int) -> list[str]:
     """Index files of a store that may hold keys stored in [begin, end] (the index keeps times
     rounded down to seconds: the window is widened by one second, as the local query does)."""
+    from mqstore.formats.rocketmq.indexfile import time_matched
     from mqstore.storage.rocketmq.layout import index_files, read_index_header
 
     wbegin = max(0, begin - 1000)
@@ -74,7 +75,7 @@ def _file_tasks(root: Path, begin: int, end: int) -> list[str]:
         h = read_index_header(p)
         if h.index_count <= 1:
             continue
-        if h.end_timestamp < wbegin or h.begin_timestamp > end:
+        if not time_matched(h, wbegin, end):  # the IndexService's rule
             continue
         out.append(p.name)
     return out
@@ -129,14 +130,11 @@ def _candidates(batches: Iterator[pa.RecordBatch], *, stores: tuple[str, ...], t
                 geometry: tuple[tuple[int, int, int], ...]) -> Iterator[pa.RecordBatch]:
     """(storeIndex, file, key) rows → candidates (storeIndex, segmentBase, key, commitLogOffset),
     one chain walk per index file for all its keys."""
-    import mmap
-
     import pyarrow as pa
 
-    from mqstore.formats.rocketmq.indexfile import IndexHeader
     from mqstore.kernels.javahash import index_hash_strings
-    from mqstore.kernels.rocketmq.chain_walk import select_many
-    from mqstore.kernels.rocketmq.index_build import header_array
+    from mqstore.storage.rocketmq.index import IndexFile
+    from mqstore.storage.rocketmq.layout import index_dir
 
     wbegin = max(0, begin - 1000)
     out_schema = pa.schema([("storeIndex", pa.int32()), ("segmentBase", pa.int64()), ("key", pa.string()),
@@ -152,25 +150,17 @@ def _candidates(batches: Iterator[pa.RecordBatch], *, stores: tuple[str, ...], t
             groups.setdefault((s, f), []).append(i)
         for (s, f), rows in groups.items():
             _, slots, items = geometry[s]
-            path = Path(stores[s]) / "index" / f
+            path = index_dir(stores[s]) / f
             try:
-                fh = open(path, "rb")
+                ixf = IndexFile(path, slots, items, read_only=True)
             except FileNotFoundError:
                 continue  # deleted by retention since planning: its messages are gone too
-            with fh:
-                mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
             try:
-                u8 = np.frombuffer(mm, np.uint8)
-                header = header_array(IndexHeader.decode(mm[:40]))
                 gkeys = [keys[i] for i in rows]
                 hashes = index_hash_strings([f"{topic}#{k}" for k in gkeys])
-                offsets, splits = select_many(u8, slots, items, header, hashes, LONG_MAX, wbegin, end)
-                del u8
+                offsets, splits = ixf.select_many(hashes, wbegin, end)
             finally:
-                try:
-                    mm.close()
-                except BufferError:  # pragma: no cover - a view is still alive
-                    pass
+                ixf.close()
             counts = np.diff(splits)
             if not len(offsets):
                 continue
@@ -191,6 +181,7 @@ def _fetch(batches: Iterator[pa.RecordBatch], *, stores: tuple[str, ...], broker
 
     from mqstore.kernels.rocketmq.columns import decode_columns
     from mqstore.spark._rocketmq_read import close_map, columns_to_arrow, open_segment
+    from mqstore.storage.rocketmq.layout import commitlog_dir, segment_name
 
     seen: set[tuple[int, str, int]] = set()  # over the whole partition
     for rb in batches:
@@ -220,7 +211,7 @@ def _fetch(batches: Iterator[pa.RecordBatch], *, stores: tuple[str, ...], broker
                 j += 1
             rows = order[i:j]
             i = j
-            path = os.path.join(stores[s], "commitlog", f"{base:020d}")
+            path = str(commitlog_dir(stores[s]) / segment_name(base))
             if not os.path.exists(path):
                 continue  # the segment was deleted by retention: its messages are gone (as locally)
             mm, u8 = open_segment(path)

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from mqstore.errors import InvalidArgumentError, StoreNotFoundError
 from mqstore.spark._rebuild_progress import ProgressFn, phase
+from mqstore.storage.rocketmq.rebuild import RebuildStats
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
@@ -42,15 +43,9 @@ __all__ = ["KafkaRebuildStats", "RocketMQRebuildStats", "rebuild_kafka", "rebuil
 
 
 @dataclass(slots=True)
-class RocketMQRebuildStats:
-    """What :func:`rebuild_rocketmq` did (the local ``RebuildStats`` fields, plus Spark's)."""
+class RocketMQRebuildStats(RebuildStats):
+    """What :func:`rebuild_rocketmq` did (the local :class:`RebuildStats` fields, plus Spark's)."""
 
-    messages: int
-    keys: int
-    commit_log_end: int
-    consume_queues: int
-    index_files: int
-    stop_error: str | None
     segments: int
     scan_tasks: int
     bytes_scanned: int
@@ -77,6 +72,8 @@ class KafkaRebuildStats:
     seconds: float
     out: str
     results: list[dict[str, Any]] = field(default_factory=list)
+    txn_index_files: int = 0  # .txnindex files written (segments where aborted transactions end)
+    aborted_txns: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -151,7 +148,7 @@ def rebuild_rocketmq(spark: SparkSession, store: str | os.PathLike[str], out: st
     the driver with the tasks done.
     """
     from mqstore.spark import _rebuild_rocketmq as rr
-    from mqstore.storage.rocketmq.rebuild import rebuild_target, swap_in, write_rebuild_checkpoint
+    from mqstore.storage.locks import DISPATCH_LOCK_FILE, StoreLock
 
     t0 = time.perf_counter()
     root = Path(store)
@@ -163,6 +160,21 @@ def rebuild_rocketmq(spark: SparkSession, store: str | os.PathLike[str], out: st
     split = split_bytes or rr.DEFAULT_SPLIT_BYTES
     cfg = _rocketmq_config(root, hash_slot_num, index_num, cq_file_size, commit_log_file_size)
     in_place = _check_out(root, Path(out))
+    # in place: no writer nor dispatcher may run while the files are rebuilt and swapped, as in
+    # the local rebuild (StoreLockedError)
+    locks = [StoreLock(root), StoreLock(root, DISPATCH_LOCK_FILE)] if in_place else []
+    try:
+        return _rebuild_rocketmq(spark, root, out, in_place, cfg, split, check_crc, progress, t0)
+    finally:
+        for lock in reversed(locks):
+            lock.release()
+
+
+def _rebuild_rocketmq(spark: SparkSession, root: Path, out: str | os.PathLike[str], in_place: bool, cfg: Any,
+                      split: int, check_crc: bool, progress: ProgressFn | None, t0: float) -> RocketMQRebuildStats:
+    from mqstore.spark import _rebuild_rocketmq as rr
+    from mqstore.storage.rocketmq.rebuild import rebuild_target, swap_in, write_rebuild_checkpoint
+
     segments = _segments(root, cfg.commit_log_file_size)
     sc = spark.sparkContext
     _, target = rebuild_target(root, None if in_place else out)
@@ -238,14 +250,29 @@ def rebuild_rocketmq(spark: SparkSession, store: str | os.PathLike[str], out: st
 
 
 # ============================================================================ Kafka
+def find_kafka_segments(path: str | os.PathLike[str], out: str | os.PathLike[str]) -> list[tuple[str, Path, Path]]:
+    """``(partition, log file, output directory)`` of every segment :func:`rebuild_kafka` would
+    rebuild (a bad path fails here, before a session is started)."""
+    from mqstore.spark._rebuild_kafka import find_segments
+
+    return find_segments(Path(path), Path(out))
+
+
 def rebuild_kafka(spark: SparkSession, path: str | os.PathLike[str], out: str | os.PathLike[str], *,
                   index_interval_bytes: int = 4096, max_index_bytes: int = 10485760,
                   progress: ProgressFn | None = None) -> KafkaRebuildStats:
     """Regenerate the ``.index``/``.timeindex`` of every segment under ``path`` (a ``.log``, a
     partition directory or a log directory of partition directories) into ``out``, one Spark
-    task per segment, byte-identical to ``mqstore kafka rebuild-index``.  For a log directory
-    the files of partition ``P`` go to ``out/P/``."""
-    from mqstore.spark._rebuild_kafka import SegmentTask, find_segments, rebuild_segment
+    task per segment, byte-identical to ``mqstore kafka rebuild-index``; then the ``.txnindex``
+    files, one task per partition (transactions span segments).  For a log directory the files
+    of partition ``P`` go to ``out/P/``."""
+    from mqstore.spark._rebuild_kafka import (
+        PartitionTxnTask,
+        SegmentTask,
+        find_segments,
+        rebuild_partition_txn,
+        rebuild_segment,
+    )
 
     t0 = time.perf_counter()
     if isinstance(index_interval_bytes, bool) or not isinstance(index_interval_bytes, int) or index_interval_bytes < 0:
@@ -264,6 +291,12 @@ def rebuild_kafka(spark: SparkSession, path: str | os.PathLike[str], out: str | 
     sc = spark.sparkContext
     with phase(sc, "rebuild Kafka indexes", progress):
         results = sc.parallelize(tasks, len(tasks)).map(rebuild_segment).collect()
+    groups: dict[tuple[str, str, str], list[int]] = {}
+    for part, log, od in segs:
+        groups.setdefault((part, str(log.parent), str(od)), []).append(int(log.name.split(".", 1)[0]))
+    txn_tasks = [PartitionTxnTask(d, od, part, tuple(b)) for (part, d, od), b in groups.items()]
+    with phase(sc, "rebuild Kafka transaction indexes", progress):
+        txn = sc.parallelize(txn_tasks, len(txn_tasks)).map(rebuild_partition_txn).collect()
     results.sort(key=lambda r: (str(r["partition"]), int(r["base_offset"])))  # type: ignore[call-overload]
     return KafkaRebuildStats(
         partitions=len({r["partition"] for r in results}), segments=len(results),
@@ -272,4 +305,6 @@ def rebuild_kafka(spark: SparkSession, path: str | os.PathLike[str], out: str | 
         time_entries=sum(int(r["time_entries"]) for r in results),  # type: ignore[call-overload]
         truncated_segments=sum(1 for r in results if r["truncated_bytes"]),
         seconds=round(time.perf_counter() - t0, 3), out=str(out_p), results=results,
+        txn_index_files=sum(int(t["files"]) for t in txn),  # type: ignore[call-overload]
+        aborted_txns=sum(int(t["aborted_txns"]) for t in txn),  # type: ignore[call-overload]
     )

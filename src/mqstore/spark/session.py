@@ -56,8 +56,6 @@ def get_session(master: str | None = DEFAULT_MASTER, conf: Mapping[str, Any] | N
     prepare_environment()
     from pyspark.sql import SparkSession
 
-    from mqstore.spark import register
-
     builder = SparkSession.builder.appName(app_name)
     if master:
         builder = builder.master(master)
@@ -73,3 +71,18 @@ def get_session(master: str | None = DEFAULT_MASTER, conf: Mapping[str, Any] | N
     spark.sparkContext.setLogLevel("ERROR")
     register(spark)
     return spark
+
+
+def register(spark: SparkSession) -> None:
+    """Register mqstore's data sources (``rocketmq``, ``kafka-log``) in ``spark``.
+
+    Also turns on Python data source filter pushdown (``spark.sql.python.filterPushdown.enabled``,
+    off by default in Spark 4): the ``rocketmq`` reader implements ``pushFilters``, and Spark
+    refuses such readers while the setting is off.
+    """
+    from mqstore.spark.kafka_source import KafkaLogDataSource
+    from mqstore.spark.rocketmq_source import RocketMQDataSource
+
+    spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
+    spark.dataSource.register(RocketMQDataSource)
+    spark.dataSource.register(KafkaLogDataSource)

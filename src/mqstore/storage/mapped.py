@@ -28,6 +28,7 @@ from mqstore.errors import (
     PathOutsideStoreError,
     ReadOnlyStoreError,
     StoreError,
+    StoreNotFoundError,
 )
 from mqstore.storage.layout import offset_files, offset_name
 
@@ -102,17 +103,59 @@ def ensure_inside(root: Path, path: Path) -> Path:
     return real
 
 
+class ReadOnlyMap:
+    """A whole file mapped read-only, for readers that only look (the Spark tasks, the tools):
+    ``mm`` (``None`` for an empty file) and ``array``, a zero-copy ``uint8`` view.  Never
+    changes the file.  :meth:`close` leaves the mapping to the garbage collector when a view is
+    still referenced (an exception's traceback may hold one).  A missing file is a
+    :class:`StoreNotFoundError` naming ``what``."""
+
+    def __init__(self, path: str | os.PathLike[str], *, what: str = "file", size: int | None = None) -> None:
+        self.path = str(path)
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except FileNotFoundError:
+            raise StoreNotFoundError(f"{what} does not exist", path=self.path) from None
+        try:
+            n = os.fstat(fd).st_size if size is None else size
+            self.mm: mmap.mmap | None = mmap.mmap(fd, n, access=mmap.ACCESS_READ) if n else None
+        finally:
+            os.close(fd)
+        self.array: np.ndarray = np.frombuffer(self.mm, np.uint8) if self.mm is not None else np.empty(0, np.uint8)
+
+    def __len__(self) -> int:
+        return len(self.array)
+
+    def close(self) -> None:
+        self.array = np.empty(0, np.uint8)
+        if self.mm is not None:
+            try:
+                self.mm.close()
+            except BufferError:
+                pass
+            self.mm = None
+
+    def __enter__(self) -> ReadOnlyMap:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
 class MappedFile:
     """One mapped segment file."""
 
-    def __init__(self, path: Path, file_size: int, *, read_only: bool = False, create: bool = False) -> None:
+    def __init__(self, path: Path, file_size: int, *, read_only: bool = False, create: bool = False,
+                 named_by_offset: bool = True) -> None:
         self.path = Path(path)
         self.file_size = file_size
         self.read_only = read_only
-        try:
-            self.file_from_offset = int(self.path.name)
-        except ValueError as exc:
-            raise StoreError(f"segment file name is not a number: {self.path.name}", path=str(self.path)) from exc
+        self.file_from_offset = 0
+        if named_by_offset:  # a segment of a queue (IndexFiles and temporaries are named otherwise)
+            try:
+                self.file_from_offset = int(self.path.name)
+            except ValueError as exc:
+                raise StoreError(f"segment file name is not a number: {self.path.name}", path=str(self.path)) from exc
         if create:
             if read_only:
                 raise ReadOnlyStoreError("cannot create a segment in a read-only store", path=str(self.path))
@@ -415,12 +458,7 @@ class MultiPathMappedFileQueue(MappedFileQueue):
     def load(self) -> None:
         by_name: dict[str, Path] = {}
         for d in self.all_paths():
-            base = Path(d)
-            if not base.is_dir():
-                continue
-            for p in base.iterdir():
-                if not (p.is_file() and p.name.isdigit()):
-                    continue
+            for p in offset_files(d):
                 if p.name in by_name and by_name[p.name].resolve() != p.resolve():
                     raise StoreError(f"segment {p.name} is in two CommitLog directories: {by_name[p.name]} and {p}",
                                      path=str(p))

@@ -9,7 +9,7 @@ from __future__ import annotations
 import struct
 import zlib
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import IntEnum
 
 import crc32c as _crc32c
@@ -670,13 +670,6 @@ class BatchRef:
     base_offset: int  # −1 for legacy messages (unknown without decompression)
     last_offset: int
     max_timestamp: int
-
-
-@dataclass(slots=True)
-class WalkResult:
-    batches: list[BatchRef] = field(default_factory=list)
-    end: int = 0  # where the walk stopped
-    error: CorruptDataError | None = None
 
 
 def peek_batch(buf: bytes | bytearray | memoryview, position: int, end: int, *, path: str | None = None) -> BatchRef | None:

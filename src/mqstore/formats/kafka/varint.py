@@ -42,16 +42,6 @@ def _encode_unsigned(u: int) -> bytes:
     return bytes(out)
 
 
-def varint_size(n: int) -> int:
-    """Number of bytes :func:`encode_varint` produces for ``n``."""
-    u = _zigzag(n, 32)
-    size = 1
-    while u >= 0x80:
-        u >>= 7
-        size += 1
-    return size
-
-
 def _decode(buf: bytes | bytearray | memoryview, pos: int, end: int, max_bytes: int, bits: int) -> tuple[int, int]:
     u = 0
     shift = 0

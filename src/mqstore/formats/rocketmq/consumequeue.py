@@ -46,24 +46,11 @@ def encode_unit(commit_log_offset: int, size: int, tags_code: int) -> bytes:
     return _UNIT.pack(commit_log_offset, size, tags_code)
 
 
-def pack_unit_into(buf: bytearray | memoryview, pos: int, commit_log_offset: int, size: int, tags_code: int) -> None:
-    _UNIT.pack_into(buf, pos, commit_log_offset, size, tags_code)
-
-
 def decode_unit(buf: bytes | bytearray | memoryview, pos: int = 0) -> CQUnit:
     if pos < 0 or pos + CQ_UNIT_SIZE > len(buf):
         raise TruncatedRecordError(f"no whole 20-byte ConsumeQueue unit at position {pos} of {len(buf)} bytes",
                                    offset=pos)
     return CQUnit(*_UNIT.unpack_from(buf, pos))
-
-
-def encode_units(offsets: np.ndarray, sizes: np.ndarray, tags_codes: np.ndarray) -> bytes:
-    """Vectorised: many units at once."""
-    arr = np.empty(len(offsets), dtype=CQ_DTYPE)
-    arr["offset"] = offsets
-    arr["size"] = sizes
-    arr["tags_code"] = tags_codes
-    return arr.tobytes()
 
 
 def units_view(buf: bytes | bytearray | memoryview, count: int | None = None) -> np.ndarray:

@@ -72,6 +72,13 @@ class IndexHeader:
         return self.index_count - 1
 
 
+def time_matched(header: IndexHeader, begin: int, end: int) -> bool:
+    """``IndexFile.isTimeMatched``: whether a file whose keys span the header's store times may
+    hold keys stored in ``[begin, end]``."""
+    fb, fe = header.begin_timestamp, header.end_timestamp
+    return (begin < fb and end > fe) or (fb <= begin <= fe) or (fb <= end <= fe)
+
+
 def java_div(a: int, b: int) -> int:
     """Java integer division (truncates toward zero)."""
     q = abs(a) // abs(b)
@@ -170,8 +177,7 @@ class IndexFileBuffer:
         return _I32.unpack_from(self.buf, self.slot_position(key_hash))[0]
 
     def is_time_matched(self, begin: int, end: int) -> bool:
-        fb, fe = self.header.begin_timestamp, self.header.end_timestamp
-        return (begin < fb and end > fe) or (fb <= begin <= fe) or (fb <= end <= fe)
+        return time_matched(self.header, begin, end)
 
     def select_phy_offset(self, out: list[int], key: str, max_num: int, begin: int, end: int) -> None:
         self.select_by_hash(out, index_key_hash(key), max_num, begin, end)

@@ -54,11 +54,6 @@ def index_key_hash(key: str) -> int:
     return 0 if h == -INT_MIN else h
 
 
-def build_index_key(topic: str, key: str) -> str:
-    """``IndexService.buildKey``: the key stored in an IndexFile is ``topic#key``."""
-    return f"{topic}#{key}"
-
-
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
 _UNIT_MS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}

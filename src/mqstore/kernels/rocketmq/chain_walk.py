@@ -14,29 +14,27 @@ item number past the end of the file is corrupt too.  Everything else here drive
   of every chain per round, with ``llvm.prefetch``), so the cache misses of different chains
   overlap; optionally in slot order and on two threads.
 
-The core reads the file through :func:`item_i32`/:func:`item_i64`, resolved at compile time by the
-view's type: a native ``uint32`` view of a 4-byte-aligned buffer on a little-endian host (one
-load and a byte swap per field) or the ``uint8`` buffer itself (byte by byte, any host); the same
-walk is compiled for both.  Twins: :func:`select_many_py` (``IndexFileBuffer.select_by_hash`` per
+The core reads the file through the accessors of :mod:`.index_view`, resolved at compile time by
+the view's type (the native ``uint32`` view or the bytes): the same walk is compiled for both.  Twins: :func:`select_many_py` (``IndexFileBuffer.select_by_hash`` per
 key) and the ``*_py`` functions built on it.
 """
 
 from __future__ import annotations
 
 import os
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 from numba import carray, njit, types
-from numba.extending import intrinsic, overload
+from numba.extending import intrinsic
 
 from mqstore.errors import CorruptIndexError, InvalidArgumentError
 from mqstore.formats.rocketmq.indexfile import IndexFileBuffer, IndexHeader, check_geometry, index_file_size
-from mqstore.kernels.endian import as_u8, rd_i32, rd_i64, w_i32, w_i64, word_view
-from mqstore.kernels.intrinsics import prefetch
+from mqstore.kernels.endian import as_u8, w_i32, w_i64, word_view
 from mqstore.kernels.javahash import hash_joined_py, hash_joined_range, index_hash_span
 from mqstore.kernels.registry import register
 from mqstore.kernels.rocketmq.index_build import H_BEGIN_TS, H_INDEX_COUNT
+from mqstore.kernels.rocketmq.index_view import HEADER_WORDS, ITEM_WORDS, item_i32, item_i64, n_words, touch
 from mqstore.kernels.threads import run_parallel
 
 # per-key states of the batch walks
@@ -55,83 +53,6 @@ WALK_CYCLE = 1
 WALK_OUT_OF_FILE = 2
 WALK_ROOM = 3  # ``out`` is full: grow it and walk the chain again
 
-_HEADER_WORDS = 10  # the 40-byte header, in 4-byte words (slot s is word 10 + s)
-_ITEM_WORDS = 5  # a 20-byte item
-
-
-# ----------------------------------------------------------------------------- the two views
-def item_i32(a: np.ndarray, wi: int) -> int:
-    """The big-endian int32 at word ``wi`` of an IndexFile view (``uint8`` buffer or native
-    ``uint32`` view; compiled code picks the reader by the view's type)."""
-    raw = a.view(np.uint8)[4 * wi : 4 * wi + 4] if a.dtype == np.uint32 else a[4 * wi : 4 * wi + 4]
-    return int.from_bytes(raw.tobytes(), "big", signed=True)
-
-
-def item_i64(a: np.ndarray, wi: int) -> int:
-    """The big-endian int64 at words ``wi, wi + 1`` of an IndexFile view."""
-    raw = a.view(np.uint8)[4 * wi : 4 * wi + 8] if a.dtype == np.uint32 else a[4 * wi : 4 * wi + 8]
-    return int.from_bytes(raw.tobytes(), "big", signed=True)
-
-
-def touch(a: np.ndarray, wi: int) -> None:
-    """Prefetch the cache line of word ``wi`` (a no-op in Python)."""
-
-
-def n_words(a: np.ndarray) -> int:
-    """The number of whole 4-byte words of the view."""
-    return a.shape[0] if a.dtype == np.uint32 else a.shape[0] // 4
-
-
-def _is_bytes(a: Any) -> bool:
-    return isinstance(a, types.Array) and a.dtype == types.uint8
-
-
-@overload(item_i32, inline="always")
-def _item_i32_impl(a: Any, wi: Any) -> Any:
-    if _is_bytes(a):
-        def from_bytes(a: Any, wi: Any) -> Any:
-            return rd_i32(a, wi * 4)
-        return from_bytes
-
-    def from_words(a: Any, wi: Any) -> Any:
-        return w_i32(a, wi)
-    return from_words
-
-
-@overload(item_i64, inline="always")
-def _item_i64_impl(a: Any, wi: Any) -> Any:
-    if _is_bytes(a):
-        def from_bytes(a: Any, wi: Any) -> Any:
-            return rd_i64(a, wi * 4)
-        return from_bytes
-
-    def from_words(a: Any, wi: Any) -> Any:
-        return w_i64(a, wi)
-    return from_words
-
-
-@overload(touch, inline="always")
-def _touch_impl(a: Any, wi: Any) -> Any:
-    if _is_bytes(a):
-        def in_bytes(a: Any, wi: Any) -> Any:
-            prefetch(a, wi * 4)
-        return in_bytes
-
-    def in_words(a: Any, wi: Any) -> Any:
-        prefetch(a, wi)
-    return in_words
-
-
-@overload(n_words, inline="always")
-def _n_words_impl(a: Any) -> Any:
-    if _is_bytes(a):
-        def of_bytes(a: Any) -> Any:
-            return a.shape[0] // 4
-        return of_bytes
-
-    def of_words(a: Any) -> Any:
-        return a.shape[0]
-    return of_words
 
 
 # ----------------------------------------------------------------------------- the core
@@ -147,10 +68,10 @@ def walk_chain(a, slots, index_num, begin_ts, ic, limit, h, max_num, begin, end,
     s = h % slots
     if s < 0:
         s += slots
-    sv = item_i32(a, _HEADER_WORDS + s)
+    sv = item_i32(a, HEADER_WORDS + s)
     if sv <= 0 or sv > limit or ic <= 1:
         return 0, WALK_OK
-    items_w = _HEADER_WORDS + slots
+    items_w = HEADER_WORDS + slots
     cap = out.shape[0]
     got = 0
     cur = sv
@@ -160,7 +81,7 @@ def walk_chain(a, slots, index_num, begin_ts, ic, limit, h, max_num, begin, end,
             return got, WALK_OK
         if cur >= index_num:
             return got, WALK_OUT_OF_FILE
-        iw = items_w + cur * _ITEM_WORDS
+        iw = items_w + cur * ITEM_WORDS
         diff = item_i32(a, iw + 3)
         if diff < 0:
             return got, WALK_OK
@@ -193,7 +114,7 @@ def touch_chains(a, slots, ic, hashes, order, lo, hi, curs):  # fmt: skip
     next item prefetched.  The loads of different chains are independent, so their cache misses
     overlap instead of queueing; the exact walk that follows hits the cache.  Its result is never
     used (bounded steps, every read inside the view)."""
-    items_w = _HEADER_WORDS + slots
+    items_w = HEADER_WORDS + slots
     nw = n_words(a)
     live = 0
     for j in range(hi - lo):
@@ -201,15 +122,15 @@ def touch_chains(a, slots, ic, hashes, order, lo, hi, curs):  # fmt: skip
         s = h % slots
         if s < 0:
             s += slots
-        curs[j] = _HEADER_WORDS + s
-        touch(a, _HEADER_WORDS + s)
+        curs[j] = HEADER_WORDS + s
+        touch(a, HEADER_WORDS + s)
     for j in range(hi - lo):
         sv = item_i32(a, curs[j])
         curs[j] = sv if (0 < sv <= ic and ic > 1) else 0
         if curs[j] > 0:
             live += 1
-            iw = items_w + curs[j] * _ITEM_WORDS
-            if iw + _ITEM_WORDS <= nw:
+            iw = items_w + curs[j] * ITEM_WORDS
+            if iw + ITEM_WORDS <= nw:
                 touch(a, iw)
     steps = 0
     while live > 0 and steps < 64:
@@ -218,8 +139,8 @@ def touch_chains(a, slots, ic, hashes, order, lo, hi, curs):  # fmt: skip
             cur = curs[j]
             if cur <= 0:
                 continue
-            iw = items_w + cur * _ITEM_WORDS
-            if iw + _ITEM_WORDS > nw:
+            iw = items_w + cur * ITEM_WORDS
+            if iw + ITEM_WORDS > nw:
                 curs[j] = 0
                 continue
             prev = item_i32(a, iw + 4)
@@ -228,8 +149,8 @@ def touch_chains(a, slots, ic, hashes, order, lo, hi, curs):  # fmt: skip
             else:
                 curs[j] = prev
                 live += 1
-                if items_w + prev * _ITEM_WORDS + _ITEM_WORDS <= nw:
-                    touch(a, items_w + prev * _ITEM_WORDS)
+                if items_w + prev * ITEM_WORDS + ITEM_WORDS <= nw:
+                    touch(a, items_w + prev * ITEM_WORDS)
         steps += 1
 
 
@@ -285,6 +206,27 @@ def select_range(a, f, hashes, order, lo, hi, q, res, lanes):  # fmt: skip
         k += got
         counts[key] = got
     return out[:k]
+
+
+@njit(cache=True, nogil=True)
+def _select_few(a, slots, index_num, begin_ts, ic, hashes, max_num, begin, end, states):  # fmt: skip
+    """The walk of a handful of keys in key order, with plain arguments and no lock-step touch:
+    a lookup of one key spends its time in call set-up, not in the walk.  ``(offsets, splits)``."""
+    n = hashes.shape[0]
+    splits = np.zeros(n + 1, np.int64)
+    out = np.empty(max(16, n * 4), np.int64)
+    k = 0
+    for r in range(n):
+        h = np.int64(hashes[r])
+        while True:
+            got, st = walk_chain(a, slots, index_num, begin_ts, ic, ic, h, max_num, begin, end, out, k)
+            if st != WALK_ROOM:
+                break
+            out = _grow(out, k)
+        states[r] = SELECT_CYCLE if st == WALK_CYCLE else SELECT_OUT_OF_FILE if st == WALK_OUT_OF_FILE else SELECT_OK
+        k += got
+        splits[r + 1] = k
+    return out[:k].copy(), splits
 
 
 @njit(cache=True, nogil=True)
@@ -394,6 +336,8 @@ def select_many(
         if threads is None:
             threads = 2 if len(kh) >= _THREAD_MIN_KEYS and _CPUS >= 2 else 1
         offsets, splits = _walk_keys(w, f, kh, q, states, max(1, int(threads)), int(lanes), sort_slots)
+    elif len(kh) < _WORDS_MIN_KEYS:  # a handful of keys on the bytes: the least set-up per call
+        offsets, splits = _select_few(buf, *f, kh, *q, states)
     else:
         offsets, splits = _walk_keys(buf, f, kh, q, states, 1, _BYTE_LANES, False)
     if on_corrupt == "raise" and states.any():
@@ -534,6 +478,8 @@ def select_one(w, slots, index_num, begin_ts, ic, prefix, kb, key_hash, max_num,
     hash is ``indexKeyHashMethod`` of the key whose Java hash state after ``topic#`` is ``prefix``
     (unsigned) continued over the bytes ``kb``; otherwise ``key_hash`` is used as is.  Writes the
     offsets (newest first) to ``out`` and returns how many, or a negative ``SELECT_ONE_*`` code."""
+    if max_num <= 0:
+        return 0
     h = index_hash_span(kb, 0, len(kb), np.uint64(prefix)) if key_hash < 0 else key_hash
     last_item = min(ic, index_num - 1)
     got, st = walk_chain(w, slots, index_num, begin_ts, ic, last_item, h, max_num, begin, end, out, 0)
@@ -546,12 +492,11 @@ def select_one(w, slots, index_num, begin_ts, ic, prefix, kb, key_hash, max_num,
 
 def select_one_py(w, slots, index_num, begin_ts, ic, prefix, kb, key_hash, max_num, begin, end, out):  # type: ignore[no-untyped-def]  # fmt: skip
     """Twin of :func:`select_one`: ``IndexFileBuffer.select_by_hash`` on the same bytes."""
+    if max_num <= 0:
+        return 0
     if key_hash < 0:
-        u = prefix
-        for c in bytes(kb):
-            u = (u * 31 + c) & 0xFFFFFFFF
-        h = u - 0x100000000 if u >= 0x80000000 else u
-        h = 0 if abs(h) > 0x7FFFFFFF else abs(h)
+        raw = np.frombuffer(bytes(kb), np.uint8)
+        h = int(hash_joined_py(raw, np.array([0, len(raw) + 1], np.int64), int(prefix))[0])
     else:
         h = int(key_hash)
     f = IndexFileBuffer(memoryview(np.asarray(w).view(np.uint8)), int(slots), int(index_num), load=False)

@@ -5,9 +5,8 @@ end_timestamp, begin_phy_offset, end_phy_offset, hash_slot_count, index_count``;
 ``H_*`` constants) owned by the caller (it plays the role of ``IndexFileBuffer.header``).
 :func:`bulk_put` leaves the buffer byte-identical to calling ``IndexFileBuffer.put_hash`` for each
 key in turn (spec 3.6), header write-through and the first-item timeDiff quirk included.  The file
-is big-endian on disk: on a little-endian host the kernels address a native ``uint32`` view of the
-(page-aligned) mapping and byte-swap each word (IndexFiles are 4-byte aligned throughout: 40-byte
-header, 4-byte slots, 20-byte items), else they go byte by byte.
+is big-endian on disk: the one sequential kernel is compiled for both views of :mod:`.index_view`
+(a native ``uint32`` view of the page-aligned mapping on a little-endian host, else the bytes).
 
 :func:`bulk_put_parallel` is the same put on several threads (byte-identical, see its section).
 """
@@ -30,16 +29,13 @@ from mqstore.formats.rocketmq.indexfile import (
 from mqstore.kernels.endian import (
     as_u8,
     bswap32,
-    rd_i32,
     set_w_i32,
     set_w_i64,
-    w_i32,
     word_view,
-    wr_i32,
-    wr_i64,
 )
 from mqstore.kernels.intrinsics import prefetch
 from mqstore.kernels.registry import register
+from mqstore.kernels.rocketmq.index_view import HEADER_WORDS, ITEM_WORDS, item_i32, set_i32, set_i64, touch
 from mqstore.kernels.threads import resolve_threads, run_parallel, split_even
 
 HEADER_FIELDS = ("begin_timestamp", "end_timestamp", "begin_phy_offset", "end_phy_offset", "hash_slot_count", "index_count")
@@ -63,80 +59,21 @@ def time_diff(t: int, begin_ts: int) -> int:
     return q
 
 
-@njit(cache=True, nogil=True)
-def _bulk_put_kernel(buf, slots, index_num, header, key_hash, phy, ts, start):  # fmt: skip
-    begin_ts = header[H_BEGIN_TS]
-    end_ts = header[H_END_TS]
-    begin_phy = header[H_BEGIN_PHY]
-    end_phy = header[H_END_PHY]
-    hsc = header[H_SLOT_COUNT]
-    ic = header[H_INDEX_COUNT]
-    items_base = 40 + slots * 4
-    n = key_hash.shape[0]
-    i = start
-    wrote_begin = False
-    wrote_hsc = False
-    while i < n:
-        if ic >= index_num:
-            break
-        h = np.int64(key_hash[i])
-        s = h % slots
-        if s < 0:
-            s += slots
-        sp = 40 + s * 4
-        sv = rd_i32(buf, sp)
-        if sv <= 0 or sv > ic:
-            sv = 0
-        t = ts[i]
-        diff = time_diff(t, begin_ts)
-        ip = items_base + ic * 20
-        wr_i32(buf, ip, h)
-        wr_i64(buf, ip + 4, phy[i])
-        wr_i32(buf, ip + 12, diff)
-        wr_i32(buf, ip + 16, sv)
-        wr_i32(buf, sp, ic)
-        if ic <= 1:
-            begin_phy = phy[i]
-            begin_ts = t
-            wrote_begin = True
-        if sv == 0:
-            hsc += 1
-            wrote_hsc = True
-        ic += 1
-        end_phy = phy[i]
-        end_ts = t
-        i += 1
-    if i > start:  # header write-through (only the fields putKey touched)
-        if wrote_begin:
-            wr_i64(buf, 16, begin_phy)
-            wr_i64(buf, 0, begin_ts)
-        if wrote_hsc:
-            wr_i32(buf, 32, hsc)
-        wr_i64(buf, 24, end_phy)
-        wr_i64(buf, 8, end_ts)
-        wr_i32(buf, 36, ic)  # the count last: a kill before it leaves a file load() sees as torn
-    header[H_BEGIN_TS] = begin_ts
-    header[H_END_TS] = end_ts
-    header[H_BEGIN_PHY] = begin_phy
-    header[H_END_PHY] = end_phy
-    header[H_SLOT_COUNT] = hsc
-    header[H_INDEX_COUNT] = ic
-    return i - start
-
-
 #: keys ahead whose hash slot the bulk builders prefetch (see kernels/intrinsics.py)
 _PREFETCH_AHEAD = 16
 
 
 @njit(cache=True, nogil=True)
-def _bulk_put_words(w, slots, index_num, header, key_hash, phy, ts, start):  # fmt: skip
+def _bulk_put_kernel(a, slots, index_num, header, key_hash, phy, ts, start):  # fmt: skip
+    """``putKey`` for keys ``start, start + 1, ...`` until the file is full, on either view of the
+    file (:mod:`.index_view`); returns the number of keys put and updates ``header``."""
     begin_ts = header[H_BEGIN_TS]
     end_ts = header[H_END_TS]
     begin_phy = header[H_BEGIN_PHY]
     end_phy = header[H_END_PHY]
     hsc = header[H_SLOT_COUNT]
     ic = header[H_INDEX_COUNT]
-    items_w = 10 + slots  # word index of item 0
+    items_w = HEADER_WORDS + slots  # word index of item 0
     n = key_hash.shape[0]
     i = start
     wrote_begin = False
@@ -146,25 +83,24 @@ def _bulk_put_words(w, slots, index_num, header, key_hash, phy, ts, start):  # f
             break
         if i + _PREFETCH_AHEAD < n:  # the slot of a later key: its random load overlaps this key's work
             s2 = np.int64(key_hash[i + _PREFETCH_AHEAD]) % slots
-            prefetch(w, 10 + (s2 + slots if s2 < 0 else s2))
+            touch(a, HEADER_WORDS + (s2 + slots if s2 < 0 else s2))
         h = np.int64(key_hash[i])
         s = h % slots
         if s < 0:
             s += slots
-        sw = 10 + s
-        sv = w_i32(w, sw)
+        sw = HEADER_WORDS + s
+        sv = item_i32(a, sw)
         if sv <= 0 or sv > ic:
             sv = 0
         t = ts[i]
         diff = time_diff(t, begin_ts)
         p = phy[i]
-        iw = items_w + ic * 5
-        w[iw] = bswap32(h)
-        w[iw + 1] = bswap32(p >> 32)
-        w[iw + 2] = bswap32(p)
-        w[iw + 3] = bswap32(diff)
-        w[iw + 4] = bswap32(sv)
-        w[sw] = bswap32(ic)
+        iw = items_w + ic * ITEM_WORDS
+        set_i32(a, iw, h)
+        set_i64(a, iw + 1, p)
+        set_i32(a, iw + 3, diff)
+        set_i32(a, iw + 4, sv)
+        set_i32(a, sw, ic)
         if ic <= 1:
             begin_phy = p
             begin_ts = t
@@ -178,17 +114,13 @@ def _bulk_put_words(w, slots, index_num, header, key_hash, phy, ts, start):  # f
         i += 1
     if i > start:  # header write-through (only the fields putKey touched)
         if wrote_begin:
-            w[4] = bswap32(begin_phy >> 32)
-            w[5] = bswap32(begin_phy)
-            w[0] = bswap32(begin_ts >> 32)
-            w[1] = bswap32(begin_ts)
+            set_i64(a, 4, begin_phy)
+            set_i64(a, 0, begin_ts)
         if wrote_hsc:
-            w[8] = bswap32(hsc)
-        w[6] = bswap32(end_phy >> 32)
-        w[7] = bswap32(end_phy)
-        w[2] = bswap32(end_ts >> 32)
-        w[3] = bswap32(end_ts)
-        w[9] = bswap32(ic)  # the count last: a kill before it leaves a file load() sees as torn
+            set_i32(a, 8, hsc)
+        set_i64(a, 6, end_phy)
+        set_i64(a, 2, end_ts)
+        set_i32(a, 9, ic)  # the count last: a kill before it leaves a file load() sees as torn
     header[H_BEGIN_TS] = begin_ts
     header[H_END_TS] = end_ts
     header[H_BEGIN_PHY] = begin_phy
@@ -240,9 +172,8 @@ def bulk_put(
     if not 0 <= start <= len(kh):
         raise InvalidArgumentError(f"start {start} outside the {len(kh)} keys")
     w = word_view(buf)
-    if w is not None:
-        return int(_bulk_put_words(w, np.int64(hash_slot_num), np.int64(index_num), header, kh, phy, ts, np.int64(start)))
-    return int(_bulk_put_kernel(buf, np.int64(hash_slot_num), np.int64(index_num), header, kh, phy, ts, np.int64(start)))
+    view = buf if w is None else w
+    return int(_bulk_put_kernel(view, np.int64(hash_slot_num), np.int64(index_num), header, kh, phy, ts, np.int64(start)))
 
 
 def bulk_put_py(

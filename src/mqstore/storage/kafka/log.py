@@ -24,11 +24,8 @@ keeps both **inside the partition directory** (same formats), so partitions are 
 from __future__ import annotations
 
 import bisect
-import fcntl
 import json
 import os
-import re
-import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -46,13 +43,21 @@ from mqstore.errors import (
     ReadOnlyStoreError,
     StoreClosedError,
     StoreError,
-    StoreLockedError,
     StoreNotFoundError,
 )
-from mqstore.formats.kafka.batch import Record, SimpleRecord, encode_batch, set_base_offset
+from mqstore.formats.kafka.batch import Record, SimpleRecord, encode_batch, peek_batch, set_base_offset
 from mqstore.formats.kafka.compression import Compression
+from mqstore.formats.kafka.txn import AbortedTxn
 from mqstore.kernels.kafka.batches import STOP_END, check_crcs, scan_batches
-from mqstore.storage.kafka.rebuild import parse_base_offset, segment_file_name
+from mqstore.storage.kafka.layout import (
+    INDEX_SUFFIXES,
+    log_files,
+    parse_base_offset,
+    segment_file_name,
+    segment_files,
+    segment_logs,
+    topic_partition_of,
+)
 from mqstore.storage.kafka.segment import (
     FetchDataInfo,
     LogConfig,
@@ -63,16 +68,22 @@ from mqstore.storage.kafka.segment import (
     TimestampAndOffset,
     now_ms,
 )
+from mqstore.storage.kafka.txn import (
+    TxnState,
+    check_isolation,
+    expected_txn_indexes,
+    partition_txn_columns,
+    txn_state_of,
+)
+from mqstore.storage.locks import PartitionLock
 from mqstore.storage.mapped import ensure_inside
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 RECOVERY_POINT_FILE = "recovery-point-offset-checkpoint"
-INDEX_SUFFIXES = (".index", ".timeindex", ".txnindex")
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
 MAX_TIMESTAMP = -3
 INT32_MAX = (1 << 31) - 1
-_DIR_RE = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
 
 
 @dataclass(frozen=True)
@@ -131,54 +142,6 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-# Partition directories this process holds open for writing (an flock already excludes two opens
-# in one process; the registry only gives that case its own message).
-_LOCKED_PARTITIONS: set[str] = set()
-_LOCKED_GUARD = threading.Lock()
-
-
-class _PartitionLock:
-    """The writer lock of a partition directory: ``flock(LOCK_EX | LOCK_NB)`` on a read-only
-    descriptor of the directory itself, so no file is created inside the partition (the directory
-    stays byte-compatible with a broker's and the loader sees nothing new).  The kernel releases
-    it when the descriptor is closed, including when the process dies.  Read-only opens take no
-    lock: they never change a file."""
-
-    def __init__(self, directory: Path) -> None:
-        self.key = str(directory.resolve())
-        with _LOCKED_GUARD:
-            if self.key in _LOCKED_PARTITIONS:
-                raise StoreLockedError(f"partition {directory} is already open for writing in this process",
-                                       path=str(directory))
-            fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError as exc:
-                os.close(fd)
-                raise StoreLockedError(f"partition {directory} is locked by another writer",
-                                       path=str(directory)) from exc
-            self.fd: int | None = fd
-            _LOCKED_PARTITIONS.add(self.key)
-
-    def release(self) -> None:
-        if self.fd is None:
-            return
-        try:
-            fcntl.flock(self.fd, fcntl.LOCK_UN)
-        finally:
-            os.close(self.fd)
-            self.fd = None
-            with _LOCKED_GUARD:
-                _LOCKED_PARTITIONS.discard(self.key)
-
-
-def _topic_partition(path: Path) -> tuple[str, int]:
-    m = _DIR_RE.match(path.name)
-    if m:
-        return m.group("topic"), int(m.group("partition"))
-    return path.name, 0
-
-
 def _analyze_append(data: memoryview, path: str, validate: bool) -> dict[str, Any]:
     scan = scan_batches(data, 0)
     if scan["count"] == 0 or scan["stop_reason"] != STOP_END or scan["valid_end"] != len(data):
@@ -203,7 +166,7 @@ class PartitionLog:
         self.dir = directory
         self.config = config
         self.read_only = read_only
-        self.topic, self.partition = _topic_partition(directory)
+        self.topic, self.partition = topic_partition_of(directory)
         self._segments: list[LogSegment] = []
         self._bases: list[int] = []
         self._closed = False
@@ -214,7 +177,9 @@ class PartitionLog:
         self.recovered_segments: list[int] = []
         self.deleted_files: list[str] = []
         self._last_flush_ms = now_ms()
-        self._lock: _PartitionLock | None = None
+        self._lock: PartitionLock | None = None
+        self._txn_cache: tuple[Any, TxnState] | None = None
+        self._aborted_cache: tuple[Any, list[AbortedTxn]] | None = None
 
     # ------------------------------------------------------------------ open / load (§4.7)
     @classmethod
@@ -237,7 +202,7 @@ class PartitionLog:
             raise InvalidArgumentError("not a partition directory", path=str(d))
         log = cls(d, config or LogConfig(), read_only)
         if not read_only:
-            log._lock = _PartitionLock(d)
+            log._lock = PartitionLock(d)
         try:
             log._load()
         except BaseException:
@@ -272,20 +237,12 @@ class PartitionLog:
         for f in sorted(d.iterdir()):
             if f.is_symlink():  # a segment or index linked elsewhere would make appends write there
                 ensure_inside(d, f)
-        for f in sorted(d.iterdir()):
-            if not f.is_file() or "." not in f.name or not f.name.split(".", 1)[0].isdigit():
-                continue
-            suffix = f.name[f.name.index(".") :]
-            if suffix == ".log":
-                logs[parse_base_offset(f)] = f
-        for f in sorted(d.iterdir()):
-            suffix = f.name[f.name.index(".") :] if "." in f.name else ""
-            if suffix in INDEX_SUFFIXES and f.name.split(".", 1)[0].isdigit():
-                base = parse_base_offset(f)
-                if base not in logs:
-                    if rw:
-                        f.unlink()
-                        self.deleted_files.append(f.name)
+        for f in log_files(d):
+            logs[parse_base_offset(f)] = f
+        for f in segment_files(d, INDEX_SUFFIXES):
+            if parse_base_offset(f) not in logs and rw:
+                f.unlink()
+                self.deleted_files.append(f.name)
         for base in sorted(logs):
             seg = LogSegment(logs[base], base, self.config, read_only=self.read_only)
             if not seg.offset_index_path.exists() or not seg.time_index_path.exists():
@@ -522,17 +479,56 @@ class PartitionLog:
         self._last_flush_ms = now_ms()
 
     # ------------------------------------------------------------------ reads
-    def read(self, start_offset: int, max_size: int, min_one_message: bool = False) -> FetchDataInfo:
+    def read(self, start_offset: int, max_size: int, min_one_message: bool = False, *,
+             isolation: str = "read_uncommitted") -> FetchDataInfo:
         """Raw batches from the one holding ``start_offset`` (may start below it), across segments.
 
         ``start_offset == log_end_offset`` gives empty records; outside
         ``[log_start_offset, log_end_offset]`` raises :class:`OffsetOutOfRangeError`.
+
+        ``isolation="read_committed"`` reads as the broker serves a ``read_committed`` fetch: only
+        whole batches below the last stable offset, and ``aborted_transactions`` lists the aborted
+        transactions (:class:`~mqstore.formats.kafka.txn.AbortedTxn`) overlapping them, which the
+        consumer uses to drop aborted records (:meth:`iter_records` does that filtering).
         """
         self._check_open()
+        committed = check_isolation(isolation)
         if start_offset < self.log_start_offset or start_offset > self.log_end_offset:
             raise OffsetOutOfRangeError(
                 f"offset {start_offset} is outside the log range [{self.log_start_offset}, {self.log_end_offset}]",
                 path=str(self.dir))
+        res = self._read_raw(start_offset, max_size, min_one_message)
+        if not committed:
+            return res
+        state = self.txn_state()
+        lso = state.last_stable_offset
+        data = res.records
+        cut = 0
+        pos = 0
+        while pos < len(data):
+            ref = peek_batch(data, pos, len(data))
+            if ref is None or ref.base_offset >= lso:
+                break
+            pos += ref.size
+            cut = pos
+        data = data[:cut]
+        upper = self._next_offset_after(data, start_offset)
+        aborted = [t for t in self._aborted_txns() if t.last_offset >= start_offset and t.first_offset < upper]
+        return FetchDataInfo(res.offset_metadata, data, res.first_entry_incomplete, aborted)
+
+    @staticmethod
+    def _next_offset_after(data: bytes, default: int) -> int:
+        nxt = default
+        pos = 0
+        while pos < len(data):
+            ref = peek_batch(data, pos, len(data))
+            if ref is None:
+                break
+            nxt = ref.last_offset + 1
+            pos += ref.size
+        return nxt
+
+    def _read_raw(self, start_offset: int, max_size: int, min_one_message: bool) -> FetchDataInfo:
         i = max(bisect.bisect_right(self._bases, start_offset) - 1, 0)
         for seg in self._segments[i:]:
             res = seg.read(start_offset, max_size, min_one_message)
@@ -541,11 +537,49 @@ class PartitionLog:
         active = self.active_segment
         return FetchDataInfo(LogOffsetMetadata(start_offset, active.base_offset, active.size), b"")
 
-    def iter_records(self, start_offset: int | None = None, end_offset: int | None = None) -> Iterator[Record]:
-        """Every record with ``start_offset ≤ offset < end_offset`` (control records included)."""
+    def txn_state(self) -> TxnState:
+        """The transaction state of the whole log (cached until the log end moves): last stable
+        offset (offline, high watermark = log end) and the ranges a ``read_committed`` consumer skips."""
+        key = (self.log_end_offset, len(self._segments), self._segments[0].base_offset if self._segments else -1)
+        cached = self._txn_cache
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        cols = partition_txn_columns(self.dir, logs=[s.log_path for s in self._segments])
+        state = txn_state_of(cols, self.log_start_offset)
+        self._txn_cache = (key, state)
+        self._aborted_cache = None
+        return state
+
+    def _aborted_txns(self) -> list[AbortedTxn]:
+        state = self.txn_state()
+        cached = self._aborted_cache
+        if cached is not None and cached[0] is state:
+            return cached[1]
+        per_seg = expected_txn_indexes(self.dir, state.columns)
+        txns = [t for b in sorted(per_seg) for t in per_seg[b]]
+        self._aborted_cache = (state, txns)
+        return txns
+
+    def last_stable_offset(self) -> int:
+        """The first offset of the earliest open transaction, else the log end offset."""
         self._check_open()
+        return self.txn_state().last_stable_offset
+
+    def iter_records(self, start_offset: int | None = None, end_offset: int | None = None, *,
+                     isolation: str = "read_uncommitted") -> Iterator[Record]:
+        """Every record with ``start_offset ≤ offset < end_offset`` (control records included).
+
+        ``isolation="read_committed"`` yields what a ``read_committed`` consumer receives: no
+        control records, no records of aborted transactions, nothing at or past the last stable
+        offset (a transaction still open at the log end hides everything after its first offset).
+        """
+        self._check_open()
+        committed = check_isolation(isolation)
         lo = self.log_start_offset if start_offset is None else start_offset
         hi = self.log_end_offset if end_offset is None else end_offset
+        state = self.txn_state() if committed else None
+        if state is not None:
+            hi = min(hi, state.last_stable_offset)
         i = max(bisect.bisect_right(self._bases, lo) - 1, 0)
         for seg in self._segments[i:]:
             if seg.base_offset >= hi:
@@ -556,6 +590,8 @@ class PartitionLog:
             for ref in seg.batches(t.position):
                 if ref.last_offset < lo:
                     continue
+                if state is not None and ref.base_offset < hi and not state.is_visible(ref.base_offset):
+                    continue  # a control batch or an aborted transaction's batch: skipped whole
                 recs, _ = seg.records_of(ref)
                 for r in recs:
                     if r.offset >= hi:
@@ -774,19 +810,7 @@ class PartitionLog:
 
 def open_segments_readonly(path: str | os.PathLike[str], config: LogConfig | None = None) -> list[LogSegment]:
     """Read-only segments of a partition directory, or the one segment of a ``.log`` path."""
-    p = Path(path)
-    if not p.exists():
-        raise StoreNotFoundError("path not found", path=str(p))
-    if p.is_dir():
-        logs = sorted(f for f in p.iterdir() if f.suffix == ".log" and f.name.split(".", 1)[0].isdigit())
-        if not logs:
-            raise StoreNotFoundError("no .log segment files in directory", path=str(p))
-        return [LogSegment.open(f, config) for f in logs]
-    if p.suffix in (".index", ".timeindex"):
-        p = p.with_suffix(".log")
-    if p.suffix != ".log":
-        raise InvalidArgumentError("expected a partition directory or a .log/.index/.timeindex file", path=str(p))
-    return [LogSegment.open(p, config)]
+    return [LogSegment.open(f, config) for f in segment_logs(path)]
 
 
 __all__ = [

@@ -5,16 +5,14 @@ when it loads the directory, and what mqstore does, is listed in docs/kafka.md (
 directories").  Every file and directory found gets a kind; a name that matches no known kind is
 reported as ``unknown`` (a verify note), never skipped.
 
-The one home of the partition-directory and partition-file name rules is
-:func:`parse_partition_dir_name` / :func:`classify_partition_file` (the lead folds them into
-``storage/kafka/layout.py``).
+The partition-directory and partition-file name rules (:func:`parse_partition_dir_name`,
+:func:`classify_partition_file`) live in :mod:`mqstore.storage.kafka.layout`.
 """
 
 from __future__ import annotations
 
 import multiprocessing
 import os
-import re
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -48,40 +46,22 @@ from mqstore.formats.kafka.logdir_files import (
     parse_partition_metadata,
 )
 from mqstore.storage.kafka.index import OffsetIndex, TimeIndex
+from mqstore.storage.kafka.layout import (  # the partition name rules live in layout (re-exported here)
+    CLEAN_SHUTDOWN,
+    LEADER_EPOCH_CHECKPOINT,
+    PARTITION_METADATA,
+    REMOTE_INDEX_NAME,
+    FileKind,
+    PartitionDirName,
+    classify_partition_file,
+    parse_partition_dir_name,
+)
 
 META_PROPERTIES = "meta.properties"
-CLEAN_SHUTDOWN = ".kafka_cleanshutdown"
-LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
-PARTITION_METADATA = "partition.metadata"
 REMOTE_INDEX_CACHE = "remote-log-index-cache"
 TXN_ENTRY_SIZE = 34
 
 # ---------------------------------------------------------------------------------------- names
-_SEGMENT_FILE = re.compile(r"^(\d{20})\.(log|index|timeindex|txnindex|snapshot)(\.(deleted|cleaned|swap))?$")
-_KRAFT_SNAPSHOT = re.compile(r"^(\d{20})-(\d{10})\.checkpoint(\.part|\.deleted)?$")
-_SPECIAL_DIR = re.compile(r"^(\S+)-(\S+)\.(\S+)-(delete|future|stray)$")
-_REMOTE_INDEX = re.compile(r"^(\d+)_([A-Za-z0-9_-]{22})\.(index|timeindex|txnindex)(\.deleted|\.tmp)?$")
-
-PARTITION_FILE_KINDS = {
-    "log": "segment data (record batches)",
-    "index": "offset index",
-    "timeindex": "time index",
-    "txnindex": "aborted-transaction index",
-    "snapshot": "producer-state snapshot",
-    "deleted": "segment file scheduled for deletion (Kafka deletes it on load)",
-    "cleaned": "log-cleaner output not yet swapped in (Kafka deletes it on load)",
-    "swap": "segment file being swapped in (Kafka completes or drops the swap on load)",
-    "leader_epoch_checkpoint": "leader epoch cache",
-    "partition_metadata": "topic id",
-    "checkpoint_tmp": "temporary of an interrupted checkpoint write (ignored, overwritten by Kafka)",
-    "kraft_snapshot": "KRaft metadata snapshot",
-    "kraft_snapshot_partial": "KRaft snapshot being written (.checkpoint.part, Kafka deletes it)",
-    "kraft_snapshot_deleted": "KRaft snapshot scheduled for deletion",
-    "quorum_state": "KRaft quorum state",
-    "mqstore_recovery_point": "mqstore's per-partition recovery point (PartitionLog)",
-    "mqstore_clean_shutdown": "mqstore's per-partition clean-shutdown marker (PartitionLog)",
-    "unknown": "not a Kafka file",
-}
 
 LOG_DIR_FILE_KINDS = {
     "recovery_point_checkpoint": "recovery-point-offset-checkpoint",
@@ -105,68 +85,6 @@ _CHECKPOINT_KIND = {
     "replication-offset-checkpoint": "replication_offset_checkpoint",
     "cleaner-offset-checkpoint": "cleaner_offset_checkpoint",
 }
-
-
-@dataclass(frozen=True)
-class PartitionDirName:
-    topic: str
-    partition: int
-    state: str  # "live" | "delete" | "future" | "stray"
-    unique_id: str | None = None
-
-
-def parse_partition_dir_name(name: str) -> PartitionDirName | None:
-    """``<topic>-<partition>`` or ``<topic>-<partition>.<uniqueId>-delete|-future|-stray``
-    (Kafka's ``UnifiedLog.parseTopicPartitionName``); ``None`` for any other name."""
-    m = _SPECIAL_DIR.match(name)
-    if m:
-        topic, part, uid, state = m.groups()
-        if not part.isdigit():
-            return None
-        return PartitionDirName(topic, int(part), state, uid)
-    topic, sep, part = name.rpartition("-")
-    if not sep or not topic or not part.isdigit() or "." in part:
-        return None
-    return PartitionDirName(topic, int(part), "live")
-
-
-@dataclass(frozen=True)
-class FileKind:
-    kind: str
-    base_offset: int | None = None
-    suffix: str | None = None  # the segment suffix (".log", ...) of segment files and their temporaries
-
-
-def classify_partition_file(name: str) -> FileKind:
-    """Kind of one file inside a partition directory (the single segment-file name parser)."""
-    m = _SEGMENT_FILE.match(name)
-    if m:
-        base, suffix, _, temp = m.groups()
-        return FileKind(temp or suffix, int(base), "." + suffix)
-    m = _KRAFT_SNAPSHOT.match(name)
-    if m:
-        extra = m.group(3)
-        kind = {None: "kraft_snapshot", ".part": "kraft_snapshot_partial", ".deleted": "kraft_snapshot_deleted"}[extra]
-        return FileKind(kind, int(m.group(1)))
-    if name == LEADER_EPOCH_CHECKPOINT:
-        return FileKind("leader_epoch_checkpoint")
-    if name == PARTITION_METADATA:
-        return FileKind("partition_metadata")
-    if name in (LEADER_EPOCH_CHECKPOINT + ".tmp", PARTITION_METADATA + ".tmp"):
-        return FileKind("checkpoint_tmp")
-    if name == "quorum-state":
-        return FileKind("quorum_state")
-    if name == "recovery-point-offset-checkpoint":
-        return FileKind("mqstore_recovery_point")
-    if name == CLEAN_SHUTDOWN:
-        return FileKind("mqstore_clean_shutdown")
-    return FileKind("unknown")
-
-
-def remote_index_base_offset(name: str) -> int | None:
-    """Start offset of a ``remote-log-index-cache`` file name (``<startOffset>_<segmentId>.<kind>``)."""
-    m = _REMOTE_INDEX.match(name)
-    return int(m.group(1)) if m else None
 
 
 def classify_log_dir_entry(name: str, is_dir: bool) -> str:
@@ -248,7 +166,7 @@ def scan_log_dir(path: str | os.PathLike[str]) -> LogDirLayout:
             layout.partitions.append(scan_partition_dir(f, name))
         elif kind == "remote_index_cache":
             for g in sorted(f.iterdir()):
-                m = _REMOTE_INDEX.match(g.name) if g.is_file() else None
+                m = REMOTE_INDEX_NAME.match(g.name) if g.is_file() else None
                 if m is None:
                     layout.remote_cache[g.name] = "unknown"
                 elif m.group(4):
@@ -452,6 +370,9 @@ def _verify_partition_job(args: tuple[dict[str, Any], bool]) -> PartitionVerify:
             if b.epoch <= a.epoch or b.start_offset < a.start_offset:
                 rep.add("leader_epoch_order", Path(info.path) / LEADER_EPOCH_CHECKPOINT, None,
                         f"entry ({b.epoch}, {b.start_offset}) does not follow ({a.epoch}, {a.start_offset})")
+    from mqstore.storage.kafka.internal import verify_kraft_files
+
+    verify_kraft_files(info.path, rep)  # KRaft snapshots and quorum-state of __cluster_metadata-0
     if not info.logs:  # (verify_path lists these itself when there are segments)
         from mqstore.storage.kafka.tools import _note_other_files
 
@@ -565,6 +486,10 @@ def verify_log_dir(path: str | os.PathLike[str], *, strict: bool = False, worker
     if layout.remote_cache or REMOTE_INDEX_CACHE in layout.entries:
         _verify_remote_cache(d / REMOTE_INDEX_CACHE, layout.remote_cache, top)
     _checkpoint_notes(layout, files, top)
+    if (d / "bootstrap.checkpoint").is_file():
+        from mqstore.storage.kafka.internal import verify_snapshot
+
+        verify_snapshot(d / "bootstrap.checkpoint", top)
     todo = [p for p in layout.partitions if p.name.state != "delete"]
     for p in layout.partitions:
         if p.name.state == "delete":

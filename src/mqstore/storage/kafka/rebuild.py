@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import mmap
 import os
-import struct
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -24,27 +23,14 @@ from mqstore.kernels.kafka.batches import SCAN_FIELDS, STOP_BAD_SIZE, STOP_TORN,
 from mqstore.kernels.kafka.file_scan import HAVE_FILE_SCAN
 from mqstore.kernels.kafka.index_build import build_index_entries
 from mqstore.storage.kafka.file_scan import scan_check_file
+from mqstore.storage.kafka.layout import INDEX_SUFFIX, LOG_SUFFIX, TIMEINDEX_SUFFIX, parse_base_offset
+from mqstore.storage.locks import PartitionLock
 
 DEFAULT_INDEX_INTERVAL_BYTES = 4096
 DEFAULT_MAX_INDEX_SIZE = 10 * 1024 * 1024
 SCAN_CHUNK = 64 * 1024 * 1024
 
 ProgressFn = Callable[[int, int], None]
-
-
-def parse_base_offset(path: str | os.PathLike[str]) -> int:
-    """The base offset encoded in a segment file name (text before the first ``.``)."""
-    name = Path(path).name
-    stem = name.split(".", 1)[0]
-    if not stem.isdigit():
-        raise InvalidArgumentError(f"not a Kafka segment file name (expected 20 digits): {name}", path=str(path))
-    return int(stem)
-
-
-def segment_file_name(base_offset: int, suffix: str) -> str:
-    if base_offset < 0:
-        raise InvalidArgumentError(f"negative base offset {base_offset}")
-    return f"{base_offset:020d}{suffix}"
 
 
 @dataclass
@@ -179,23 +165,6 @@ class RebuildResult:
     next_offset: int
 
 
-def compute_indexes(
-    buf: Any,
-    base_offset: int,
-    *,
-    index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES,
-    max_index_size: int = DEFAULT_MAX_INDEX_SIZE,
-    path: str | None = None,
-    progress: ProgressFn | None = None,
-) -> tuple[LogAnalysis, bytes, bytes]:
-    """Analyse ``buf`` and return ``(analysis, offset_index_bytes, time_index_bytes)``."""
-    _check_index_args(index_interval_bytes, max_index_size)
-    analysis = analyze_log(buf, progress=progress)
-    oi, ti = indexes_of(analysis, base_offset, index_interval_bytes=index_interval_bytes,
-                        max_index_size=max_index_size, path=path)
-    return analysis, oi, ti
-
-
 def _check_index_args(index_interval_bytes: int, max_index_size: int) -> None:
     if index_interval_bytes < 0:
         raise InvalidArgumentError(f"index interval bytes must be ≥ 0, got {index_interval_bytes}")
@@ -270,7 +239,7 @@ def rebuild_indexes(
     Deterministic: any process (CLI, Spark task) produces byte-identical output.
     """
     log_path = Path(segment_log_path)
-    if log_path.suffix != ".log":
+    if log_path.suffix != LOG_SUFFIX:
         raise InvalidArgumentError("rebuild-index needs a .log file", path=str(log_path))
     base = parse_base_offset(log_path)
     out = Path(out_dir) if out_dir is not None else log_path.parent
@@ -288,9 +257,7 @@ def rebuild_indexes(
 
 
 def _partition_lock(directory: Path) -> Any:
-    from mqstore.storage.kafka.log import _PartitionLock
-
-    return _PartitionLock(directory)
+    return PartitionLock(directory)
 
 
 def _rebuild_into(log_path: Path, base: int, out: Path, index_interval_bytes: int, max_index_size: int,
@@ -307,9 +274,9 @@ def _rebuild_into(log_path: Path, base: int, out: Path, index_interval_bytes: in
         os.close(fd)
     oi, ti = indexes_of(analysis, base, index_interval_bytes=index_interval_bytes, max_index_size=max_index_size,
                         path=str(log_path))
-    stem = log_path.name[: -len(".log")]
-    oi_path = out / f"{stem}.index"
-    ti_path = out / f"{stem}.timeindex"
+    stem = log_path.name[: -len(LOG_SUFFIX)]
+    oi_path = out / f"{stem}{INDEX_SUFFIX}"
+    ti_path = out / f"{stem}{TIMEINDEX_SUFFIX}"
     atomic_write(oi_path, oi)
     atomic_write(ti_path, ti)
     n = analysis.n_valid
@@ -319,11 +286,3 @@ def _rebuild_into(log_path: Path, base: int, out: Path, index_interval_bytes: in
         analysis.stop, analysis.error, str(oi_path), str(ti_path), len(oi) // 8, len(ti) // 12, next_offset,
     )
 
-
-def read_index_entries(data: bytes, kind: str, base_offset: int) -> list[tuple[int, int]]:
-    """Decode raw index bytes into absolute entries (``kind`` is ``"offset"`` or ``"time"``)."""
-    if kind == "offset":
-        return [(base_offset + r, p) for r, p in struct.iter_unpack(">ii", data[: len(data) // 8 * 8])]
-    if kind == "time":
-        return [(t, base_offset + r) for t, r in struct.iter_unpack(">qi", data[: len(data) // 12 * 12])]
-    raise CorruptDataError(f"unknown index kind {kind}")

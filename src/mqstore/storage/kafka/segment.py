@@ -14,7 +14,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -42,6 +42,14 @@ from mqstore.formats.kafka.batch import (
 from mqstore.formats.kafka.index_entry import OffsetPosition, TimestampOffset
 from mqstore.kernels.kafka.batches import scan_batches
 from mqstore.storage.kafka.index import OffsetIndex, TimeIndex
+from mqstore.storage.kafka.layout import (
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    SEGMENT_SUFFIXES,
+    TIMEINDEX_SUFFIX,
+    parse_base_offset,
+    segment_file_name,
+)
 from mqstore.storage.kafka.rebuild import (
     DEFAULT_INDEX_INTERVAL_BYTES,
     DEFAULT_MAX_INDEX_SIZE,
@@ -49,8 +57,6 @@ from mqstore.storage.kafka.rebuild import (
     analyze_log_file,
     atomic_write,
     indexes_of,
-    parse_base_offset,
-    segment_file_name,
 )
 
 INT32_MAX = (1 << 31) - 1
@@ -148,6 +154,9 @@ class FetchDataInfo:
     offset_metadata: LogOffsetMetadata
     records: bytes
     first_entry_incomplete: bool = False
+    # read_committed reads only: the aborted transactions overlapping the returned batches
+    # (Kafka's FetchResponse abortedTransactions), else None
+    aborted_transactions: list[Any] | None = None
 
     @property
     def position(self) -> int:
@@ -201,7 +210,7 @@ class LogSegment:
              read_only: bool = True) -> LogSegment:
         """Open the segment whose ``.log`` is ``path`` (base offset from the file name)."""
         p = Path(path)
-        if p.suffix != ".log":
+        if p.suffix != LOG_SUFFIX:
             raise InvalidArgumentError("a segment is opened through its .log file", path=str(p))
         if not p.is_file():
             raise StoreNotFoundError("segment log file not found", path=str(p))
@@ -211,18 +220,18 @@ class LogSegment:
     def create(cls, directory: str | os.PathLike[str], base_offset: int, config: LogConfig | None = None) -> LogSegment:
         """Create a new empty writable segment, deleting stale files with the same name first."""
         d = Path(directory)
-        for suffix in (".log", ".index", ".timeindex", ".txnindex"):
+        for suffix in SEGMENT_SUFFIXES:
             (d / segment_file_name(base_offset, suffix)).unlink(missing_ok=True)
-        return cls(d / segment_file_name(base_offset, ".log"), base_offset, config or LogConfig(),
+        return cls(d / segment_file_name(base_offset, LOG_SUFFIX), base_offset, config or LogConfig(),
                    read_only=False, create=True)
 
     @property
     def offset_index_path(self) -> Path:
-        return self.log_path.with_suffix(".index")
+        return self.log_path.with_suffix(INDEX_SUFFIX)
 
     @property
     def time_index_path(self) -> Path:
-        return self.log_path.with_suffix(".timeindex")
+        return self.log_path.with_suffix(TIMEINDEX_SUFFIX)
 
     @property
     def offset_index(self) -> OffsetIndex:

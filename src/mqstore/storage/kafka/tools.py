@@ -19,7 +19,12 @@ Verification problems (any of them makes ``verify`` fail):
   offset of a later batch of the same append is what a follower writes: it is reported as a note
   (``multi_batch_entry``), a problem only with ``strict=True`` (Kafka would list it);
 * ``time_index_offset_not_found`` / ``time_index_timestamp_mismatch`` /
-  ``time_index_out_of_order`` – Kafka's ``dumpTimeIndex`` checks.
+  ``time_index_out_of_order`` – Kafka's ``dumpTimeIndex`` checks;
+* ``txnindex_corrupt`` / ``txnindex_mismatch`` – a ``.txnindex`` that is cut, of an unknown
+  version, or differs from the aborted transactions replayed from the log (a missing one is the
+  note ``txnindex_missing``); ``snapshot_corrupt`` / ``snapshot_mismatch`` – a
+  producer ``.snapshot`` failing its CRC/layout or disagreeing with the replayed producer state
+  (see :mod:`mqstore.storage.kafka.txn`).
 """
 
 from __future__ import annotations
@@ -43,6 +48,7 @@ from mqstore.formats.kafka.batch import (
 from mqstore.formats.kafka.kraft_control import SCHEMAS as KRAFT_SCHEMAS
 from mqstore.formats.kafka.kraft_control import decode_kraft_control
 from mqstore.storage.kafka.index import OffsetIndex, TimeIndex, live_entry_count
+from mqstore.storage.kafka.layout import INDEX_SUFFIXES, log_files, segment_files, segment_logs
 from mqstore.storage.kafka.rebuild import MappedLog, analyze_log, parse_base_offset
 
 ProgressFn = Callable[[int, int], None]
@@ -261,45 +267,34 @@ def verify_segment(log_path: Path, report: VerifyReport, *, strict: bool = False
             valid_oi.close()
 
 
-def _segment_logs(path: Path) -> list[Path]:
-    if path.is_dir():
-        return sorted(f for f in path.iterdir() if f.suffix == ".log" and f.name.split(".", 1)[0].isdigit())
-    if path.suffix in (".index", ".timeindex"):
-        return [path.with_suffix(".log")]
-    if path.suffix == ".log":
-        return [path]
-    raise InvalidArgumentError("expected a partition directory or a .log/.index/.timeindex file", path=str(path))
-
-
 def verify_path(path: str | os.PathLike[str], *, strict: bool = False,
                 progress: ProgressFn | None = None) -> VerifyReport:
     """Verify a partition directory or one segment (given by its ``.log``, ``.index`` or ``.timeindex``)."""
     p = Path(path)
-    if not p.exists():
-        raise StoreNotFoundError("path not found", path=str(p))
-    logs = _segment_logs(p)
+    logs = segment_logs(p)
     report = VerifyReport()
     if p.is_dir():
-        if not logs:
-            raise StoreNotFoundError("no .log segment files in directory", path=str(p))
         _note_other_files(p, report)
         bases = {parse_base_offset(f) for f in logs}
-        for f in sorted(p.iterdir()):
-            if f.suffix in (".index", ".timeindex", ".txnindex") and f.name.split(".", 1)[0].isdigit():
-                if parse_base_offset(f) not in bases:
-                    report.note("stray_index", f, None, "index file without a .log (Kafka deletes it on load)")
+        for f in segment_files(p, INDEX_SUFFIXES):
+            if parse_base_offset(f) not in bases:
+                report.note("stray_index", f, None, "index file without a .log (Kafka deletes it on load)")
     last = _last_segment_log(p if p.is_dir() else logs[0].parent)
     for f in logs:
         if not f.exists():
             raise StoreNotFoundError("segment log file not found", path=str(f))
         verify_segment(f, report, strict=strict, progress=progress, active=last is not None and f == last)
+    if p.is_dir():
+        from mqstore.storage.kafka.txn import verify_txn_indexes
+
+        verify_txn_indexes(p, report)
     return report
 
 
 def _note_other_files(directory: Path, report: VerifyReport) -> None:
     """Files of a partition directory that are neither segments nor their indexes: unknown ones
     and the temporaries Kafka settles on load are notes (never skipped silently)."""
-    from mqstore.storage.kafka.logdir import PARTITION_FILE_KINDS, classify_partition_file
+    from mqstore.storage.kafka.layout import PARTITION_FILE_KINDS, classify_partition_file
 
     for f in sorted(directory.iterdir()):
         kind = classify_partition_file(f.name).kind if f.is_file() else "unknown"
@@ -311,8 +306,8 @@ def _note_other_files(directory: Path, report: VerifyReport) -> None:
 
 def _last_segment_log(directory: Path) -> Path | None:
     """The partition's active segment: the ``.log`` with the highest base offset."""
-    logs = [f for f in directory.iterdir() if f.suffix == ".log" and f.name.split(".", 1)[0].isdigit()]
-    return max(logs, key=lambda f: int(f.name.split(".", 1)[0])) if logs else None
+    logs = log_files(directory)
+    return logs[-1] if logs else None
 
 
 # ----------------------------------------------------------------------------- dump
@@ -398,7 +393,7 @@ def _control_fields(r: Any, path: str) -> dict[str, Any]:
 def dump_index(path: Path) -> Iterator[dict[str, Any]]:
     """Entries of a ``.index`` or ``.timeindex`` (stopping at zero padding like DumpLogSegments);
     a segment's, or a tiered-storage ``remote-log-index-cache`` file's."""
-    from mqstore.storage.kafka.logdir import remote_index_base_offset
+    from mqstore.storage.kafka.layout import remote_index_base_offset
 
     remote = remote_index_base_offset(path.name)
     base = remote if remote is not None else parse_base_offset(path)
@@ -417,3 +412,25 @@ def dump_index(path: Path) -> Iterator[dict[str, Any]]:
     else:
         raise InvalidArgumentError("not an index file", path=str(path))
     idx.close()
+
+
+def dump_txn_index(path: Path) -> Iterator[dict[str, Any]]:
+    """Entries of a ``.txnindex`` (typed error on a partial entry or an unknown version)."""
+    from mqstore.storage.kafka.txn import read_txn_index
+
+    for t in read_txn_index(path):
+        yield {"type": "aborted_txn", "version": t.version, "producerId": t.producer_id,
+               "firstOffset": t.first_offset, "lastOffset": t.last_offset, "lastStableOffset": t.last_stable_offset}
+
+
+def dump_snapshot(path: Path) -> Iterator[dict[str, Any]]:
+    """Header and producer entries of a producer-state ``.snapshot`` (CRC checked)."""
+    from mqstore.storage.kafka.txn import read_producer_snapshot
+
+    snap = read_producer_snapshot(path)
+    yield {"type": "snapshot", "version": snap.version, "crc": snap.crc, "producers": len(snap.entries)}
+    for e in snap.entries:
+        yield {"type": "producer_entry", "producerId": e.producer_id, "producerEpoch": e.epoch,
+               "lastSequence": e.last_sequence, "lastOffset": e.last_offset, "offsetDelta": e.offset_delta,
+               "timestamp": e.timestamp, "coordinatorEpoch": e.coordinator_epoch,
+               "currentTxnFirstOffset": e.current_txn_first_offset}

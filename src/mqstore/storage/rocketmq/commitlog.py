@@ -24,7 +24,7 @@ from mqstore.formats.rocketmq.record import (
     encode_blank,
     store_timestamp_position,
 )
-from mqstore.kernels.rocketmq.scan import STOP_BLANK, STOP_LIMIT, DispatchBatch, scan_segment
+from mqstore.kernels.rocketmq.scan import STOP_BLANK, STOP_END, STOP_LIMIT, DispatchBatch, scan_segment
 from mqstore.storage.mapped import MappedFile, MappedFileQueue, MultiPathMappedFileQueue
 
 DEFAULT_COMMIT_LOG_FILE_SIZE = 1024 * 1024 * 1024
@@ -38,6 +38,27 @@ class RecoveryResult:
     start_offset: int  # where the scan began (start of the chosen segment)
     truncated_bytes: int  # bytes of torn/invalid data dropped at the tail
     error: str | None  # why the scan stopped before the written end, if it did
+
+
+SCAN_NEXT_SEGMENT = "next_segment"
+SCAN_CONTINUE = "continue"
+SCAN_STOP = "stop"
+
+
+def scan_step(stop: str, *, range_cut: bool = False) -> str:
+    """The dispatch scan's stop rule: what follows a scan of one range that ended with ``stop``.
+
+    An end-of-segment blank leads to the next segment (:data:`SCAN_NEXT_SEGMENT`); a scan cut
+    short on purpose — ``max_records`` reached, or (``range_cut``) a range that ends inside a
+    segment at a record boundary, read to its end — continues where it stopped
+    (:data:`SCAN_CONTINUE`); anything else (the end of the data, an unreadable record) ends the
+    dispatch (:data:`SCAN_STOP`).  The live reput, the local rebuild and the Spark rebuild's
+    chunk plan all decide with this function."""
+    if stop == STOP_BLANK:
+        return SCAN_NEXT_SEGMENT
+    if stop == STOP_LIMIT or (range_cut and stop == STOP_END):
+        return SCAN_CONTINUE
+    return SCAN_STOP
 
 
 class CommitLog:
@@ -235,9 +256,10 @@ class CommitLog:
                 check_crc=check_crc, max_records=max_records, skip_length_mismatch=skip_length_mismatch,
             )
             yield batch
-            if batch.stop == STOP_BLANK:
+            step = scan_step(batch.stop)
+            if step == SCAN_NEXT_SEGMENT:
                 offset = self.roll_next_file(batch.next_offset)
-            elif batch.stop == STOP_LIMIT:
+            elif step == SCAN_CONTINUE:
                 offset = batch.next_offset
             else:
                 return

@@ -17,6 +17,7 @@ from mqstore.storage.rocketmq.config import validate_topic
 from mqstore.storage.rocketmq.consumequeue import ConsumeQueue
 from mqstore.storage.rocketmq.consumequeue_ext import ConsumeQueueExt
 from mqstore.storage.rocketmq.index import IndexFile, IndexService
+from mqstore.storage.rocketmq.layout import consume_queue_dirs
 
 
 class IndexWriters:
@@ -65,23 +66,11 @@ class IndexWriters:
         return cq
 
     def load_consume_queues(self) -> None:
-        base = self.root / "consumequeue"
-        if not base.is_dir():
-            return
-        for tdir in sorted(base.iterdir()):
-            if not tdir.is_dir() or tdir.is_symlink():
-                continue
-            for qdir in sorted(tdir.iterdir()):
-                try:
-                    qid = int(qdir.name)
-                except ValueError:
-                    continue  # the broker skips non-numeric queue directories
-                if not qdir.is_dir() or qdir.is_symlink():
-                    continue
-                ensure_inside(self.root, qdir)
-                cq = self._new_queue(qdir, tdir.name, qid)
-                cq.load()
-                self.consume_queues[(tdir.name, qid)] = cq
+        for topic, qid, qdir in consume_queue_dirs(self.root):
+            ensure_inside(self.root, qdir)
+            cq = self._new_queue(qdir, topic, qid)
+            cq.load()
+            self.consume_queues[(topic, qid)] = cq
 
     def apply(self, batch: DispatchBatch) -> int:
         """Write the ConsumeQueue units (NOT/COMMIT messages, grouped per queue, vectorised) and

@@ -33,7 +33,7 @@ from mqstore.kernels.rocketmq.chain_walk import (
     select_one,
 )
 from mqstore.kernels.rocketmq.scan import DispatchBatch
-from mqstore.storage.mapped import msync_range, size_file
+from mqstore.storage.mapped import MappedFile, msync_range, size_file
 from mqstore.storage.rocketmq.layout import (
     index_tmp_name,
     is_index_tmp_name,
@@ -69,11 +69,8 @@ class IndexFile:
                 f"index file is {actual} bytes but {hash_slot_num} slots x {index_num} items need {size}",
                 path=str(self.path),
             )
-        fd = os.open(self.path, os.O_RDONLY if read_only else os.O_RDWR)
-        try:
-            self.mm = mmap.mmap(fd, size, access=mmap.ACCESS_READ if read_only else mmap.ACCESS_WRITE)
-        finally:
-            os.close(fd)
+        self._file = MappedFile(self.path, size, read_only=read_only, named_by_offset=False)
+        self.mm = self._file.mm
         self.buffer = IndexFileBuffer(self.mm, hash_slot_num, index_num, load=not create)
         self._words: np.ndarray | bool | None = None  # cached uint32 view for queries (False: none)
 
@@ -92,6 +89,22 @@ class IndexFile:
     @property
     def header(self):
         return self.buffer.header
+
+    def select_many(self, key_hashes: np.ndarray, begin: int, end: int,
+                    max_num: int = LONG_MAX) -> tuple[np.ndarray, np.ndarray]:
+        """The physical offsets of many hashed keys stored in ``[begin, end]`` (ms; the file keeps
+        seconds), one batch chain walk: ``(offsets, splits)``, the offsets of key ``i`` being
+        ``offsets[splits[i]:splits[i + 1]]``.  Hash collisions are not filtered."""
+        from mqstore.kernels.rocketmq.chain_walk import select_many
+        from mqstore.kernels.rocketmq.index_build import header_array
+
+        buf = self.buffer
+        u8 = np.frombuffer(self.mm, np.uint8)
+        try:
+            return select_many(u8, buf.hash_slot_num, buf.index_num, header_array(buf.header), key_hashes,
+                               max_num, begin, end)
+        finally:
+            del u8
 
     def is_write_full(self) -> bool:
         return self.buffer.is_write_full()
@@ -131,17 +144,11 @@ class IndexFile:
 
     def close(self) -> None:
         self._words = None  # release the query view's export of the mapping first
-        try:
-            self.mm.close()
-        except BufferError:
-            pass
+        self._file.close()
 
     def destroy(self) -> None:
-        self.close()
-        try:
-            self.path.unlink()
-        except FileNotFoundError:
-            pass
+        self._words = None
+        self._file.destroy()
 
 
 @dataclass(slots=True)

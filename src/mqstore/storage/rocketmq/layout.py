@@ -167,16 +167,17 @@ def index_files(root: str | os.PathLike[str]) -> list[Path]:
 
 
 def consume_queue_dirs(root: str | os.PathLike[str]) -> list[tuple[str, int, Path]]:
-    """``(topic, queueId, directory)`` of every ConsumeQueue of a store, sorted."""
+    """``(topic, queueId, directory)`` of every ConsumeQueue of a store, sorted (other names are
+    skipped, as the broker does; so are symbolic links, which could lead out of the store)."""
     base = consumequeue_dir(root)
     if not base.is_dir():
         return []
     out = []
     for tdir in sorted(base.iterdir()):
-        if not tdir.is_dir():
+        if not tdir.is_dir() or tdir.is_symlink():
             continue
         for qdir in sorted(tdir.iterdir()):
-            if qdir.is_dir() and is_offset_name(qdir.name):
+            if is_offset_name(qdir.name) and qdir.is_dir() and not qdir.is_symlink():
                 out.append((tdir.name, int(qdir.name), qdir))
     return out
 

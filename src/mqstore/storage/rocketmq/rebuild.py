@@ -16,6 +16,7 @@ import numpy as np
 
 from mqstore.errors import CorruptIndexError, InvalidArgumentError, StoreNotFoundError
 from mqstore.kernels.threads import default_threads, resolve_threads
+from mqstore.storage.locks import DISPATCH_LOCK_FILE, StoreLock
 from mqstore.storage.mapped import ensure_inside
 from mqstore.storage.rocketmq.checkpoint import StoreCheckpoint
 from mqstore.storage.rocketmq.commitlog import CommitLog
@@ -155,14 +156,9 @@ def rebuild_indexes(store: str | os.PathLike[str], out: str | os.PathLike[str] |
     if not any(Path(p).is_dir() for p in paths + ro):
         raise StoreNotFoundError(f"{root} has no CommitLog directory ({', '.join(paths + ro)})")
     if out is None or Path(out).resolve() == root.resolve():
-        # in place: no writer may run while the files are rebuilt and swapped (StoreLockedError)
-        from mqstore.storage.rocketmq.store import StoreLock
-
-        lock = StoreLock(root)
-        try:
+        # in place: no writer nor dispatcher may run while the files are rebuilt and swapped (StoreLockedError)
+        with StoreLock(root), StoreLock(root, DISPATCH_LOCK_FILE):
             return _rebuild(root, None, cfg, progress, check_crc, nthreads)
-        finally:
-            lock.release()
     return _rebuild(root, out, cfg, progress, check_crc, nthreads)
 
 

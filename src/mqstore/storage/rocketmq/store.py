@@ -10,9 +10,7 @@ for the reput thread: every read first dispatches what is pending (read-your-wri
 
 from __future__ import annotations
 
-import fcntl
 import os
-import re
 import struct
 import threading
 import time
@@ -28,7 +26,6 @@ from mqstore.errors import (
     MqStoreError,
     ReadOnlyStoreError,
     StoreClosedError,
-    StoreLockedError,
     StoreNotFoundError,
 )
 from mqstore.formats.rocketmq.record import (
@@ -47,6 +44,8 @@ from mqstore.formats.rocketmq.record import (
 from mqstore.kernels.crc import crc32
 from mqstore.kernels.rocketmq.put import RecordColumns, encode_records_into, queue_ranks
 from mqstore.kernels.rocketmq.scan import DispatchBatch
+from mqstore.storage.kafka.layout import classify_partition_file
+from mqstore.storage.locks import DISPATCH_LOCK_FILE, StoreLock
 from mqstore.storage.mapped import MappedFile, ensure_inside
 from mqstore.storage.rocketmq.checkpoint import StoreCheckpoint
 from mqstore.storage.rocketmq.commitlog import CommitLog, RecoveryResult
@@ -75,8 +74,6 @@ _REC_V1_V4_MAX = 4096
 _crc32 = crc32
 _pack_size = struct.Struct(">i").pack_into
 _time_ns = time.time_ns
-_LOCKED_STORES: set[str] = set()
-_LOCKED_GUARD = threading.Lock()
 
 
 @dataclass(slots=True)
@@ -97,9 +94,6 @@ class RecoveryReport:
     error: str | None
 
 
-_KAFKA_SEGMENT = re.compile(r"\d{20}\.(log|index|timeindex)")
-
-
 def _check_layout(root: Path, config: StoreConfig, *, create: bool) -> None:
     """A store directory has a ``commitlog/`` directory (unless ``store_path_commit_log`` puts
     the CommitLog elsewhere); only a writable open with ``create`` makes one, and not in a
@@ -112,46 +106,12 @@ def _check_layout(root: Path, config: StoreConfig, *, create: bool) -> None:
         return
     if clog.exists() or clog.is_symlink():
         raise StoreNotFoundError(f"{root} is not a RocketMQ store: its commitlog is not a directory")
-    kafka = any(_KAFKA_SEGMENT.fullmatch(p.name) for p in root.iterdir())
+    kafka = any(classify_partition_file(p.name).kind in ("log", "index", "timeindex") for p in root.iterdir())
     what = ("a Kafka partition directory" if kafka else
             "it has no commitlog/ directory (a CommitLog kept elsewhere is named with --commitlog DIR, "
             "StoreConfig.store_path_commit_log)")
     if not create or kafka:
         raise StoreNotFoundError(f"{root} is not a RocketMQ store: {what}")
-
-
-class StoreLock:
-    """The writer lock of a store directory: ``tryLock(0, 1)`` on its ``lock`` file as the broker
-    does (a POSIX record lock, so a Java broker and mqstore exclude each other), plus a per-process
-    registry (POSIX locks do not exclude two opens in one process).  Taken by a writable
-    :class:`RocketMQStore` and by an in-place index rebuild; :class:`StoreLockedError` when held."""
-
-    def __init__(self, root: Path) -> None:
-        path = root / "lock"
-        self.key = str(root.resolve())
-        with _LOCKED_GUARD:
-            if self.key in _LOCKED_STORES:
-                raise StoreLockedError(f"store {root} is already open for writing in this process", path=str(path))
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-            try:
-                fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, 0)
-            except OSError as exc:
-                os.close(fd)
-                raise StoreLockedError(f"store {root} is locked by another writer", path=str(path)) from exc
-            os.pwrite(fd, b"lock", 0)
-            self.fd: int | None = fd
-            _LOCKED_STORES.add(self.key)
-
-    def release(self) -> None:
-        if self.fd is None:
-            return
-        try:
-            fcntl.lockf(self.fd, fcntl.LOCK_UN, 1, 0)
-        finally:
-            os.close(self.fd)
-            self.fd = None
-            with _LOCKED_GUARD:
-                _LOCKED_STORES.discard(self.key)
 
 
 class RocketMQStore:
@@ -220,10 +180,22 @@ class RocketMQStore:
         return ensure_inside(self.root, self.root / name)
 
     def _acquire_lock(self) -> None:
+        """The writer lock; a store that dispatches itself also takes the dispatch lock, so no
+        external dispatcher (``mqstore spark dispatch``) writes the same ConsumeQueues."""
         self._lock = StoreLock(self.root)
         self._lock_fd = self._lock.fd
+        if self.config.dispatch_enabled:
+            try:
+                self._dispatch_file_lock: StoreLock | None = StoreLock(self.root, DISPATCH_LOCK_FILE)
+            except BaseException:
+                self._release_lock()
+                raise
 
     def _release_lock(self) -> None:
+        dl = getattr(self, "_dispatch_file_lock", None)
+        if dl is not None:
+            dl.release()
+            self._dispatch_file_lock = None
         if self._lock is not None:
             self._lock.release()
             self._lock = None

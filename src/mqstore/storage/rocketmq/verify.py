@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -29,9 +30,11 @@ class VerifyReport:
         return not self.problems
 
 
-def verify_store(root: str | Path, config=None, *, max_problems: int = 1000) -> VerifyReport:
+def verify_store(root: str | Path, config=None, *, max_problems: int = 1000,
+                 progress: Callable[[int, int], None] | None = None) -> VerifyReport:
     """CRC of every record, every ConsumeQueue unit against the CommitLog, every IndexFile item
-    against the CommitLog (offset of a real record with a matching key hash) and chain links."""
+    against the CommitLog (offset of a real record with a matching key hash) and chain links.
+    ``progress(done, total)`` is called after each scanned batch with CommitLog bytes."""
     rep = VerifyReport()
     store = RocketMQStore(root, config, read_only=True)
 
@@ -48,6 +51,8 @@ def verify_store(root: str | Path, config=None, *, max_problems: int = 1000) -> 
         fields_of: dict[int, tuple[str, int, int, int, int]] = {}
         for batch in cl.scan(cl.min_offset, cl.max_offset, check_crc=True, skip_length_mismatch=False):
             rep.messages += len(batch)
+            if progress is not None:
+                progress(batch.next_offset - cl.min_offset, cl.max_offset - cl.min_offset)
             for r, off in enumerate(batch.commit_log_offset.tolist()):
                 fields_of[off] = (batch.topic_of(r), int(batch.queue_id[r]), int(batch.queue_offset[r]),
                                   int(batch.tags_code[r]), int(batch.store_timestamp[r]))

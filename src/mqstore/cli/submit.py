@@ -1,6 +1,6 @@
 """Entry script for ``spark-submit``: the ``mqstore spark`` commands on any cluster manager.
 
-    spark-submit --master yarn [--conf ...] "$(python -m mqstore.spark.submit --print-path)" \\
+    spark-submit --master yarn [--conf ...] "$(python -m mqstore.cli.submit --print-path)" \\
         rebuild-index rocketmq /shared/store --out /shared/rebuilt
 
 runs ``mqstore spark rebuild-index rocketmq ...`` in the driver that ``spark-submit`` started,
