@@ -98,9 +98,11 @@ def test_cli_commitlog_option_on_every_command(tmp_path: Path) -> None:
     r = run("rocketmq", "consumers", store, "--commitlog", spec)
     assert r.exit_code == 0
     assert tree_hash(tmp_path) == before
-    # without the option the store has no CommitLog: an empty store, never a traceback
+    # without the option the directory has no CommitLog: one error line naming the option (issue 18:
+    # a directory without commitlog/ is never reported as an empty store), never a traceback
     r = run("rocketmq", "dump", store, "--json")
-    assert r.exit_code == 0 and r.output == ""
+    assert r.exit_code == 2 and r.stdout == ""
+    assert r.stderr.startswith("error: ") and "--commitlog" in r.stderr and len(r.stderr.splitlines()) == 1
     r = run("rocketmq", "rebuild-index", store, "--commitlog", spec, "--out", str(tmp_path / "out"), "--json")
     assert r.exit_code == 0 and json.loads(r.output)["messages"] == 120
     assert compare_trees(tmp_path / "store", tmp_path / "out") == []

@@ -299,10 +299,10 @@ def dump(path: str, print_data: bool, isolation: str, from_time: str | None, to_
     if is_log_dir(p):
         _dump_log_dir(p, as_json)
         return
+    files = _files_for_dump(p)  # a directory without segments is an error before anything is printed
     if p.is_dir() and not filtering:
         _dump_other_files(p, as_json)
     committed = _committed_filter(p) if isolation == "read_committed" else None
-    files = _files_for_dump(p)
     if filtering:
         files = [f for f in files if f.suffix == ".log"]
     total = sum(f.stat().st_size for f in files)

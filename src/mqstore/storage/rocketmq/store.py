@@ -107,7 +107,9 @@ def _check_layout(root: Path, config: StoreConfig, *, create: bool) -> None:
     if clog.exists() or clog.is_symlink():
         raise StoreNotFoundError(f"{root} is not a RocketMQ store: its commitlog is not a directory")
     kafka = any(classify_partition_file(p.name).kind in ("log", "index", "timeindex") for p in root.iterdir())
-    what = "a Kafka partition directory" if kafka else "it has no commitlog/ directory"
+    what = ("a Kafka partition directory" if kafka else
+            "it has no commitlog/ directory (a CommitLog kept elsewhere is named with --commitlog DIR, "
+            "StoreConfig.store_path_commit_log)")
     if not create or kafka:
         raise StoreNotFoundError(f"{root} is not a RocketMQ store: {what}")
 
