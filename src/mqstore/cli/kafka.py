@@ -166,6 +166,10 @@ def _dump_text_file(p: Path, as_json: bool) -> None:
         click.echo(" ".join(f"{k}: {'null' if v is None else v}" for k, v in obj.items() if k != "type"))
 
 
+# the kinds ``dump`` decodes itself (each gets its own "Dumping" section): not listed as files
+_DUMPED_KINDS = ("log", "index", "timeindex", "txnindex", "snapshot")
+
+
 def _dump_other_files(p: Path, as_json: bool) -> None:
     """A partition directory's files other than segments and their indexes, each with its kind
     (nothing is skipped silently; ``unknown`` for what is not Kafka's)."""
@@ -179,7 +183,7 @@ def _dump_other_files(p: Path, as_json: bool) -> None:
     else:
         for f in sorted(p.iterdir()):
             kind = classify_partition_file(f.name).kind if f.is_file() else "unknown"
-            if kind not in ("log", "index", "timeindex"):
+            if kind not in _DUMPED_KINDS:
                 rows.append((f, kind))
     if as_json:
         echo_json_lines({"type": "file", "file": str(f), "kind": k} for f, k in rows)
