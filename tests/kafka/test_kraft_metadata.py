@@ -65,7 +65,7 @@ def test_dump_json_decodes_every_metadata_record(meta: Path) -> None:
     assert kinds["quorum-state"] == "quorum_state"
     assert kinds["00000000000000000009-0000000003.checkpoint"] == "kraft_snapshot"
     snap = [r for r in rows if r["file"].endswith(".checkpoint") and r["type"] != "file"]
-    assert snap[0] == {"file": snap[0]["file"], "type": "snapshot", "endOffset": 9, "epoch": 3}
+    assert snap[0] == {"file": snap[0]["file"], "type": "kraft_snapshot", "endOffset": 9, "epoch": 3}
     data_recs = [r for r in snap if r["type"] == "record" and "decoded" in r]
     assert [r["decoded"]["type"] for r in data_recs] == [type_name(n) for n, _v, _d in METADATA_RECORDS]
     qs = [r for r in rows if r["type"] == "quorum_state"]
@@ -97,7 +97,7 @@ def test_dump_quorum_state_v0_and_single_files(meta: Path) -> None:
         {k: v for k, v in QS_V0.items()}, separators=(",", ":"))
     code, out, _ = run("dump", str(meta / "00000000000000000009-0000000003.checkpoint"), "--json")
     assert code == 0
-    assert json.loads(out.splitlines()[0])["type"] == "snapshot"
+    assert json.loads(out.splitlines()[0])["type"] == "kraft_snapshot"
 
 
 def test_verify_directory_with_good_snapshot_and_bootstrap(meta: Path, tmp_path: Path) -> None:

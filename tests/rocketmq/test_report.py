@@ -28,7 +28,8 @@ from mqstore.kernels.report import (
     log2_histogram,
     log2_histogram_py,
 )
-from mqstore.storage.rocketmq.report import read_consumer_offsets, rocketmq_report, verify_summary
+from mqstore.storage.rocketmq.config_files import consumer_offsets
+from mqstore.storage.rocketmq.report import rocketmq_report, verify_summary
 
 T0 = 1_700_000_000_000
 SLOTS, ITEMS = 64, 256  # a slots:items ratio the CLI detects from a file that is not full
@@ -241,15 +242,17 @@ def test_log2_histogram(hist) -> None:
 
 
 def test_consumer_offsets_reader(tmp_path: Path) -> None:
-    p = tmp_path / "consumerOffset.json"
+    """The report reads consumerOffset.json through the store's one reader (fastjson's bare keys)."""
+    p = tmp_path / "config" / "consumerOffset.json"
+    p.parent.mkdir()
     p.write_text('{"offsetTable":{"T@G":{"0":3,1:4}},"dataVersion":{"counter":1}}')
-    assert read_consumer_offsets(p) == {("T", "G"): {0: 3, 1: 4}}
+    assert consumer_offsets(tmp_path).table == {("T", "G"): {0: 3, 1: 4}}
     p.write_text('{"offsetTable":{"nogroup":{0:1}}}')
-    with pytest.raises(CorruptDataError, match="topic@group"):
-        read_consumer_offsets(p)
+    with pytest.raises(CorruptDataError, match="is not <topic>@<group>"):
+        consumer_offsets(tmp_path)
     p.write_text("{not json")
-    with pytest.raises(CorruptDataError, match="not a consumer offset table"):
-        read_consumer_offsets(p)
+    with pytest.raises(CorruptDataError, match=r"consumerOffset\.json"):
+        consumer_offsets(tmp_path)
 
 
 def test_verify_summary_marks_the_bad_file(shaped: dict, tmp_path: Path) -> None:

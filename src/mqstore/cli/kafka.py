@@ -392,7 +392,7 @@ def _decoded(o: dict[str, Any], mode: str, as_json: bool) -> dict[str, Any]:
     d["value"] = conv(o.get("value"), mode)
     if "headers" in o:
         d["headers"] = [{"key": h["key"], "value": conv(h["value"], mode)} for h in o["headers"]]
-    d["decoded"] = mode
+    d["decodedAs"] = mode  # ("decoded" holds an internal-topic decoding)
     return d
 
 

@@ -68,7 +68,7 @@ def dump_extra(f: Path, print_data: bool) -> Iterator[dict[str, Any]]:
         return
     sid = snapshot_id(f.name)
     if sid is not None:
-        yield {"type": "snapshot", "endOffset": sid[0], "epoch": sid[1]}
+        yield {"type": "kraft_snapshot", "endOffset": sid[0], "epoch": sid[1]}
     yield from dump_log(f, print_data=print_data)
 
 
@@ -104,7 +104,7 @@ def extra_text_line(obj: dict[str, Any]) -> str | None:
     if t == "quorum_state":
         fields = {k: v for k, v in obj.items() if k not in ("type", "file")}
         return "quorum-state: " + json.dumps(fields, separators=(",", ":"))
-    if t == "snapshot":
+    if t == "kraft_snapshot":
         return f"snapshot: endOffset: {obj['endOffset']} epoch: {obj['epoch']}"
     return None
 

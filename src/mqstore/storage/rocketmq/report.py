@@ -9,12 +9,11 @@ keys per message, backward steps of the store time); every IndexFile is read as 
 
 The result is a plain dict of JSON values (camelCase keys) that ``--json`` prints as is and the
 HTML renderer draws.  Consumer offsets come from ``config/consumerOffset.json`` beside the store's
-``commitlog/`` (the broker's ``storePathRootDir``), read by :func:`read_consumer_offsets`.
+``commitlog/`` (the broker's ``storePathRootDir``), read by :func:`mqstore.storage.rocketmq.config_files.consumer_offsets`.
 """
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -26,6 +25,7 @@ from mqstore.errors import CorruptDataError
 from mqstore.formats.rocketmq.consumequeue import CQ_DTYPE, CQ_UNIT_SIZE, INT_MAX
 from mqstore.kernels.report import backward_steps, chain_depths, log2_edges, log2_histogram
 from mqstore.storage.rocketmq.config import StoreConfig
+from mqstore.storage.rocketmq.config_files import consumer_offsets
 from mqstore.storage.rocketmq.store import RocketMQStore
 
 ProgressFn = Callable[[int, int], None]
@@ -38,39 +38,9 @@ SIZE_BINS = 33  # body sizes: < 1 byte, then powers of two up to 2 GiB
 _BORN_V6 = 0x10
 _STORE_V6 = 0x20
 _ITEM_DTYPE = np.dtype([("hash", ">i4"), ("phy", ">i8"), ("diff", ">i4"), ("prev", ">i4")])
-_BARE_INT_KEY = re.compile(r"([{,]\s*)(-?\d+)(\s*:)")
 
 
 # ----------------------------------------------------------------------------- consumer offsets
-def read_consumer_offsets(path: str | Path) -> dict[tuple[str, str], dict[int, int]]:
-    """``{(topic, group): {queueId: offset}}`` of a broker's ``consumerOffset.json``.
-
-    The broker writes the file with fastjson, whose integer map keys carry no quotes
-    (``{"offsetTable":{"T@G":{0:12,1:7}}}``): such keys are quoted before parsing.  An entry key is
-    ``topic@group`` (neither name may contain ``@``).  A file that is not such a table raises
-    :class:`CorruptDataError` naming the file."""
-    p = Path(path)
-    text = p.read_text(encoding="utf-8", errors="replace")
-    try:
-        doc = json.loads(_BARE_INT_KEY.sub(r'\1"\2"\3', text))
-    except ValueError as exc:
-        raise CorruptDataError(f"not a consumer offset table: {exc}", path=str(p)) from None
-    table = doc.get("offsetTable") if isinstance(doc, dict) else None
-    if not isinstance(table, dict):
-        raise CorruptDataError("no offsetTable object", path=str(p))
-    out: dict[tuple[str, str], dict[int, int]] = {}
-    for name, queues in table.items():
-        topic, sep, group = str(name).partition("@")
-        if not sep or not isinstance(queues, dict):
-            raise CorruptDataError(f"offsetTable entry {name!r} is not topic@group -> {{queueId: offset}}", path=str(p))
-        try:
-            out[(topic, group)] = {int(q): int(o) for q, o in queues.items()}
-        except (TypeError, ValueError):
-            raise CorruptDataError(f"offsetTable entry {name!r} has a non-integer queue id or offset",
-                                   path=str(p)) from None
-    return out
-
-
 # ----------------------------------------------------------------------------- helpers
 def _be32(a: np.ndarray, pos: np.ndarray) -> np.ndarray:
     """Big-endian int32 at each byte position of ``a`` (uint8)."""
@@ -282,7 +252,7 @@ def _report(store: RocketMQStore, root: Path, progress: ProgressFn | None,
     if co_path.is_file():
         consumers["file"] = str(co_path)
         try:
-            table = read_consumer_offsets(co_path)
+            table = consumer_offsets(root).table
         except CorruptDataError as exc:
             consumers["error"] = str(exc)
             table = {}
