@@ -116,3 +116,12 @@ def test_library_refuses_to_read_or_create_a_store_in_another_layout(places: dic
         MessageStore.open(places["empty"], read_only=True)
     with MessageStore.open(places["empty"], StoreConfig(background_services=False)) as s:  # writable: creates
         assert s.put("T", b"x").queue_offset == 0
+
+
+def test_a_store_created_without_messages_is_a_store(tmp_path: Path) -> None:
+    """A writable open makes the commitlog/ directory at once: a store closed (or killed) before
+    its first message is an empty store for every reader, not 'not a RocketMQ store'."""
+    MessageStore.open(tmp_path / "new", StoreConfig(background_services=False)).close()
+    assert (tmp_path / "new" / "commitlog").is_dir()
+    res = CliRunner().invoke(cli, ["rocketmq", "verify", str(tmp_path / "new")])
+    assert res.exit_code == 0, res.output

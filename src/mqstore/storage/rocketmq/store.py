@@ -127,6 +127,9 @@ class RocketMQStore:
         if not self.root.is_dir():
             raise StoreNotFoundError(f"{self.root} is not a directory")
         _check_layout(self.root, self.config, create=create and not read_only)
+        if not read_only and not split_paths(self.config.store_path_commit_log):
+            # what makes the directory a store, even before its first message
+            ensure_inside(self.root, self.root / "commitlog").mkdir(exist_ok=True)
         self._closed = False
         self._lock_fd: int | None = None
         self._lock: StoreLock | None = None
