@@ -145,6 +145,9 @@ def inspect(store: Path, as_json: bool) -> None:
                            "masterFlushedOffset": eng.checkpoint.values.master_flushed_offset,
                            "confirmPhyOffset": eng.checkpoint.values.confirm_phy_offset},
         }
+    from mqstore.cli.rocketmq_timer import print_timer_info, timer_info
+
+    info["timer"] = timer_info(store)  # None without timer files; problems listed, not raised
     if as_json:
         click.echo(to_json(info))
         return
@@ -169,6 +172,8 @@ def inspect(store: Path, as_json: bool) -> None:
     print_table("index files", ["name", "beginTimestamp", "endTimestamp", "beginPhyOffset", "endPhyOffset", "hashSlotCount", "indexCount", "full"],
                 [tuple(f.values()) for f in info["indexFiles"]])
     print_table("checkpoint", list(info["checkpoint"]), [tuple(info["checkpoint"].values())])
+    if info["timer"] is not None:
+        print_timer_info(info["timer"])
 
 
 @group.command()
@@ -182,11 +187,22 @@ def inspect(store: Path, as_json: bool) -> None:
 @click.option("--key", default=None, help="Only messages with this key (a KEYS piece or the unique key).")
 @click.option("--tag", default=None, help="Only messages with this tag (A||B: either).")
 @click.option("--decode", default=None, help="Show bodies as utf8, hex or json (JSON output: in place of base64).")
+@click.option("--timer", "timer", is_flag=True, default=False,
+              help="Pending timer messages (timerlog units not yet due) with their real topic and delivery time.")
+@click.option("--timer-all", "timer_all", is_flag=True, default=False,
+              help="With --timer: every timerlog unit, delivered ones too.")
 @json_option
 @handle_errors
 def dump(store: Path, topic: str | None, from_offset: int, limit: int | None, from_time: str | None,
-         to_time: str | None, key: str | None, tag: str | None, decode: str | None, as_json: bool) -> None:
+         to_time: str | None, key: str | None, tag: str | None, decode: str | None, as_json: bool,
+         timer: bool = False, timer_all: bool = False) -> None:
     """Every message of the CommitLog with every record field (optionally filtered)."""
+    if timer or timer_all:
+        from mqstore.cli.rocketmq_timer import dump_timer
+
+        with _open(store) as s:
+            dump_timer(store, s.engine, as_json, limit, timer_all)
+        return
     from mqstore.api.rocketmq import Message
     from mqstore.cli.filters import check_decoder, check_time_range, parse_time
     from mqstore.storage.rocketmq.dump import candidate_rows, matches

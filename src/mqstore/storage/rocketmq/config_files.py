@@ -32,6 +32,12 @@ KNOWN: dict[str, str] = {
     SUBSCRIPTION_GROUP: "consumer (subscription) group configurations",
 }
 
+#: files read elsewhere (listed by kind here; their contents are shown by their own readers)
+READ_ELSEWHERE: dict[str, str] = {
+    "timercheck": "timer checkpoint (binary; see the timer section, storage.rocketmq.timer)",
+    "timermetrics": "timer metrics per topic (JSON; see the timer section, storage.rocketmq.timer)",
+}
+
 _PARSERS: dict[str, Callable[[str], Any]] = {
     CONSUMER_OFFSET: parse_consumer_offsets,
     DELAY_OFFSET: parse_delay_offsets,
@@ -105,6 +111,8 @@ def list_config_files(root: Path) -> list[ConfigFileInfo]:
                 continue
             n = 0 if got is None else len(got.table) if isinstance(got, ConsumerOffsets) else len(got)
             out.append(ConfigFileInfo(p.name, size, KNOWN[p.name], n, None))
+        elif p.name in READ_ELSEWHERE:
+            out.append(ConfigFileInfo(p.name, size, READ_ELSEWHERE[p.name], None, None))
         elif p.name.endswith(".bak") and p.name[:-4] in KNOWN:
             out.append(ConfigFileInfo(p.name, size, "backup of " + p.name[:-4], None, None))
         else:

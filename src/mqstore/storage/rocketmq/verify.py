@@ -129,6 +129,15 @@ def verify_store(root: str | Path, config=None, *, max_problems: int = 1000,
         for c in list_config_files(Path(root)):
             if c.error is not None:
                 problem(f"config/{c.name}: {c.error}")
+        # timer messages (5.x): timerlog units against these records, the wheel's slot chains
+        from mqstore.formats.rocketmq.timer import TIMER_TOPIC
+        from mqstore.storage.rocketmq.timer import verify_timer
+
+        order = np.argsort(all_starts, kind="stable")
+        timer_starts = np.array(sorted(o for o, f in fields_of.items() if f[0] == TIMER_TOPIC), np.int64)
+        for text in verify_timer(Path(root), all_starts[order], all_sizes[order].astype(np.int64), timer_starts,
+                                 cl.min_offset, end):
+            problem(text)
     finally:
         store.close()
     return rep
