@@ -329,13 +329,18 @@ def verify(store: Path, as_json: bool) -> None:
 @click.option("--threads", type=click.IntRange(min=1), default=None,
               help="Threads for the scan and the index build (default: CPUs less the one the read-ahead "
                    "scan keeps busy, at least 1, at most 4; 1 = sequential).")
+@click.option("--bcq-file-size", type=click.IntRange(min=46), default=None,
+              help="BatchConsumeQueue file size (default: the store's, else 300000 units).")
 @json_option
 @handle_errors
 def rebuild_index(store: Path, out: Path | None, commitlog_file_size: int | None, slots: int | None,
-                  items: int | None, cq_file_size: int | None, threads: int | None, as_json: bool) -> None:
-    """Regenerate consumequeue/ and index/ from the CommitLog alone."""
+                  items: int | None, cq_file_size: int | None, threads: int | None, bcq_file_size: int | None,
+                  as_json: bool) -> None:
+    """Regenerate consumequeue/, index/ and (for queue.type=BatchCQ topics) batchconsumequeue/
+    from the CommitLog alone."""
     import time
 
+    from mqstore.storage.rocketmq.batch_consumequeue import rebuild_store_batch_queues
     from mqstore.storage.rocketmq.rebuild import rebuild_indexes
 
     cfg = _config(store, commitlog_file_size, slots, items, cq_file_size)
@@ -343,10 +348,13 @@ def rebuild_index(store: Path, out: Path | None, commitlog_file_size: int | None
     # (an in-place rebuild takes the store's writer lock itself)
     with progress("rebuilding") as prog:
         stats = rebuild_indexes(store, out, config=cfg, progress=prog, threads=threads)
+    bcq_queues, bcq_units, bcq_problems = rebuild_store_batch_queues(store, cfg, out, bcq_file_size)
     dt = time.perf_counter() - t0
     result = {"messages": stats.messages, "keys": stats.keys, "consumeQueues": stats.consume_queues,
               "indexFiles": stats.index_files, "commitLogEnd": stats.commit_log_end, "seconds": round(dt, 3),
-              "out": str(out or store)}
+              "out": str(out or store), "batchQueues": bcq_queues, "batchUnits": bcq_units}
+    if bcq_problems:
+        result["batchProblems"] = bcq_problems
     if stats.stop_error:
         result["stoppedAt"] = stats.stop_error
     if as_json:
@@ -354,6 +362,10 @@ def rebuild_index(store: Path, out: Path | None, commitlog_file_size: int | None
     else:
         click.echo(f"rebuilt {stats.consume_queues} ConsumeQueues and {stats.index_files} index files from "
                    f"{stats.messages} messages ({stats.keys} keys) in {dt:.2f} s into {out or store}")
+        if bcq_queues:
+            click.echo(f"rebuilt {bcq_queues} BatchConsumeQueues ({bcq_units} units)")
+        for p in bcq_problems:
+            click.echo(f"warning: {p}", err=True)
         if stats.stop_error:
             click.echo(f"warning: the CommitLog scan stopped early: {stats.stop_error}", err=True)
 
@@ -404,9 +416,11 @@ def consumers(store: Path, group_name: str | None, as_json: bool) -> None:
 def _register_more() -> None:
     """Commands that live in their own modules (report, get-by-msgid)."""
     from mqstore.cli.report import rocketmq_report
+    from mqstore.cli.rocketmq_bcq import bcq_group
     from mqstore.cli.rocketmq_msgid import get_by_msgid
 
     group.add_command(rocketmq_report)
+    group.add_command(bcq_group)
     group.add_command(get_by_msgid)
 
 
