@@ -361,3 +361,27 @@ def test_cli_errors(store: Path, tmp_path: Path):
     _patch_unit(store, 0, 2, size=3)
     r = run("bcq", "verify", store)
     assert r.exit_code == 1 and "size 3" in r.output
+
+
+def test_main_commands_see_batch_queues(store: Path, tmp_path: Path):
+    _compaction(store, tmp_path)
+    shutil.rmtree(store / "consumequeue" / "bt")  # a broker keeps no 20-byte queue for a BatchCQ topic
+    before = tree_hash(store)
+    r = run("inspect", store, "--json")
+    assert r.exit_code == 0, r.output
+    batch = json.loads(r.output)["batchConsumeQueue"]
+    assert batch["batchCqTopics"] == ["bt"]
+    assert [(q["topic"], q["queueId"], q["messages"]) for q in batch["batchQueues"]] == [("bt", 0, 16), ("bt", 1, 9)]
+    r = run("inspect", store)
+    assert r.exit_code == 0 and "batchconsumequeue" in r.output and "ck_0=6" in r.output
+    r = run("get", store, "--topic", "bt", "--queue", 0, "--offset", 3, "--count", 3, "--json")
+    assert r.exit_code == 0, r.output
+    rows = [json.loads(line) for line in r.output.splitlines()]
+    assert [(x["unit"]["msgBaseOffset"], x["unit"]["batchSize"]) for x in rows] == [(3, 1), (4, 5)]
+    r = run("verify", store)
+    assert r.exit_code == 0, r.output
+    assert tree_hash(store) == before
+    _patch_unit(store, 1, 1, store_time=1)
+    r = run("verify", store, "--json")
+    assert r.exit_code == 1
+    assert any("storeTime 1" in p for p in json.loads(r.output)["problems"])

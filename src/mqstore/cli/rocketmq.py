@@ -145,6 +145,11 @@ def inspect(store: Path, as_json: bool) -> None:
                            "masterFlushedOffset": eng.checkpoint.values.master_flushed_offset,
                            "confirmPhyOffset": eng.checkpoint.values.confirm_phy_offset},
         }
+    from mqstore.cli.rocketmq_bcq import inspect_section, print_inspect_section
+
+    batch = inspect_section(store)
+    if batch is not None:
+        info["batchConsumeQueue"] = batch
     if as_json:
         click.echo(to_json(info))
         return
@@ -169,6 +174,8 @@ def inspect(store: Path, as_json: bool) -> None:
     print_table("index files", ["name", "beginTimestamp", "endTimestamp", "beginPhyOffset", "endPhyOffset", "hashSlotCount", "indexCount", "full"],
                 [tuple(f.values()) for f in info["indexFiles"]])
     print_table("checkpoint", list(info["checkpoint"]), [tuple(info["checkpoint"].values())])
+    if batch is not None:
+        print_inspect_section(batch)
 
 
 @group.command()
@@ -243,7 +250,14 @@ def _json_message(m, decode: str | None) -> dict:
 @json_option
 @handle_errors
 def get(store: Path, topic: str, queue_id: int, offset: int, count: int, tag: str | None, as_json: bool) -> None:
-    """Messages of a queue by queue offset."""
+    """Messages of a queue by queue offset (a BatchCQ topic's queue: the batch records covering
+    the offsets, through batchconsumequeue/)."""
+    from mqstore.cli.rocketmq_bcq import batch_get, print_batch_get
+
+    rows = batch_get(store, topic, queue_id, offset, count) if tag is None else None
+    if rows is not None:
+        print_batch_get(rows, as_json, f"{topic}/{queue_id} (batch queue) from {offset}")
+        return
     with _open(store) as s:
         if tag is not None:
             _print_messages(s.get_by_tag(topic, queue_id, tag, offset, count), as_json,
@@ -308,6 +322,11 @@ def verify(store: Path, as_json: bool) -> None:
 
     with progress("verify") as prog:
         rep = verify_store(store, _config(store), progress=prog)
+    from mqstore.cli.rocketmq_bcq import verify_problems
+
+    batch = verify_problems(store)
+    if batch is not None:
+        rep.problems.extend(batch[1])
     if as_json:
         click.echo(to_json({"ok": rep.ok, "messages": rep.messages, "cqUnits": rep.cq_units, "extUnits": rep.ext_units,
                             "indexItems": rep.index_items, "problems": rep.problems}))

@@ -178,3 +178,103 @@ def verify(store: Path, bcq_file_size: int | None, as_json: bool) -> None:
                    f"{rep.compaction_queues} compaction queues ({rep.compaction_units} units): "
                    f"{'clean' if rep.ok else f'{len(rep.problems)} problems'}")
     sys.exit(0 if rep.ok else 1)
+
+
+# ------------------------------------------------------- used by `rocketmq inspect / verify / get`
+def has_batch_store(store: Path) -> bool:
+    """Whether the store has batch queues, a compaction store or BatchCQ topics."""
+    from mqstore.errors import MqStoreError
+    from mqstore.storage.rocketmq import batch_consumequeue as bcq
+
+    if (store / bcq.BCQ_DIR).is_dir() or (store / bcq.COMPACTION_DIR).is_dir():
+        return True
+    try:
+        return bool(bcq.batch_cq_topics(store))
+    except MqStoreError:
+        return False  # the bad topics.json is reported with the config files
+
+
+def inspect_section(store: Path) -> dict[str, Any] | None:
+    """The batch queue part of ``rocketmq inspect`` (``None`` when the store has none); a file
+    that cannot be read is shown as ``error``, the rest of inspect still runs."""
+    from mqstore.errors import MqStoreError
+    from mqstore.storage.rocketmq import batch_consumequeue as bcq
+
+    if not has_batch_store(store):
+        return None
+    doc: dict[str, Any] = {}
+    for key, fn in (("batchCqTopics", lambda: sorted(bcq.batch_cq_topics(store))),
+                    ("batchQueues", lambda: [_queue_json(q) for _, q in sorted(bcq.load_batch_queues(store).items())]),
+                    ("compactionQueues",
+                     lambda: [_queue_json(q) for _, q in sorted(bcq.load_compaction_queues(store).items())]),
+                    ("positionCheckpoint", lambda: bcq.position_checkpoint(store))):
+        try:
+            doc[key] = fn()
+        except MqStoreError as exc:
+            doc[key] = {"error": str(exc)}
+    return doc
+
+
+def print_inspect_section(doc: dict[str, Any]) -> None:
+    for title, key in (("batchconsumequeue (queue.type=BatchCQ)", "batchQueues"),
+                       ("compaction/compactionCq", "compactionQueues")):
+        v = doc[key]
+        if isinstance(v, dict):
+            click.echo(f"{title}: error: {v['error']}")
+        elif v:
+            print_table(title, ["topic", "queueId", "files", "units", "minOffset", "maxOffset", "messages", "problems"],
+                        [(q["topic"], q["queueId"], q["files"], q["units"], q["minOffset"], q["maxOffset"],
+                          q["messages"], len(q["problems"])) for q in v])
+    cp = doc["positionCheckpoint"]
+    if isinstance(cp, dict) and "error" in cp and len(cp) == 1 and isinstance(cp["error"], str):
+        click.echo(f"compaction/position-checkpoint: error: {cp['error']}")
+    elif cp:
+        click.echo("compaction/position-checkpoint: " + ", ".join(f"{k}={v}" for k, v in sorted(cp.items())))
+
+
+def verify_problems(store: Path) -> tuple[int, list[str]] | None:
+    """``(units, problems)`` of the batch queues and compaction store for ``rocketmq verify``
+    (``None`` when the store has none)."""
+    from mqstore.errors import MqStoreError
+    from mqstore.storage.rocketmq import batch_consumequeue as bcq
+
+    if not has_batch_store(store):
+        return None
+    try:
+        with _commit_log(store) as cl:
+            rep = bcq.verify_batch_store(store, cl)
+    except MqStoreError as exc:
+        return 0, [f"batch queues: {exc}"]
+    return rep.units + rep.compaction_units, rep.problems
+
+
+def batch_get(store: Path, topic: str, queue_id: int, offset: int, count: int) -> list[dict[str, Any]] | None:
+    """``rocketmq get`` of a batch queue: the records whose batches cover ``offset`` ..
+    ``offset+count-1`` (each once), ``None`` when the queue is not a batch queue."""
+    from mqstore.storage.rocketmq import batch_consumequeue as bcq
+    from mqstore.storage.rocketmq.config import validate_topic
+
+    validate_topic(topic)
+    d = store / bcq.BCQ_DIR / topic / str(queue_id)
+    if not d.is_dir():
+        return None
+    q = bcq.load_queue(d, topic, queue_id)
+    first = q.find(offset)
+    out = []
+    with _commit_log(store) as cl:
+        i = first
+        while i < len(q.units) and int(q.units["msg_base_offset"][i]) < offset + count:
+            unit = q.unit(i)
+            out.append({"unit": _unit_json(unit), "message": _record_json(cl.read_record(unit.commit_log_offset))})
+            i += 1
+    return out
+
+
+def print_batch_get(rows: list[dict[str, Any]], as_json: bool, title: str) -> None:
+    if as_json:
+        echo_json_lines(rows)
+        return
+    print_table(title, ["msgBaseOffset", "batchSize", "commitLogOffset", "storeTimestamp", "tags", "size"],
+                [(r["unit"]["msgBaseOffset"], r["unit"]["batchSize"], r["message"]["commitLogOffset"],
+                  r["message"]["storeTimestamp"], r["message"]["properties"].get("TAGS", ""), r["message"]["size"])
+                 for r in rows])
