@@ -385,3 +385,25 @@ def test_main_commands_see_batch_queues(store: Path, tmp_path: Path):
     r = run("verify", store, "--json")
     assert r.exit_code == 1
     assert any("storeTime 1" in p for p in json.loads(r.output)["problems"])
+
+
+def test_rebuild_without_batch_topics_leaves_batch_queues(store: Path):
+    (store / "config" / "topics.json").write_text(_topics_json([]))
+    before = tree_hash(store / "batchconsumequeue")
+    r = run("rebuild-index", store, "--json")
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.output)["batchQueues"] == 0
+    assert tree_hash(store / "batchconsumequeue") == before
+
+
+def test_bcq_commands_take_commitlog_dirs(store: Path, tmp_path: Path):
+    moved = tmp_path / "disk1" / "commitlog"
+    moved.parent.mkdir()
+    shutil.move(store / "commitlog", moved)
+    r = run("bcq", "verify", store, "--commitlog", moved)
+    assert r.exit_code == 0, r.output
+    r = run("bcq", "get", store, "--commitlog", moved, "--topic", "bt", "--queue", 1, "--offset", 8, "--json")
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.output)["unit"]["msgBaseOffset"] == 2
+    r = run("bcq", "get", store, "--topic", "bt", "--queue", 1, "--offset", 8)
+    assert r.exit_code == 2 and r.output.startswith("error:")

@@ -254,7 +254,7 @@ def get(store: Path, topic: str, queue_id: int, offset: int, count: int, tag: st
     the offsets, through batchconsumequeue/)."""
     from mqstore.cli.rocketmq_bcq import batch_get, print_batch_get
 
-    rows = batch_get(store, topic, queue_id, offset, count) if tag is None else None
+    rows = batch_get(store, topic, queue_id, offset, count, lambda: _config(store)) if tag is None else None
     if rows is not None:
         print_batch_get(rows, as_json, f"{topic}/{queue_id} (batch queue) from {offset}")
         return
@@ -324,7 +324,7 @@ def verify(store: Path, as_json: bool) -> None:
         rep = verify_store(store, _config(store), progress=prog)
     from mqstore.cli.rocketmq_bcq import verify_problems
 
-    batch = verify_problems(store)
+    batch = verify_problems(store, _config(store))
     if batch is not None:
         rep.problems.extend(batch[1])
     if as_json:

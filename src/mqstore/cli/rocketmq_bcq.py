@@ -7,25 +7,45 @@ from __future__ import annotations
 import base64
 import contextlib
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import click
 
 from mqstore.cli.common import echo_json_lines, handle_errors, json_option, print_table, to_json
-from mqstore.cli.rocketmq import _commitlog_options, _config, store_arg
+
+# (this module must not import cli.rocketmq, which registers it: the store's configuration comes
+# from the caller or from this module's own --commitlog options)
+store_arg = click.argument("store", type=click.Path(path_type=Path))
+
+
+def _commitlog_options(f):
+    f = click.option("--readonly-commitlog", "readonly_commitlog", default=None, metavar="DIR[,DIR...]",
+                     help="readOnlyCommitLogStorePaths: CommitLog directories read but never written.")(f)
+    return click.option("--commitlog", "commitlog", default=None, metavar="DIR[,DIR...]",
+                        help="storePathCommitLog: the CommitLog directory or a comma-separated list "
+                             "(default: STORE/commitlog).")(f)
+
+
+def _config(store: Path, commitlog: str | None = None, readonly_commitlog: str | None = None) -> Any:
+    from mqstore.errors import StoreNotFoundError
+    from mqstore.storage.rocketmq.layout import resolve_config
+
+    if not store.is_dir():
+        raise StoreNotFoundError(f"store directory {store} does not exist")
+    return resolve_config(store, None, background_services=False, store_path_commit_log=commitlog,
+                          read_only_commit_log_store_paths=readonly_commitlog)
 
 _file_size = click.option("--bcq-file-size", type=click.IntRange(min=46), default=None,
                           help="Batch queue file size (default: detected from the files).")
 
 
 @contextlib.contextmanager
-def _commit_log(store: Path) -> Iterator[Any]:
+def _commit_log(store: Path, cfg: Any) -> Iterator[Any]:
     from mqstore.storage.rocketmq.commitlog import CommitLog
     from mqstore.storage.rocketmq.layout import commit_log_dirs
 
-    cfg = _config(store)
     paths, ro = commit_log_dirs(store, cfg.store_path_commit_log, cfg.read_only_commit_log_store_paths)
     cl = CommitLog(Path(paths[0]), cfg.commit_log_file_size, read_only=True, paths=paths, readonly_paths=ro)
     cl.load()
@@ -97,7 +117,7 @@ def inspect(store: Path, bcq_file_size: int | None, as_json: bool) -> None:
 @json_option
 @handle_errors
 def get(store: Path, topic: str, queue_id: int, offset: int, compaction: bool, bcq_file_size: int | None,
-        as_json: bool) -> None:
+        as_json: bool, commitlog: str | None, readonly_commitlog: str | None) -> None:
     """The batch unit covering a queue offset and the record it points at."""
     from mqstore.storage.rocketmq import batch_consumequeue as bcq
     from mqstore.storage.rocketmq.config import validate_topic
@@ -115,7 +135,7 @@ def get(store: Path, topic: str, queue_id: int, offset: int, compaction: bool, b
     else:
         q = bcq.load_queue(store / bcq.BCQ_DIR / topic / str(queue_id), topic, queue_id, bcq_file_size)
         unit = q.lookup(offset)
-        with _commit_log(store) as cl:
+        with _commit_log(store, _config(store, commitlog, readonly_commitlog)) as cl:
             rec = cl.read_record(unit.commit_log_offset)
     doc = {"queueOffset": offset, "unit": _unit_json(unit), "message": _record_json(rec)}
     if as_json:
@@ -160,12 +180,13 @@ def dump_compaction(store: Path, topic: str, queue_id: int, as_json: bool) -> No
 @_file_size
 @json_option
 @handle_errors
-def verify(store: Path, bcq_file_size: int | None, as_json: bool) -> None:
+def verify(store: Path, bcq_file_size: int | None, as_json: bool, commitlog: str | None,
+           readonly_commitlog: str | None) -> None:
     """Batch queue units against the CommitLog, compaction queues against their compactionLog.
     Exit code 0 only when clean."""
     from mqstore.storage.rocketmq import batch_consumequeue as bcq
 
-    with _commit_log(store) as cl:
+    with _commit_log(store, _config(store, commitlog, readonly_commitlog)) as cl:
         rep = bcq.verify_batch_store(store, cl, bcq_file_size=bcq_file_size)
     if as_json:
         click.echo(to_json({"ok": rep.ok, "queues": rep.queues, "units": rep.units, "messages": rep.messages,
@@ -232,7 +253,7 @@ def print_inspect_section(doc: dict[str, Any]) -> None:
         click.echo("compaction/position-checkpoint: " + ", ".join(f"{k}={v}" for k, v in sorted(cp.items())))
 
 
-def verify_problems(store: Path) -> tuple[int, list[str]] | None:
+def verify_problems(store: Path, config: Any) -> tuple[int, list[str]] | None:
     """``(units, problems)`` of the batch queues and compaction store for ``rocketmq verify``
     (``None`` when the store has none)."""
     from mqstore.errors import MqStoreError
@@ -241,14 +262,15 @@ def verify_problems(store: Path) -> tuple[int, list[str]] | None:
     if not has_batch_store(store):
         return None
     try:
-        with _commit_log(store) as cl:
+        with _commit_log(store, config) as cl:
             rep = bcq.verify_batch_store(store, cl)
     except MqStoreError as exc:
         return 0, [f"batch queues: {exc}"]
     return rep.units + rep.compaction_units, rep.problems
 
 
-def batch_get(store: Path, topic: str, queue_id: int, offset: int, count: int) -> list[dict[str, Any]] | None:
+def batch_get(store: Path, topic: str, queue_id: int, offset: int, count: int,
+              config: Callable[[], Any]) -> list[dict[str, Any]] | None:
     """``rocketmq get`` of a batch queue: the records whose batches cover ``offset`` ..
     ``offset+count-1`` (each once), ``None`` when the queue is not a batch queue."""
     from mqstore.storage.rocketmq import batch_consumequeue as bcq
@@ -261,7 +283,7 @@ def batch_get(store: Path, topic: str, queue_id: int, offset: int, count: int) -
     q = bcq.load_queue(d, topic, queue_id)
     first = q.find(offset)
     out = []
-    with _commit_log(store) as cl:
+    with _commit_log(store, config()) as cl:
         i = first
         while i < len(q.units) and int(q.units["msg_base_offset"][i]) < offset + count:
             unit = q.unit(i)

@@ -41,9 +41,10 @@ from mqstore.formats.rocketmq.batch_consumequeue import (
 )
 from mqstore.formats.rocketmq.properties import PROPERTY_INNER_BASE, PROPERTY_INNER_NUM
 from mqstore.formats.rocketmq.record import MessageRecord
+from mqstore.storage.mapped import ensure_inside
 from mqstore.storage.rocketmq import config_files
 from mqstore.storage.rocketmq.commitlog import CommitLog
-from mqstore.storage.rocketmq.config import StoreConfig
+from mqstore.storage.rocketmq.config import StoreConfig, validate_topic
 
 BCQ_DIR = "batchconsumequeue"
 COMPACTION_DIR = "compaction"
@@ -436,7 +437,12 @@ def rebuild_batch_queues(root: Path, commit_log: CommitLog, out: Path | None = N
     try:
         base = target_root / BCQ_DIR
         for (t, qid), units in sorted(expected.items()):
-            write_queue_files(base / t / str(qid), units, file_size)
+            try:
+                validate_topic(t)
+            except MqStoreError as exc:
+                problems.append(f"topic {t!r}: not written ({exc})")
+                continue
+            write_queue_files(ensure_inside(target_root, base / t / str(int(qid))), units, file_size)
         if in_place:
             old = root / BCQ_DIR
             if old.exists():
