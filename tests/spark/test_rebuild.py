@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from mqstore import MessageStore, StoreConfig
-from mqstore.errors import InvalidArgumentError, StoreNotFoundError
+from mqstore.errors import InvalidArgumentError, StoreNotFoundError, UnsupportedFormatError
 from mqstore.spark import _rebuild_rocketmq as rr
 from mqstore.spark.rebuild import rebuild_kafka, rebuild_rocketmq
 from mqstore.storage.rocketmq.index import IndexService
@@ -325,3 +325,20 @@ def test_kafka_bad_arguments(spark, tmp_path: Path) -> None:
     (tmp_path / "x.txt").write_bytes(b"")
     with pytest.raises(InvalidArgumentError):
         rebuild_kafka(spark, tmp_path / "x.txt", tmp_path / "o")
+
+
+def test_consume_queue_ext_store_is_refused_and_left_alone(spark, tmp_path: Path) -> None:
+    """The Spark writer has no ConsumeQueueExt: it refuses such a store rather than dropping the ext."""
+    root = tmp_path / "ext"
+    cfg = StoreConfig(enable_consume_queue_ext=True, consume_queue_file_size=20 * 64,
+                      commit_log_file_size=64 * 1024, background_services=False)
+    with MessageStore.open(root, cfg) as s:
+        for i in range(5):
+            s.put("ExtTopic", f"b{i}".encode(), 0, keys=f"k{i}", tags="TagA")
+    before = {p: p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+    assert any("consumequeue_ext" in str(p) for p in before)
+    for out in (root, tmp_path / "out"):
+        with pytest.raises(UnsupportedFormatError, match="ConsumeQueueExt"):
+            rebuild_rocketmq(spark, root, out)
+    assert {p: p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()} == before
+    assert not (tmp_path / "out").exists()

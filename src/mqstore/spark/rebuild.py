@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mqstore.errors import InvalidArgumentError, StoreNotFoundError
+from mqstore.errors import InvalidArgumentError, StoreNotFoundError, UnsupportedFormatError
 from mqstore.spark._rebuild_progress import ProgressFn, phase
 from mqstore.storage.rocketmq.rebuild import RebuildStats
 
@@ -159,6 +159,12 @@ def rebuild_rocketmq(spark: SparkSession, store: str | os.PathLike[str], out: st
     _positive("split_bytes", split_bytes, 4096)
     split = split_bytes or rr.DEFAULT_SPLIT_BYTES
     cfg = _rocketmq_config(root, hash_slot_num, index_num, cq_file_size, commit_log_file_size)
+    if cfg.enable_consume_queue_ext:
+        # the Spark writer produces plain ConsumeQueue units: on an ext store it would drop the
+        # consumequeue_ext/ files and the tag codes they hold
+        raise UnsupportedFormatError(
+            f"{root} uses ConsumeQueueExt (consumequeue_ext/): the Spark rebuild does not write it yet; "
+            "use `mqstore rocketmq rebuild-index`, which regenerates both byte-identically", path=str(root))
     in_place = _check_out(root, Path(out))
     # in place: no writer nor dispatcher may run while the files are rebuilt and swapped, as in
     # the local rebuild (StoreLockedError)
