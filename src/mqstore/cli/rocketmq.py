@@ -145,9 +145,13 @@ def inspect(store: Path, as_json: bool) -> None:
                            "masterFlushedOffset": eng.checkpoint.values.master_flushed_offset,
                            "confirmPhyOffset": eng.checkpoint.values.confirm_phy_offset},
         }
+    from mqstore.cli.rocketmq_bcq import inspect_section, print_inspect_section
     from mqstore.cli.rocketmq_timer import print_timer_info, timer_info
 
     info["timer"] = timer_info(store)  # None without timer files; problems listed, not raised
+    batch = inspect_section(store)
+    if batch is not None:
+        info["batchConsumeQueue"] = batch
     if as_json:
         click.echo(to_json(info))
         return
@@ -174,6 +178,8 @@ def inspect(store: Path, as_json: bool) -> None:
     print_table("checkpoint", list(info["checkpoint"]), [tuple(info["checkpoint"].values())])
     if info["timer"] is not None:
         print_timer_info(info["timer"])
+    if batch is not None:
+        print_inspect_section(batch)
 
 
 @group.command()
@@ -259,7 +265,14 @@ def _json_message(m, decode: str | None) -> dict:
 @json_option
 @handle_errors
 def get(store: Path, topic: str, queue_id: int, offset: int, count: int, tag: str | None, as_json: bool) -> None:
-    """Messages of a queue by queue offset."""
+    """Messages of a queue by queue offset (a BatchCQ topic's queue: the batch records covering
+    the offsets, through batchconsumequeue/)."""
+    from mqstore.cli.rocketmq_bcq import batch_get, print_batch_get
+
+    rows = batch_get(store, topic, queue_id, offset, count, lambda: _config(store)) if tag is None else None
+    if rows is not None:
+        print_batch_get(rows, as_json, f"{topic}/{queue_id} (batch queue) from {offset}")
+        return
     with _open(store) as s:
         if tag is not None:
             _print_messages(s.get_by_tag(topic, queue_id, tag, offset, count), as_json,
@@ -324,6 +337,11 @@ def verify(store: Path, as_json: bool) -> None:
 
     with progress("verify") as prog:
         rep = verify_store(store, _config(store), progress=prog)
+    from mqstore.cli.rocketmq_bcq import verify_problems
+
+    batch = verify_problems(store, _config(store))
+    if batch is not None:
+        rep.problems.extend(batch[1])
     if as_json:
         click.echo(to_json({"ok": rep.ok, "messages": rep.messages, "cqUnits": rep.cq_units, "extUnits": rep.ext_units,
                             "indexItems": rep.index_items, "problems": rep.problems}))
@@ -345,13 +363,18 @@ def verify(store: Path, as_json: bool) -> None:
 @click.option("--threads", type=click.IntRange(min=1), default=None,
               help="Threads for the scan and the index build (default: CPUs less the one the read-ahead "
                    "scan keeps busy, at least 1, at most 4; 1 = sequential).")
+@click.option("--bcq-file-size", type=click.IntRange(min=46), default=None,
+              help="BatchConsumeQueue file size (default: the store's, else 300000 units).")
 @json_option
 @handle_errors
 def rebuild_index(store: Path, out: Path | None, commitlog_file_size: int | None, slots: int | None,
-                  items: int | None, cq_file_size: int | None, threads: int | None, as_json: bool) -> None:
-    """Regenerate consumequeue/ and index/ from the CommitLog alone."""
+                  items: int | None, cq_file_size: int | None, threads: int | None, bcq_file_size: int | None,
+                  as_json: bool) -> None:
+    """Regenerate consumequeue/, index/ and (for queue.type=BatchCQ topics) batchconsumequeue/
+    from the CommitLog alone."""
     import time
 
+    from mqstore.storage.rocketmq.batch_consumequeue import rebuild_store_batch_queues
     from mqstore.storage.rocketmq.rebuild import rebuild_indexes
 
     cfg = _config(store, commitlog_file_size, slots, items, cq_file_size)
@@ -359,10 +382,13 @@ def rebuild_index(store: Path, out: Path | None, commitlog_file_size: int | None
     # (an in-place rebuild takes the store's writer lock itself)
     with progress("rebuilding") as prog:
         stats = rebuild_indexes(store, out, config=cfg, progress=prog, threads=threads)
+    bcq_queues, bcq_units, bcq_problems = rebuild_store_batch_queues(store, cfg, out, bcq_file_size)
     dt = time.perf_counter() - t0
     result = {"messages": stats.messages, "keys": stats.keys, "consumeQueues": stats.consume_queues,
               "indexFiles": stats.index_files, "commitLogEnd": stats.commit_log_end, "seconds": round(dt, 3),
-              "out": str(out or store)}
+              "out": str(out or store), "batchQueues": bcq_queues, "batchUnits": bcq_units}
+    if bcq_problems:
+        result["batchProblems"] = bcq_problems
     if stats.stop_error:
         result["stoppedAt"] = stats.stop_error
     if as_json:
@@ -370,6 +396,10 @@ def rebuild_index(store: Path, out: Path | None, commitlog_file_size: int | None
     else:
         click.echo(f"rebuilt {stats.consume_queues} ConsumeQueues and {stats.index_files} index files from "
                    f"{stats.messages} messages ({stats.keys} keys) in {dt:.2f} s into {out or store}")
+        if bcq_queues:
+            click.echo(f"rebuilt {bcq_queues} BatchConsumeQueues ({bcq_units} units)")
+        for p in bcq_problems:
+            click.echo(f"warning: {p}", err=True)
         if stats.stop_error:
             click.echo(f"warning: the CommitLog scan stopped early: {stats.stop_error}", err=True)
 
@@ -420,9 +450,11 @@ def consumers(store: Path, group_name: str | None, as_json: bool) -> None:
 def _register_more() -> None:
     """Commands that live in their own modules (report, get-by-msgid)."""
     from mqstore.cli.report import rocketmq_report
+    from mqstore.cli.rocketmq_bcq import bcq_group
     from mqstore.cli.rocketmq_msgid import get_by_msgid
 
     group.add_command(rocketmq_report)
+    group.add_command(bcq_group)
     group.add_command(get_by_msgid)
 
 
