@@ -21,7 +21,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT.parent / "src"))
 
-from mqstore.kernels.kafka_txn import (  # noqa: E402
+from mqstore.kernels.kafka.txn import (  # noqa: E402
     ProducerStateReplay,
     aborted_transactions,
     classify_batches,

@@ -16,8 +16,10 @@ from kraft_support import group_metadata, offset_commit, txn_batch, txn_marker, 
 from mqstore.errors import CorruptDataError
 from mqstore.formats.kafka import Compression, SimpleRecord, encode_batch
 from mqstore.formats.kafka.coordinator_records import decode_coordinator_record
+from kernel_twins import twin_pairs, twins
+
 from mqstore.kernels.kafka.batches import scan_batches
-from mqstore.kernels.kafka_offsets import (
+from mqstore.kernels.kafka.offsets import (
     KIND_BAD,
     KIND_COMMIT,
     KIND_OTHER,
@@ -112,15 +114,42 @@ def test_kernels_match_twins_and_generic_decoder(batches: list[list[SimpleRecord
             assert dec is None or dec["type"] != "OffsetCommit"
 
 
-def test_record_spans_of_empty_and_null_fields() -> None:
+@pytest.mark.parametrize("spans", twins("kafka.record_spans"))
+def test_record_spans_of_empty_and_null_fields(spans: Any) -> None:
     data = encode_batch([SimpleRecord(value=None, key=None, timestamp=1), SimpleRecord(value=b"", key=b"",
                                                                                         timestamp=2)])
     buf, bs, be, cnt = _bodies(data)
-    fast = record_spans(buf, bs, be, cnt)
+    fast = spans(buf, bs, be, cnt)
     assert fast["key_len"].tolist() == [-1, 0] and fast["val_len"].tolist() == [-1, 0]
     assert fast["offset_delta"].tolist() == [0, 1]
-    empty = record_spans(np.zeros(0, np.uint8), np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64))
+    empty = spans(np.zeros(0, np.uint8), np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64))
     assert empty["key_start"].shape == (0,) and empty["ok"].shape == (0,)
+
+
+@pytest.mark.parametrize(("spans", "parse"), twin_pairs("kafka.record_spans", "kafka.parse_offset_commits"))
+def test_parse_offset_commits_kinds(spans: Any, parse: Any) -> None:
+    records = [offset_commit("grp", "orders", 3, 42, ts=7), offset_commit("grp", "orders", 4, None),
+               group_metadata("grp", 1),
+               SimpleRecord(value=b"x", key=offset_commit("grp", "orders", 5, 1).key, timestamp=1)]
+    buf, bs, be, cnt = _bodies(encode_batch(records))
+    sp = spans(buf, bs, be, cnt)
+    out = parse(buf, sp["key_start"], sp["key_len"], sp["val_start"], sp["val_len"])
+    assert out["kind"].tolist() == [KIND_COMMIT, KIND_TOMBSTONE, KIND_OTHER, KIND_BAD]
+    raw = buf.tobytes()
+    assert raw[out["group_start"][0]:out["group_start"][0] + out["group_len"][0]] == b"grp"
+    assert raw[out["topic_start"][0]:out["topic_start"][0] + out["topic_len"][0]] == b"orders"
+    assert (int(out["partition"][0]), int(out["offset"][0]), int(out["commit_timestamp"][0])) == (3, 42, 7)
+
+
+@pytest.mark.parametrize("fate", twins("kafka.transaction_fate"))
+def test_transaction_fate_of_committed_aborted_and_open(fate: Any) -> None:
+    # pid 1: a txn batch then its commit; pid 2: a txn batch then an abort; pid 3: still open; pid 4: plain data
+    pid = np.array([1, 2, 3, 1, 2, 4], np.int64)
+    is_txn = np.array([True, True, True, True, True, False])
+    is_marker = np.array([False, False, False, True, True, False])
+    commit = np.array([False, False, False, True, False, False])
+    # (markers are control batches, not data: never "visible")
+    assert fate(pid, is_txn, is_marker, commit).tolist() == [True, False, False, False, False, True]
 
 
 @settings(max_examples=80, deadline=None)

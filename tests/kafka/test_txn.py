@@ -41,7 +41,7 @@ from mqstore.formats.kafka.txn import (
     encode_txn_index,
 )
 from mqstore.kafka import PartitionLog
-from mqstore.kernels.kafka_txn import (
+from mqstore.kernels.kafka.txn import (
     ABORTED,
     COMMITTED,
     CONTROL,

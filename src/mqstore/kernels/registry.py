@@ -57,7 +57,8 @@ KERNEL_MODULES = (
     "mqstore.kernels.kafka.index_build",
     "mqstore.kernels.kafka.index_search",
     "mqstore.kernels.kafka.records",
-    "mqstore.kernels.kafka_txn",
+    "mqstore.kernels.kafka.txn",
+    "mqstore.kernels.kafka.offsets",
     "mqstore.kernels.report",
 )
 

@@ -34,7 +34,7 @@ from mqstore.formats.kafka.batch import (
 from mqstore.formats.kafka.coordinator_records import METADATA_TOPIC, OFFSETS_TOPIC, decode_coordinator_record
 from mqstore.formats.kafka.metadata_records import decode_metadata_record
 from mqstore.formats.kafka.quorum_state import decode_quorum_state
-from mqstore.kernels.kafka_offsets import (
+from mqstore.kernels.kafka.offsets import (
     KIND_BAD,
     KIND_COMMIT,
     KIND_OTHER,
@@ -392,7 +392,7 @@ def consumer_groups(logdir: str | os.PathLike[str], group: str | None = None) ->
     ``topic-partition`` directory when it is in ``logdir`` (else it is unknown).
 
     The offset commits (nearly all records) never become Python objects one by one: compiled
-    kernels (:mod:`mqstore.kernels.kafka_offsets`) give their fields as columns, numpy keeps the
+    kernels (:mod:`mqstore.kernels.kafka.offsets`) give their fields as columns, numpy keeps the
     last one per key, and only the survivors are turned into :class:`CommittedOffset`.
     """
     root = Path(logdir)

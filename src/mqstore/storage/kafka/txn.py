@@ -4,9 +4,9 @@ reads use.
 
 The one rule of this module: the aborted transactions follow from the log alone.  A partition's
 valid batches (the prefix recovery keeps, magic 2) are scanned once into columns
-(:func:`partition_txn_columns`); :func:`mqstore.kernels.kafka_txn.classify_batches` decides every
+(:func:`partition_txn_columns`); :func:`mqstore.kernels.kafka.txn.classify_batches` decides every
 transactional batch from the end markers (vectorised), and
-:class:`~mqstore.kernels.kafka_txn.ProducerStateReplay` replays the broker's producer state to get
+:class:`~mqstore.kernels.kafka.txn.ProducerStateReplay` replays the broker's producer state to get
 the ``.txnindex`` entries byte for byte as ``LogSegment.recover`` appends them.
 
 Producer state before the first segment (transactions that began in deleted segments) is seeded
@@ -38,7 +38,7 @@ from mqstore.formats.kafka.txn import (
     decode_txn_index,
     encode_txn_index,
 )
-from mqstore.kernels.kafka_txn import (
+from mqstore.kernels.kafka.txn import (
     MARKER_ABORT,
     MARKER_COMMIT,
     MARKER_NONE,

@@ -19,6 +19,8 @@ from typing import Any
 import numpy as np
 from numba import njit
 
+from mqstore.kernels.registry import register
+
 # kinds of parse_offset_commits
 KIND_COMMIT = 0
 KIND_TOMBSTONE = 1
@@ -479,3 +481,8 @@ def transaction_fate_py(producer_id: np.ndarray, is_txn: np.ndarray, is_marker: 
         else:
             fate[i] = True
     return fate
+
+
+register("kafka.record_spans", record_spans, record_spans_py)
+register("kafka.parse_offset_commits", parse_offset_commits, parse_offset_commits_py)
+register("kafka.transaction_fate", transaction_fate, transaction_fate_py)
