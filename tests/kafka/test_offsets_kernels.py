@@ -13,11 +13,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kraft_support import group_metadata, offset_commit, txn_batch, txn_marker, write_partition
 
+from kernel_twins import twin_pairs, twins
 from mqstore.errors import CorruptDataError
 from mqstore.formats.kafka import Compression, SimpleRecord, encode_batch
 from mqstore.formats.kafka.coordinator_records import decode_coordinator_record
-from kernel_twins import twin_pairs, twins
-
 from mqstore.kernels.kafka.batches import scan_batches
 from mqstore.kernels.kafka.offsets import (
     KIND_BAD,
