@@ -4,6 +4,7 @@ MultiPathMappedFileQueue) and ``readOnlyCommitLogStorePaths``."""
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import os
@@ -153,3 +154,39 @@ def test_segment_in_two_directories_is_an_error(tmp_path: Path) -> None:
         MessageStore.open(tmp_path / "store", config(f"{a},{b}"), read_only=True)
     r = CliRunner().invoke(cli, ["rocketmq", "inspect", str(tmp_path / "store"), "--commitlog", f"{a},{b}"])
     assert r.exit_code == 2 and r.output.count("error:") == 1
+
+
+def _leaf_commands(group, prefix: str = "") -> dict:
+    out = {}
+    for name, cmd in group.commands.items():
+        if hasattr(cmd, "commands"):
+            out.update(_leaf_commands(cmd, f"{prefix}{name} "))
+        else:
+            out[f"{prefix}{name}"] = cmd
+    return out
+
+
+def test_every_rocketmq_command_takes_the_commitlog_options() -> None:
+    leaves = _leaf_commands(cli.commands["rocketmq"])
+    assert {"inspect", "dump", "get", "verify", "report", "get-by-msgid", "consumers"} <= set(leaves)
+    # (these two read only the batch queue files / the compaction store, never the CommitLog)
+    no_commitlog = {"bcq inspect", "bcq dump-compaction"}
+    missing = [n for n, c in leaves.items()
+               if n not in no_commitlog and not {"commitlog", "readonly_commitlog"} <= {p.name for p in c.params}]
+    assert missing == []
+
+
+def test_report_and_get_by_msgid_with_the_commitlog_elsewhere(tmp_path: Path) -> None:
+    elsewhere = tmp_path / "fast-disk" / "commitlog"
+    results = fill(tmp_path / "store", config(str(elsewhere)))
+    before = tree_hash(tmp_path / "store", elsewhere)
+    r = run("rocketmq", "report", str(tmp_path / "store"), "--json", "--commitlog", str(elsewhere))
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.output)["verify"]["ok"] is True
+    r = CliRunner().invoke(cli, ["rocketmq", "report", str(tmp_path / "store"), "--json"])
+    assert r.exit_code == 2 and r.output.startswith("error: ")
+    r = run("rocketmq", "get-by-msgid", str(tmp_path / "store"), results[5].msg_id, "--json", "--commitlog",
+            str(elsewhere))
+    assert r.exit_code == 0, r.output
+    assert base64.b64decode(json.loads(r.output.splitlines()[0])["body"]) == (b"%05d" % 5) * 40
+    assert tree_hash(tmp_path / "store", elsewhere) == before

@@ -79,22 +79,6 @@ def parse_header_filter(spec: str | None) -> tuple[str, bytes | None] | None:
     return key, (value.encode() if sep else None)
 
 
-def store_config(store: Any, *, slots: int | None = None, items: int | None = None) -> Any:
-    """The configuration of the RocketMQ store directory ``store`` for the commands of their own
-    modules (report, get-by-msgid): the geometry given, the rest detected from the files."""
-    from pathlib import Path
-
-    from mqstore.errors import StoreNotFoundError
-    from mqstore.storage.rocketmq.layout import resolve_config
-
-    p = Path(store)
-    if not p.exists():
-        raise StoreNotFoundError(f"store directory {p} does not exist")
-    if not p.is_dir():
-        raise StoreNotFoundError(f"{p} is not a directory (a RocketMQ store is one)")
-    return resolve_config(p, None, background_services=False, hash_slot_num=slots, index_num=items)
-
-
 def message_json(m: Any, decode: str | None) -> dict[str, Any]:
     """A RocketMQ message's JSON object (Spark column names) with the body decoded as asked."""
     d = m.to_json_dict()

@@ -15,6 +15,7 @@ from typing import Any
 import click
 
 from mqstore.cli.common import handle_errors, progress, to_json
+from mqstore.cli.rocketmq_store import commitlog_options
 from mqstore.errors import InvalidArgumentError
 
 
@@ -67,12 +68,13 @@ def _apply(f: Any) -> Any:
               help="fileReservedTime of the broker (default 72) for the retention figures.")
 @click.option("--slots", type=click.IntRange(min=1), default=None, help="IndexFile hash slots (default: detected).")
 @click.option("--items", type=click.IntRange(min=2), default=None, help="IndexFile items (default: detected).")
+@commitlog_options
 @handle_errors
 def rocketmq_report(store: Path, html_out: Path | None, png_dir: Path | None, as_json: bool, no_verify: bool,
                     file_reserved_hours: float | None, slots: int | None, items: int | None) -> None:
     """Health report of a RocketMQ store: IndexFile fill and hash chains, traffic per topic and
     queue, body sizes, dispatch and consumer lag, checkpoint, segment timeline, verify summary."""
-    from mqstore.cli.filters import store_config
+    from mqstore.cli.rocketmq_store import store_config
     from mqstore.storage.rocketmq.report import rocketmq_report as compute
     from mqstore.storage.rocketmq.report import verify_summary
 

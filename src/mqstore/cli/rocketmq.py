@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import contextvars
-import functools
 import sys
 from pathlib import Path
 
 import click
 
 from mqstore.cli.common import echo_json_lines, handle_errors, json_option, print_table, progress, to_json
+from mqstore.cli.rocketmq_store import commitlog_options, open_store, store_config
 from mqstore.errors import MqStoreError
 
 # Any path: a file, an empty directory or another layout's directory is refused by the store
@@ -26,50 +25,17 @@ def _geometry_options(f):
                         help="CommitLog segment size (default: detected from the files).")(f)
 
 
-#: (--commitlog, --readonly-commitlog) of the running command (set by _commitlog_options)
-_COMMITLOG: contextvars.ContextVar[tuple[str | None, str | None]] = contextvars.ContextVar(
-    "mqstore_rocketmq_commitlog", default=(None, None))
-
-
-def _commitlog_options(f):
-    """``--commitlog DIR[,DIR...]`` and ``--readonly-commitlog DIR[,DIR...]`` for a command: the
-    broker's ``storePathCommitLog`` and ``readOnlyCommitLogStorePaths``."""
-
-    @functools.wraps(f)
-    def wrapper(*args, commitlog=None, readonly_commitlog=None, **kwargs):
-        token = _COMMITLOG.set((commitlog, readonly_commitlog))
-        try:
-            return f(*args, **kwargs)
-        finally:
-            _COMMITLOG.reset(token)
-
-    wrapper = click.option("--readonly-commitlog", "readonly_commitlog", default=None, metavar="DIR[,DIR...]",
-                           help="readOnlyCommitLogStorePaths: CommitLog directories read but never written.")(wrapper)
-    return click.option("--commitlog", "commitlog", default=None, metavar="DIR[,DIR...]",
-                        help="storePathCommitLog: the CommitLog directory, or a comma-separated list of "
-                             "directories (default: STORE/commitlog).")(wrapper)
+# the store a command works on: one home for --commitlog and the configuration (cli.rocketmq_store)
+_commitlog_options = commitlog_options
 
 
 def _config(store: Path, commitlog_file_size=None, slots=None, items=None, cq_file_size=None):
-    """The store's configuration: the options given, the rest of the geometry detected from the
-    files (:func:`mqstore.storage.rocketmq.layout.resolve_config`)."""
-    from mqstore.errors import StoreNotFoundError
-    from mqstore.storage.rocketmq.layout import resolve_config
-
-    if not store.exists():
-        raise StoreNotFoundError(f"store directory {store} does not exist")
-    if not store.is_dir():
-        raise StoreNotFoundError(f"{store} is not a directory (a RocketMQ store is one)")
-    commitlog, readonly = _COMMITLOG.get()
-    return resolve_config(store, None, background_services=False, commit_log_file_size=commitlog_file_size,
-                          hash_slot_num=slots, index_num=items, consume_queue_file_size=cq_file_size,
-                          store_path_commit_log=commitlog, read_only_commit_log_store_paths=readonly)
+    """The store's configuration: the options given, the rest detected from the files."""
+    return store_config(store, commitlog_file_size, slots, items, cq_file_size)
 
 
 def _open(store: Path, read_only: bool = True):
-    from mqstore.api.rocketmq import MessageStore
-
-    return MessageStore.open(store, _config(store), read_only=read_only, create=False)
+    return open_store(store, read_only)
 
 
 def _print_messages(messages, as_json: bool, title: str, decode: str | None = None) -> None:

@@ -14,28 +14,10 @@ from typing import Any
 import click
 
 from mqstore.cli.common import echo_json_lines, handle_errors, json_option, print_table, to_json
+from mqstore.cli.rocketmq_store import commitlog_options, store_config
 
-# (this module must not import cli.rocketmq, which registers it: the store's configuration comes
-# from the caller or from this module's own --commitlog options)
 store_arg = click.argument("store", type=click.Path(path_type=Path))
 
-
-def _commitlog_options(f):
-    f = click.option("--readonly-commitlog", "readonly_commitlog", default=None, metavar="DIR[,DIR...]",
-                     help="readOnlyCommitLogStorePaths: CommitLog directories read but never written.")(f)
-    return click.option("--commitlog", "commitlog", default=None, metavar="DIR[,DIR...]",
-                        help="storePathCommitLog: the CommitLog directory or a comma-separated list "
-                             "(default: STORE/commitlog).")(f)
-
-
-def _config(store: Path, commitlog: str | None = None, readonly_commitlog: str | None = None) -> Any:
-    from mqstore.errors import StoreNotFoundError
-    from mqstore.storage.rocketmq.layout import resolve_config
-
-    if not store.is_dir():
-        raise StoreNotFoundError(f"store directory {store} does not exist")
-    return resolve_config(store, None, background_services=False, store_path_commit_log=commitlog,
-                          read_only_commit_log_store_paths=readonly_commitlog)
 
 _file_size = click.option("--bcq-file-size", type=click.IntRange(min=46), default=None,
                           help="Batch queue file size (default: detected from the files).")
@@ -108,7 +90,7 @@ def inspect(store: Path, bcq_file_size: int | None, as_json: bool) -> None:
 
 @bcq_group.command()
 @store_arg
-@_commitlog_options
+@commitlog_options
 @click.option("--topic", required=True)
 @click.option("--queue", "queue_id", type=click.IntRange(min=0), required=True)
 @click.option("--offset", type=click.IntRange(min=0), required=True, help="Queue offset.")
@@ -117,7 +99,7 @@ def inspect(store: Path, bcq_file_size: int | None, as_json: bool) -> None:
 @json_option
 @handle_errors
 def get(store: Path, topic: str, queue_id: int, offset: int, compaction: bool, bcq_file_size: int | None,
-        as_json: bool, commitlog: str | None, readonly_commitlog: str | None) -> None:
+        as_json: bool) -> None:
     """The batch unit covering a queue offset and the record it points at."""
     from mqstore.storage.rocketmq import batch_consumequeue as bcq
     from mqstore.storage.rocketmq.config import validate_topic
@@ -135,7 +117,7 @@ def get(store: Path, topic: str, queue_id: int, offset: int, compaction: bool, b
     else:
         q = bcq.load_queue(store / bcq.BCQ_DIR / topic / str(queue_id), topic, queue_id, bcq_file_size)
         unit = q.lookup(offset)
-        with _commit_log(store, _config(store, commitlog, readonly_commitlog)) as cl:
+        with _commit_log(store, store_config(store)) as cl:
             rec = cl.read_record(unit.commit_log_offset)
     doc = {"queueOffset": offset, "unit": _unit_json(unit), "message": _record_json(rec)}
     if as_json:
@@ -176,17 +158,16 @@ def dump_compaction(store: Path, topic: str, queue_id: int, as_json: bool) -> No
 
 @bcq_group.command()
 @store_arg
-@_commitlog_options
+@commitlog_options
 @_file_size
 @json_option
 @handle_errors
-def verify(store: Path, bcq_file_size: int | None, as_json: bool, commitlog: str | None,
-           readonly_commitlog: str | None) -> None:
+def verify(store: Path, bcq_file_size: int | None, as_json: bool) -> None:
     """Batch queue units against the CommitLog, compaction queues against their compactionLog.
     Exit code 0 only when clean."""
     from mqstore.storage.rocketmq import batch_consumequeue as bcq
 
-    with _commit_log(store, _config(store, commitlog, readonly_commitlog)) as cl:
+    with _commit_log(store, store_config(store)) as cl:
         rep = bcq.verify_batch_store(store, cl, bcq_file_size=bcq_file_size)
     if as_json:
         click.echo(to_json({"ok": rep.ok, "queues": rep.queues, "units": rep.units, "messages": rep.messages,

@@ -18,6 +18,7 @@ from pathlib import Path
 import click
 
 from mqstore.cli.common import handle_errors, json_option
+from mqstore.cli.rocketmq_store import commitlog_options, store_config
 from mqstore.errors import InvalidArgumentError, MqStoreError
 
 
@@ -26,12 +27,13 @@ from mqstore.errors import InvalidArgumentError, MqStoreError
 @click.argument("msg_id")
 @click.option("--topic", default=None, help="Topic of a unique key (default: every topic of the store).")
 @click.option("--decode", default=None, help="Show bodies as utf8, hex or json.")
+@commitlog_options
 @json_option
 @handle_errors
 def get_by_msgid(store: Path, msg_id: str, topic: str | None, decode: str | None, as_json: bool) -> None:
     """A message by offset message id or by unique key (UNIQ_KEY); exit 1 when none matches."""
     from mqstore.api.rocketmq import MessageStore
-    from mqstore.cli.filters import check_decoder, print_messages, store_config
+    from mqstore.cli.filters import check_decoder, print_messages
     from mqstore.formats.rocketmq.msgid import decode_message_id
 
     check_decoder(decode)

@@ -1,0 +1,68 @@
+"""The RocketMQ store a command works on: the one place the CLI turns ``STORE`` plus its options
+(``--commitlog``, ``--readonly-commitlog``, geometry) into a configuration and an open store.
+
+Every ``mqstore rocketmq ...`` command, whichever module it lives in (report, get-by-msgid, the
+batch-queue commands, the Spark commands), takes the CommitLog directories the same way and
+resolves the rest of the geometry from the files through
+:func:`mqstore.storage.rocketmq.layout.resolve_config`.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import functools
+from pathlib import Path
+from typing import Any
+
+import click
+
+#: (--commitlog, --readonly-commitlog) of the running command (set by :func:`commitlog_options`)
+_COMMITLOG: contextvars.ContextVar[tuple[str | None, str | None]] = contextvars.ContextVar(
+    "mqstore_rocketmq_commitlog", default=(None, None))
+
+
+def commitlog_options(f: Any) -> Any:
+    """``--commitlog DIR[,DIR...]`` and ``--readonly-commitlog DIR[,DIR...]`` for a command: the
+    broker's ``storePathCommitLog`` and ``readOnlyCommitLogStorePaths``, seen by every
+    :func:`store_config` call the command makes."""
+
+    @functools.wraps(f)
+    def wrapper(*args: Any, commitlog: str | None = None, readonly_commitlog: str | None = None,
+                **kwargs: Any) -> Any:
+        token = _COMMITLOG.set((commitlog, readonly_commitlog))
+        try:
+            return f(*args, **kwargs)
+        finally:
+            _COMMITLOG.reset(token)
+
+    wrapper = click.option("--readonly-commitlog", "readonly_commitlog", default=None, metavar="DIR[,DIR...]",
+                           help="readOnlyCommitLogStorePaths: CommitLog directories read but never written.")(wrapper)
+    return click.option("--commitlog", "commitlog", default=None, metavar="DIR[,DIR...]",
+                        help="storePathCommitLog: the CommitLog directory, or a comma-separated list of "
+                             "directories (default: STORE/commitlog).")(wrapper)
+
+
+def store_config(store: Any, commitlog_file_size: int | None = None, slots: int | None = None,
+                 items: int | None = None, cq_file_size: int | None = None) -> Any:
+    """The configuration of the RocketMQ store directory ``store``: the options given (geometry
+    and the running command's ``--commitlog``), the rest detected from the files."""
+    from mqstore.errors import StoreNotFoundError
+    from mqstore.storage.rocketmq.layout import resolve_config
+
+    p = Path(store)
+    if not p.exists():
+        raise StoreNotFoundError(f"store directory {p} does not exist")
+    if not p.is_dir():
+        raise StoreNotFoundError(f"{p} is not a directory (a RocketMQ store is one)")
+    commitlog, readonly = _COMMITLOG.get()
+    return resolve_config(p, None, background_services=False, commit_log_file_size=commitlog_file_size,
+                          hash_slot_num=slots, index_num=items, consume_queue_file_size=cq_file_size,
+                          store_path_commit_log=commitlog, read_only_commit_log_store_paths=readonly)
+
+
+def open_store(store: Path, read_only: bool = True, cfg: Any = None) -> Any:
+    """The existing store ``store`` opened through the API (read-only unless asked)."""
+    from mqstore.api.rocketmq import MessageStore
+
+    return MessageStore.open(store, cfg if cfg is not None else store_config(store), read_only=read_only,
+                             create=False)
