@@ -12,7 +12,7 @@ from typing import Any
 from mqstore.formats.kafka import SimpleRecord, encode_batch, encode_end_txn_marker_batch
 from mqstore.formats.kafka.coordinator_records import encode_coordinator_key, encode_coordinator_value
 from mqstore.formats.kafka.metadata_records import encode_metadata_record
-from mqstore.formats.kafka.protocol import encode_uvarint
+from mqstore.formats.kafka.varint import encode_uvarint
 from mqstore.storage.kafka.log import PartitionLog
 
 TOPIC_ID = "b7E0kH2yQ9uK8lH2cS3wKQ"

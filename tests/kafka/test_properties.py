@@ -48,6 +48,16 @@ def test_varlong_roundtrip(n: int) -> None:
     assert len(b) <= 10 and decode_varlong(b) == (n, len(b))
 
 
+@FAST
+@given(st.integers(0, 2**32 - 1))
+def test_uvarint_roundtrip(u: int) -> None:
+    from mqstore.formats.kafka.varint import decode_uvarint, encode_uvarint
+
+    b = encode_uvarint(u)
+    assert len(b) <= 5 and decode_uvarint(b) == (u, len(b))
+    assert encode_uvarint(300) == b"\xac\x02"  # plain, not zig-zag (the protocol's compact lengths)
+
+
 def test_varint_examples() -> None:
     assert encode_varint(-1) == b"\x01" and encode_varint(0) == b"\x00"
     assert encode_varint(1) == b"\x02" and encode_varint(64) == b"\x80\x01"

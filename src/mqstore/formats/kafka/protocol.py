@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mqstore.errors import CorruptDataError, InvalidArgumentError, TruncatedRecordError
+from mqstore.formats.kafka.varint import decode_uvarint, encode_uvarint
 
 MAX_VERSION = 0x7FFF
 UNKNOWN_TAGGED = "_unknownTaggedFields"
@@ -173,31 +174,6 @@ def uuid_from_str(s: str) -> bytes:
     if len(raw) != 16:
         raise InvalidArgumentError(f"not a Kafka uuid (16 bytes): {s!r}")
     return raw
-
-
-def encode_uvarint(u: int) -> bytes:
-    """Unsigned varint (7 bits per byte, low group first)."""
-    if u < 0 or u >= 1 << 32:
-        raise InvalidArgumentError(f"unsigned varint out of range: {u}")
-    out = bytearray()
-    while u >= 0x80:
-        out.append((u & 0x7F) | 0x80)
-        u >>= 7
-    out.append(u)
-    return bytes(out)
-
-
-def decode_uvarint(buf: bytes | bytearray | memoryview, pos: int, end: int) -> tuple[int, int]:
-    """Read an unsigned varint (at most 5 bytes); return ``(value, next position)``."""
-    u = 0
-    for i in range(5):
-        if pos + i >= end:
-            raise TruncatedRecordError("unsigned varint runs past the end of the data", offset=pos)
-        b = buf[pos + i]
-        u |= (b & 0x7F) << (7 * i)
-        if not b & 0x80:
-            return u, pos + i + 1
-    raise CorruptDataError("unsigned varint longer than 5 bytes", offset=pos)
 
 
 # ----------------------------------------------------------------------------- decoding

@@ -42,7 +42,7 @@ def _encode_unsigned(u: int) -> bytes:
     return bytes(out)
 
 
-def _decode(buf: bytes | bytearray | memoryview, pos: int, end: int, max_bytes: int, bits: int) -> tuple[int, int]:
+def _decode_unsigned(buf: bytes | bytearray | memoryview, pos: int, end: int, max_bytes: int) -> tuple[int, int]:
     u = 0
     shift = 0
     for i in range(max_bytes):
@@ -51,10 +51,28 @@ def _decode(buf: bytes | bytearray | memoryview, pos: int, end: int, max_bytes: 
         b = buf[pos + i]
         u |= (b & 0x7F) << shift
         if not b & 0x80:
-            u &= (1 << bits) - 1
-            return (u >> 1) ^ -(u & 1), pos + i + 1
+            return u, pos + i + 1
         shift += 7
     raise CorruptDataError(f"varint longer than {max_bytes} bytes", offset=pos)
+
+
+def _decode(buf: bytes | bytearray | memoryview, pos: int, end: int, max_bytes: int, bits: int) -> tuple[int, int]:
+    u, nxt = _decode_unsigned(buf, pos, end, max_bytes)
+    u &= (1 << bits) - 1
+    return (u >> 1) ^ -(u & 1), nxt
+
+
+def encode_uvarint(u: int) -> bytes:
+    """Encode an unsigned 32-bit int as a plain (not zig-zag) varint, as the Kafka protocol's
+    compact lengths and tagged fields are (1..5 bytes)."""
+    if u < 0 or u >= 1 << 32:
+        raise InvalidArgumentError(f"unsigned varint out of range: {u}")
+    return _encode_unsigned(u)
+
+
+def decode_uvarint(buf: bytes | bytearray | memoryview, pos: int = 0, end: int | None = None) -> tuple[int, int]:
+    """Decode a plain unsigned varint (at most 5 bytes) at ``pos``; return ``(value, next_position)``."""
+    return _decode_unsigned(buf, pos, len(buf) if end is None else end, 5)
 
 
 def decode_varint(buf: bytes | bytearray | memoryview, pos: int = 0, end: int | None = None) -> tuple[int, int]:
