@@ -45,6 +45,7 @@ from mqstore.kernels.rocketmq.put import RecordColumns, build_common_props
 from mqstore.storage.rocketmq.config import FLUSH_ASYNC, FLUSH_SYNC, StoreConfig, validate_topic
 from mqstore.storage.rocketmq.consumequeue import BOUNDARY_LOWER, BOUNDARY_UPPER
 from mqstore.storage.rocketmq.layout import resolve_config
+from mqstore.storage.rocketmq.lmq import record_queue_positions
 from mqstore.storage.rocketmq.store import RecoveryReport, RocketMQStore
 
 __all__ = [
@@ -927,7 +928,9 @@ class MessageStore:
             if off < self._engine.commit_log.min_offset:
                 continue  # its CommitLog segment was deleted
             m = self.get_by_offset(off)
-            if (m.topic, m.queue_id, m.queue_offset) != (topic, queue_id, queue_offset + i):
+            if ((m.topic, m.queue_id, m.queue_offset) != (topic, queue_id, queue_offset + i)
+                    and (topic, queue_id, queue_offset + i) not in record_queue_positions(m.topic, m.queue_id,
+                                                                                         m.properties)):
                 raise CorruptDataError(
                     f"ConsumeQueue {topic}/{queue_id} unit {queue_offset + i} points at a record of "
                     f"{m.topic}/{m.queue_id} queue offset {m.queue_offset}", path=self.path, offset=off)

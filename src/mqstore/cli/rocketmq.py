@@ -66,7 +66,8 @@ def inspect(store: Path, as_json: bool) -> None:
         cl_dirs, cl_ro = commit_log_dirs(store, cfg.store_path_commit_log, cfg.read_only_commit_log_store_paths)
         queues = [{"topic": t, "queueId": q, "minOffset": cq.min_offset_in_queue, "maxOffset": cq.max_offset_in_queue,
                    "messages": cq.max_offset_in_queue - cq.min_offset_in_queue, "files": len(cq.queue.files),
-                   "extFiles": len(cq.ext.queue.files) if cq.ext is not None else 0}
+                   "extFiles": len(cq.ext.queue.files) if cq.ext is not None else 0,
+                   "lmq": t.startswith("%LMQ%")}
                   for (t, q), cq in sorted(eng.consume_queues.items())]
         conf = [{"name": c.name, "size": c.size, "kind": c.kind, "entries": c.entries, "error": c.error}
                 for c in config_files.list_config_files(store)]
@@ -98,6 +99,9 @@ def inspect(store: Path, as_json: bool) -> None:
                                 "fileSize": cfg.mapped_file_size_consume_queue_ext,
                                 "queues": sum(1 for q in queues if q["extFiles"])},
             "queues": queues,
+            "lmq": {"enabled": cfg.enable_lmq, "multiDispatch": cfg.enable_multi_dispatch,
+                    "queues": sum(1 for q in queues if q["lmq"]),
+                    "messages": sum(q["messages"] for q in queues if q["lmq"])},
             "config": conf,
             "delayQueues": delay,
             "indexFiles": [{"name": f.name, "beginTimestamp": f.header.begin_timestamp, "endTimestamp": f.header.end_timestamp,
@@ -130,6 +134,10 @@ def inspect(store: Path, as_json: bool) -> None:
     x = info["consumeQueueExt"]
     if x["enabled"] or x["queues"]:
         click.echo(f"consumequeue_ext: {x['queues']} queues with ext files of {x['fileSize']} bytes")
+    if info["lmq"]["queues"]:
+        lq = info["lmq"]
+        click.echo(f"LMQ (multi-dispatch): {lq['queues']} %LMQ% queues, {lq['messages']} units "
+                   "(listed with the queues)")
     print_table("queues", ["topic", "queueId", "minOffset", "maxOffset", "messages", "files", "extFiles"],
                 [(q["topic"], q["queueId"], q["minOffset"], q["maxOffset"], q["messages"], q["files"], q["extFiles"])
                  for q in info["queues"]])
@@ -331,11 +339,14 @@ def verify(store: Path, as_json: bool) -> None:
                    "scan keeps busy, at least 1, at most 4; 1 = sequential).")
 @click.option("--bcq-file-size", type=click.IntRange(min=46), default=None,
               help="BatchConsumeQueue file size (default: the store's, else 300000 units).")
+@click.option("--lmq/--no-lmq", "lmq", default=None,
+              help="Dispatch LMQ / multi-dispatch queues too (enableLmq + enableMultiDispatch; default: on when "
+                   "the store has consumequeue/%LMQ%... or config/lmqConsumerOffset.json).")
 @json_option
 @handle_errors
 def rebuild_index(store: Path, out: Path | None, commitlog_file_size: int | None, slots: int | None,
                   items: int | None, cq_file_size: int | None, threads: int | None, bcq_file_size: int | None,
-                  as_json: bool) -> None:
+                  lmq: bool | None, as_json: bool) -> None:
     """Regenerate consumequeue/, index/ and (for queue.type=BatchCQ topics) batchconsumequeue/
     from the CommitLog alone."""
     import time
@@ -344,6 +355,8 @@ def rebuild_index(store: Path, out: Path | None, commitlog_file_size: int | None
     from mqstore.storage.rocketmq.rebuild import rebuild_indexes
 
     cfg = _config(store, commitlog_file_size, slots, items, cq_file_size)
+    if lmq is not None:
+        cfg.enable_lmq = cfg.enable_multi_dispatch = lmq
     t0 = time.perf_counter()
     # (an in-place rebuild takes the store's writer lock itself)
     with progress("rebuilding") as prog:
@@ -377,7 +390,8 @@ def rebuild_index(store: Path, out: Path | None, commitlog_file_size: int | None
 @json_option
 @handle_errors
 def consumers(store: Path, group_name: str | None, as_json: bool) -> None:
-    """Consumer groups with their committed offsets (config/consumerOffset.json) and the lag
+    """Consumer groups with their committed offsets (config/consumerOffset.json and, with LMQ,
+    config/lmqConsumerOffset.json) and the lag
     against each ConsumeQueue's max offset: mqadmin consumerProgress, offline."""
     from mqstore.storage.rocketmq import config_files
 
@@ -397,7 +411,7 @@ def consumers(store: Path, group_name: str | None, as_json: bool) -> None:
                          "consumerOffset": r.consumer_offset, "minOffset": r.min_offset, "diff": r.diff} for r in rows)
         return
     if not rows:
-        click.echo("no committed consumer offsets (config/consumerOffset.json)")
+        click.echo("no committed consumer offsets (config/consumerOffset.json, config/lmqConsumerOffset.json)")
         return
     groups: dict[str, list] = {}
     for r in rows:

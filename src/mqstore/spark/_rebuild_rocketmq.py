@@ -46,6 +46,8 @@ class ChunkDesc:
     end: int
     last_in_segment: bool
     check_crc: bool
+    enable_lmq: bool = False  # the store's multi-dispatch rule (storage.rocketmq.lmq)
+    enable_multi_dispatch: bool = False
 
 
 @dataclass(slots=True)
@@ -123,10 +125,12 @@ def split_segment(seg: SegmentDesc, split_bytes: int) -> list[tuple[int, int]]:
 def scan_chunk(c: ChunkDesc) -> ChunkScan:
     """Stage 1: the numba scan of one chunk, reduced to what the writers need."""
     from mqstore.kernels.rocketmq.scan import scan_segment
+    from mqstore.storage.rocketmq.lmq import MultiDispatchRule, cq_units
 
     with _mapped(c.path) as m:
         b = scan_segment(m.array, c.file_from_offset, c.start, c.end, check_crc=c.check_crc, skip_length_mismatch=True)
-    rows = np.flatnonzero(b.cq_mask())
+    # the ConsumeQueue units (own and multi-dispatch) by the local dispatch's one rule
+    u = cq_units(b, MultiDispatchRule(c.enable_lmq, c.enable_multi_dispatch))
     if len(b.key_hash):
         kmask = b.index_key_mask()
         key_rows = b.key_row[kmask]
@@ -137,10 +141,10 @@ def scan_chunk(c: ChunkDesc) -> ChunkScan:
         key_hash, key_phy, key_ts = np.empty(0, np.int32), np.empty(0, np.int64), np.empty(0, np.int64)
     return ChunkScan(
         index=c.index, segment=c.segment, end_offset=c.file_from_offset + c.end, last_in_segment=c.last_in_segment,
-        next_offset=b.next_offset, stop=b.stop, error=b.error, messages=len(b), topics=list(b.topics),
-        cq_topic_id=b.topic_id[rows], cq_queue_id=b.queue_id[rows], cq_offset=b.commit_log_offset[rows],
-        cq_size=b.size[rows], cq_tags=b.tags_code[rows], cq_queue_offset=b.queue_offset[rows],
-        last_cq_timestamp=int(b.store_timestamp[rows[-1]]) if len(rows) else None,
+        next_offset=b.next_offset, stop=b.stop, error=b.error, messages=len(b), topics=list(u.topics),
+        cq_topic_id=u.topic_id, cq_queue_id=u.queue_id, cq_offset=u.commit_log_offset,
+        cq_size=u.size, cq_tags=u.tags_code, cq_queue_offset=u.queue_offset,
+        last_cq_timestamp=int(u.store_timestamp[-1]) if len(u) else None,
         key_hash=key_hash, key_phy=key_phy, key_ts=key_ts,
     )
 

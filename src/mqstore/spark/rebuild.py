@@ -138,14 +138,17 @@ def _segments(root: Path, segment_size: int) -> list[Any]:
 def rebuild_rocketmq(spark: SparkSession, store: str | os.PathLike[str], out: str | os.PathLike[str], *,
                      hash_slot_num: int | None = None, index_num: int | None = None, cq_file_size: int | None = None,
                      commit_log_file_size: int | None = None, check_crc: bool = False,
-                     split_bytes: int | None = None, progress: ProgressFn | None = None) -> RocketMQRebuildStats:
+                     split_bytes: int | None = None, progress: ProgressFn | None = None,
+                     lmq: bool | None = None) -> RocketMQRebuildStats:
     """Regenerate ``consumequeue/``, ``index/`` and the checkpoint of ``store`` into ``out`` on Spark.
 
     The files are byte-identical to ``rebuild_indexes(store, out, config=...)`` with the same
     geometry (by default: the store defaults, CommitLog segment size detected from the files).
     ``out`` may be the store itself (built aside, swapped in at the end); otherwise it must not
     hold ``consumequeue/`` or ``index/`` files yet.  ``progress(phase, done, total)`` is called on
-    the driver with the tasks done.
+    the driver with the tasks done.  ``lmq``: dispatch the LMQ / multi-dispatch queues too
+    (``enableLmq`` + ``enableMultiDispatch``; default: when the store shows LMQ queues or
+    ``config/lmqConsumerOffset.json``), as the local rebuild with the same setting.
     """
     from mqstore.spark import _rebuild_rocketmq as rr
     from mqstore.storage.locks import DISPATCH_LOCK_FILE, StoreLock
@@ -159,6 +162,8 @@ def rebuild_rocketmq(spark: SparkSession, store: str | os.PathLike[str], out: st
     _positive("split_bytes", split_bytes, 4096)
     split = split_bytes or rr.DEFAULT_SPLIT_BYTES
     cfg = _rocketmq_config(root, hash_slot_num, index_num, cq_file_size, commit_log_file_size)
+    if lmq is not None:
+        cfg.enable_lmq = cfg.enable_multi_dispatch = bool(lmq)
     if cfg.enable_consume_queue_ext:
         # the Spark writer produces plain ConsumeQueue units: on an ext store it would drop the
         # consumequeue_ext/ files and the tag codes they hold
@@ -199,7 +204,7 @@ def _rebuild_rocketmq(spark: SparkSession, root: Path, out: str | os.PathLike[st
             rs = ranges[s.index]
             for j, (a, b) in enumerate(rs):
                 chunks.append(rr.ChunkDesc(len(chunks), s.index, s.path, s.file_from_offset, a, b,
-                                           j == len(rs) - 1, check_crc))
+                                           j == len(rs) - 1, check_crc, cfg.enable_lmq, cfg.enable_multi_dispatch))
         staged: list[rr.StagedChunk] = []
         if chunks:
             stage_s = str(stage)

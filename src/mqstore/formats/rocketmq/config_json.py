@@ -5,6 +5,10 @@ The broker writes them with fastjson, which writes map keys that are numbers *wi
 reads both forms.  Layouts (``docs/rocketmq.md``):
 
 * ``consumerOffset.json``: ``{"offsetTable": {"<topic>@<group>": {<queueId>: <offset>}}, "dataVersion": {...}}``
+* ``lmqConsumerOffset.json`` (``enableLmq``: the broker's consumer offsets then live here, not in
+  ``consumerOffset.json``): ``{"offsetTable": {...as above...}, "lmqOffsetTable": {"<topic>@<group>":
+  <offset>}, "dataVersion": {...}}``; an ``lmqOffsetTable`` entry is the offset of queue 0 of an LMQ
+  group (docs/formats/rocketmq-lmq.md)
 * ``delayOffset.json``: ``{"offsetTable": {<delayLevel>: <offset>}, "dataVersion": {...}}``
 * ``topics.json``: ``{"topicConfigTable": {"<topic>": {"readQueueNums": n, "writeQueueNums": n, "perm": p, ...}}, "dataVersion": {...}}``
 * ``subscriptionGroup.json``: ``{"subscriptionGroupTable": {"<group>": {...}}, "dataVersion": {...}}``
@@ -82,17 +86,34 @@ class ConsumerOffsets:
     data_version: DataVersion | None = None
 
 
-def parse_consumer_offsets(text: str) -> ConsumerOffsets:
-    doc = _obj(loads_broker_json(text, "consumerOffset.json"), "consumerOffset.json")
+def _topic_group(key: str, table: str) -> tuple[str, str]:
+    topic, sep, group = key.partition("@")
+    if not sep or not topic or not group:
+        raise CorruptDataError(f"{table} key {key!r} is not <topic>@<group>")
+    return topic, group
+
+
+def parse_consumer_offsets(text: str, what: str = "consumerOffset.json") -> ConsumerOffsets:
+    doc = _obj(loads_broker_json(text, what), what)
     table_json = _obj(doc.get("offsetTable") or {}, "offsetTable")
     table: dict[tuple[str, str], dict[int, int]] = {}
     for key, queues in table_json.items():
-        topic, sep, group = key.partition("@")
-        if not sep or not topic or not group:
-            raise CorruptDataError(f"offsetTable key {key!r} is not <topic>@<group>")
+        topic, group = _topic_group(key, "offsetTable")
         table[(topic, group)] = {_int(q, f"queue id of {key}"): _int(o, f"offset of {key} queue {q}")
                                  for q, o in _obj(queues, f"offsetTable[{key!r}]").items()}
     return ConsumerOffsets(table, DataVersion.from_json(doc.get("dataVersion")))
+
+
+def parse_lmq_consumer_offsets(text: str) -> ConsumerOffsets:
+    """``lmqConsumerOffset.json`` (``LmqConsumerOffsetManager``): its ``offsetTable`` as
+    ``consumerOffset.json``'s, plus ``lmqOffsetTable`` (``"<topic>@<group>": offset``, queue 0)."""
+    what = "lmqConsumerOffset.json"
+    got = parse_consumer_offsets(text, what)
+    doc = _obj(loads_broker_json(text, what), what)
+    for key, off in _obj(doc.get("lmqOffsetTable") or {}, "lmqOffsetTable").items():
+        topic, group = _topic_group(key, "lmqOffsetTable")
+        got.table.setdefault((topic, group), {})[0] = _int(off, f"offset of {key}")
+    return got
 
 
 def parse_delay_offsets(text: str) -> dict[int, int]:

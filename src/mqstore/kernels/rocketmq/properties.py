@@ -16,7 +16,10 @@ P_KEYS = 0
 P_TAGS = 2
 P_UNIQ = 4
 P_DELAY = 6
-PROP_SPANS = 8
+P_MULTI = 8  # INNER_MULTI_DISPATCH (LMQ / multi-dispatch queues)
+PROP_SPANS = 10
+
+_MULTI_NAME = np.frombuffer(b"INNER_MULTI_DISPATCH", np.uint8).copy()
 
 
 @njit(cache=True, nogil=True)
@@ -39,13 +42,13 @@ def eq_const(buf: np.ndarray, a: int, n: int, const: np.ndarray) -> bool:
 
 @njit(cache=True, nogil=True)
 def prop_spans(buf: np.ndarray, a: int, b: int, out: np.ndarray) -> None:
-    """Spans of the KEYS, TAGS, UNIQ_KEY and DELAY values in the properties ``buf[a:b]`` with the
+    """Spans of the KEYS, TAGS, UNIQ_KEY, DELAY and INNER_MULTI_DISPATCH values in the properties ``buf[a:b]`` with the
     exact rules of ``string2messageProperties`` (later duplicates win, empty names or values are
     ignored), in one pass over the bytes: a name is recognised by its bytes followed by ``\\x01``
     (names contain neither separator, so this is the first ``\\x01`` of the property).
 
     ``out[P_KEYS]``/``out[P_KEYS + 1]`` = start/end of the KEYS value (likewise ``P_TAGS``,
-    ``P_UNIQ``, ``P_DELAY``), -1 when absent.
+    ``P_UNIQ``, ``P_DELAY``, ``P_MULTI``), -1 when absent.
     """
     for k in range(PROP_SPANS):
         out[k] = -1
@@ -76,6 +79,10 @@ def prop_spans(buf: np.ndarray, a: int, b: int, out: np.ndarray) -> None:
             ):  # fmt: skip
                 which = P_DELAY
                 vs = s + 6
+        elif c0 == 73:  # I
+            if s + 21 <= b and buf[s + 20] == 1 and eq_const(buf, s, 20, _MULTI_NAME):
+                which = P_MULTI
+                vs = s + 21
         e = vs
         while e < b and buf[e] != 2:
             e += 1

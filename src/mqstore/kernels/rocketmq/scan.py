@@ -30,6 +30,7 @@ from mqstore.formats.rocketmq.javahash import (
     index_key_hash,
     tags_code,
 )
+from mqstore.formats.rocketmq.lmq import PROPERTY_INNER_MULTI_DISPATCH, PROPERTY_INNER_MULTI_QUEUE_OFFSET
 from mqstore.formats.rocketmq.properties import (
     split_keys,
 )
@@ -62,6 +63,7 @@ from mqstore.kernels.rocketmq.framing import (
 from mqstore.kernels.rocketmq.properties import (
     P_DELAY,
     P_KEYS,
+    P_MULTI,
     P_TAGS,
     P_UNIQ,
     PROP_SPANS,
@@ -94,6 +96,10 @@ class DispatchBatch:
     stop: str  # one of STOP_END, STOP_BLANK, STOP_INVALID, STOP_LIMIT
     error: str | None = None  # why the scan stopped at an invalid record
     skipped: list[tuple[int, str]] = field(default_factory=list)  # (offset, reason) of skipped records
+    # rows whose properties name multi-dispatch queues (INNER_MULTI_DISPATCH), ascending, and the
+    # raw (INNER_MULTI_DISPATCH, INNER_MULTI_QUEUE_OFFSET or None) values of each
+    multi_row: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+    multi_value: list[tuple[str, str | None]] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.commit_log_offset)
@@ -141,6 +147,8 @@ def scan_segment_py(
     cols: dict[str, list[int]] = {k: [] for k in ("off", "size", "qid", "qoff", "sys", "ts", "tags", "topic")}
     key_row: list[int] = []
     key_hash: list[int] = []
+    multi_row: list[int] = []
+    multi_value: list[tuple[str, str | None]] = []
     topics: dict[str, int] = {}
     skipped: list[tuple[int, str]] = []
     pos = start
@@ -184,6 +192,10 @@ def scan_segment_py(
         for k in split_keys(rec.keys):
             key_row.append(row)
             key_hash.append(index_key_hash(f"{rec.topic}#{k}"))
+        md = rec.properties.get(PROPERTY_INNER_MULTI_DISPATCH)
+        if md:
+            multi_row.append(row)
+            multi_value.append((md, rec.properties.get(PROPERTY_INNER_MULTI_QUEUE_OFFSET)))
         pos += res.size
     return DispatchBatch(
         commit_log_offset=np.array(cols["off"], np.int64),
@@ -201,6 +213,8 @@ def scan_segment_py(
         stop=stop,
         error=error,
         skipped=skipped,
+        multi_row=np.array(multi_row, np.int64),
+        multi_value=multi_value,
     )
 
 
@@ -280,11 +294,12 @@ class CrcSpans(NamedTuple):
 
 
 @njit(cache=True, nogil=True)
-def _scan_kernel(buf, prm, delay, rows, topics, keys, fallback, skips, crcs):  # fmt: skip
+def _scan_kernel(buf, prm, delay, rows, topics, keys, fallback, multi, skips, crcs):  # fmt: skip
     """One pass over the records: columns, topic ids, index key hashes (hashed while the
     properties are in cache), tags codes.  With ``check_crc`` the body spans are collected for
     :func:`~mqstore.kernels.crc.crc32_spans` (checked afterwards, the scan is cut at the first
-    mismatch).  Returns the counts ``(n, pos, state, topics, skips, keys, fallbacks, crcs)``."""
+    mismatch).  Rows naming multi-dispatch queues go to ``multi``.  Returns the counts
+    ``(n, pos, state, topics, skips, keys, fallbacks, crcs, multis)``."""
     base, start, end, check_crc, skip_mismatch, max_records = prm
     delay_ms, max_level, delay_ok, sched = delay
     off, size, qid, qoff, sysf, ts, tags, topic_id = rows
@@ -301,6 +316,7 @@ def _scan_kernel(buf, prm, delay, rows, topics, keys, fallback, skips, crcs):  #
     nk = 0
     nf = 0
     nc = 0
+    nm = 0
     pos = start
     state = ST_RANGE
     mask = table.shape[0] - 1
@@ -469,9 +485,12 @@ def _scan_kernel(buf, prm, delay, rows, topics, keys, fallback, skips, crcs):  #
         if not done and props[P_TAGS] >= 0:
             code = state_to_int32(hash_continue(buf, props[P_TAGS], props[P_TAGS + 1], np.uint64(0)))
         tags[n] = code
+        if props[P_MULTI] >= 0:
+            multi[nm] = n
+            nm += 1
         n += 1
         pos += total
-    return n, pos, state, nt, ns, nk, nf, nc
+    return n, pos, state, nt, ns, nk, nf, nc, nm
 
 
 
@@ -515,6 +534,8 @@ class _Chunk:
     skipped: list[tuple[int, str]]
     pos: int
     state: int
+    multi_row: np.ndarray
+    multi_value: list[tuple[str, str | None]]
 
 
 def _scan_chunk(
@@ -529,6 +550,7 @@ def _scan_chunk(
     rows = RowColumns(off=i64(cap), size=i32(cap), qid=i32(cap), qoff=i64(cap), sysf=i32(cap), ts=i64(cap),
                       tags=i64(cap), topic_id=i32(cap))  # fmt: skip
     fallback = i64(cap)
+    multi = i64(cap)
     # distinct topics of a chunk: a full table ends the chunk (many topics are rare)
     tcap = min(cap, _MAX_CHUNK_TOPICS)
     topics_t = TopicTable(i64(tcap), i64(tcap), np.full(_table_size(tcap), -1, np.int64))
@@ -538,8 +560,8 @@ def _scan_chunk(
     crcs = CrcSpans(*(i64(ncrc) for _ in range(5)))
     prm = ScanParams(np.int64(file_from_offset), np.int64(start), np.int64(end), bool(check_crc),
                      bool(skip_length_mismatch), np.int64(limit))  # fmt: skip
-    counts = _scan_kernel(u8, prm, delay, rows, topics_t, keys, fallback, skips, crcs)
-    n, pos, state, nt, ns, nk, nf, nc = (int(v) for v in counts)
+    counts = _scan_kernel(u8, prm, delay, rows, topics_t, keys, fallback, multi, skips, crcs)
+    n, pos, state, nt, ns, nk, nf, nc, nm = (int(v) for v in counts)
     if nc:
         got = crc32_spans(u8, crcs.start[:nc], crcs.length[:nc])
         stored = _stored_crcs(u8, crcs.pos[:nc])
@@ -549,6 +571,7 @@ def _scan_chunk(
             n, ns, pos, state = int(crcs.row[j]), int(crcs.skip[j]), int(crcs.pos[j]), ST_BAD
             nk = int(np.searchsorted(keys.row[:nk], n))
             nf = int(np.searchsorted(fallback[:nf], n))
+            nm = int(np.searchsorted(multi[:nm], n))
             nt = int(rows.topic_id[:n].max()) + 1 if n else 0
     # topics: ids of distinct byte strings → ids of distinct decoded strings (first appearance)
     topics: dict[str, int] = {}
@@ -566,13 +589,21 @@ def _scan_chunk(
         rec = res.record
         assert rec is not None
         tags[r] = tags_code(rec.topic, rec.tags, rec.delay, rec.store_timestamp, delay_table)
+    multi_value: list[tuple[str, str | None]] = []
+    for r in multi[:nm].tolist():
+        res = check_record(u8, int(rows.off[r]) - file_from_offset, end, check_crc=False, read_body=False)
+        rec = res.record
+        assert rec is not None
+        props = rec.properties
+        multi_value.append((props[PROPERTY_INNER_MULTI_DISPATCH], props.get(PROPERTY_INNER_MULTI_QUEUE_OFFSET)))
     skipped = [
         (int(skips.pos[i]), f"length mismatch: TOTALSIZE {int(skips.total[i])}, fields add up to {int(skips.computed[i])}")
         for i in range(ns)
     ]
     trimmed = RowColumns(rows.off[:n], rows.size[:n], rows.qid[:n], rows.qoff[:n], rows.sysf[:n], rows.ts[:n], tags,
                          tid)  # fmt: skip
-    return _Chunk(trimmed, list(topics), keys.row[:nk], keys.hash[:nk], skipped, pos, state)
+    return _Chunk(trimmed, list(topics), keys.row[:nk], keys.hash[:nk], skipped, pos, state, multi[:nm].copy(),
+                  multi_value)
 
 
 @njit(cache=True, nogil=True)
@@ -591,17 +622,19 @@ def _merge_chunks(chunks: list[_Chunk]) -> _Chunk:
     if len(chunks) == 1:
         return chunks[0]
     topics: dict[str, int] = {}
-    tids, key_rows, base = [], [], 0
+    tids, key_rows, multi_rows, base = [], [], [], 0
     for c in chunks:
         remap = np.array([topics.setdefault(t, len(topics)) for t in c.topics] or [0], np.int32)
         tids.append(remap[c.rows.topic_id] if len(c.rows.topic_id) else c.rows.topic_id)
         key_rows.append(c.key_row + base)
+        multi_rows.append(c.multi_row + base)
         base += len(c.rows.topic_id)
     cols = {f: np.concatenate([getattr(c.rows, f) for c in chunks]) for f in RowColumns._fields if f != "topic_id"}
     rows = RowColumns(**cols, topic_id=np.concatenate(tids).astype(np.int32, copy=False))
     return _Chunk(
         rows, list(topics), np.concatenate(key_rows), np.concatenate([c.key_hash for c in chunks]),
         [s for c in chunks for s in c.skipped], chunks[-1].pos, chunks[-1].state,
+        np.concatenate(multi_rows), [v for c in chunks for v in c.multi_value],
     )  # fmt: skip
 
 
@@ -714,6 +747,8 @@ def _batch_of(chunks: list[_Chunk], u8: np.ndarray, file_from_offset: int, end: 
         stop=stop,
         error=error,
         skipped=c.skipped,
+        multi_row=c.multi_row,
+        multi_value=c.multi_value,
     )
 
 

@@ -41,6 +41,12 @@ class StoreConfig:
     enable_consume_queue_ext: bool = False
     mapped_file_size_consume_queue_ext: int = 48 * 1024 * 1024
     bit_map_length_consume_queue_ext: int = 64
+    # LMQ / multi-dispatch (enableLmq, enableMultiDispatch; docs/formats/rocketmq-lmq.md): puts
+    # assign queue offsets in the %LMQ% queues a message names in INNER_MULTI_DISPATCH, dispatch
+    # writes its units into them as well
+    enable_lmq: bool = False
+    enable_multi_dispatch: bool = False
+    max_lmq_consume_queue_num: int = 20_000
     # storePathCommitLog: None = STORE/commitlog; else one directory or a comma-separated list
     # (the broker's MultiPathMappedFileQueue: segments spread round-robin over the sorted paths)
     store_path_commit_log: str | None = None
@@ -93,6 +99,8 @@ class StoreConfig:
             value = getattr(self, name)
             if value is not None and not isinstance(value, str):
                 raise InvalidArgumentError(f"{name} must be a directory or a comma-separated list of directories")
+        if self.max_lmq_consume_queue_num < 0:
+            raise InvalidArgumentError("max_lmq_consume_queue_num must not be negative")
         if self.max_message_size <= 0:
             raise InvalidArgumentError("max_message_size must be positive")
         try:

@@ -14,11 +14,13 @@ from mqstore.formats.rocketmq.config_json import (
     ConsumerOffsets,
     parse_consumer_offsets,
     parse_delay_offsets,
+    parse_lmq_consumer_offsets,
     parse_subscription_groups,
     parse_topics,
 )
 
 CONSUMER_OFFSET = "consumerOffset.json"
+LMQ_CONSUMER_OFFSET = "lmqConsumerOffset.json"
 DELAY_OFFSET = "delayOffset.json"
 TOPICS = "topics.json"
 SUBSCRIPTION_GROUP = "subscriptionGroup.json"
@@ -27,6 +29,7 @@ SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 #: the files this module understands -> what they hold
 KNOWN: dict[str, str] = {
     CONSUMER_OFFSET: "committed consumer offsets per topic@group and queue",
+    LMQ_CONSUMER_OFFSET: "committed consumer offsets with LMQ on (offsetTable, and lmqOffsetTable of LMQ groups)",
     DELAY_OFFSET: "delivery progress of each delay level (SCHEDULE_TOPIC_XXXX queues)",
     TOPICS: "topic configurations",
     SUBSCRIPTION_GROUP: "consumer (subscription) group configurations",
@@ -40,6 +43,7 @@ READ_ELSEWHERE: dict[str, str] = {
 
 _PARSERS: dict[str, Callable[[str], Any]] = {
     CONSUMER_OFFSET: parse_consumer_offsets,
+    LMQ_CONSUMER_OFFSET: parse_lmq_consumer_offsets,
     DELAY_OFFSET: parse_delay_offsets,
     TOPICS: parse_topics,
     SUBSCRIPTION_GROUP: parse_subscription_groups,
@@ -73,8 +77,17 @@ def load(root: Path, name: str) -> Any | None:
 
 
 def consumer_offsets(root: Path) -> ConsumerOffsets:
+    """The committed offsets of ``consumerOffset.json`` and ``lmqConsumerOffset.json`` (a broker
+    with ``enableLmq`` keeps them all in the latter)."""
     got = load(root, CONSUMER_OFFSET)
-    return got if got is not None else ConsumerOffsets()
+    lmq = load(root, LMQ_CONSUMER_OFFSET)
+    if lmq is None:
+        return got if got is not None else ConsumerOffsets()
+    if got is None:
+        return lmq
+    for key, queues in lmq.table.items():
+        got.table.setdefault(key, {}).update(queues)
+    return got
 
 
 def delay_offsets(root: Path) -> dict[int, int]:

@@ -8,9 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
-
 from mqstore.formats.rocketmq.consumequeue_ext import DEFAULT_EXT_FILE_SIZE
+from mqstore.formats.rocketmq.lmq import is_lmq
 from mqstore.kernels.rocketmq.scan import DispatchBatch
 from mqstore.storage.mapped import ensure_inside
 from mqstore.storage.rocketmq.config import validate_topic
@@ -18,6 +17,7 @@ from mqstore.storage.rocketmq.consumequeue import ConsumeQueue
 from mqstore.storage.rocketmq.consumequeue_ext import ConsumeQueueExt
 from mqstore.storage.rocketmq.index import IndexFile, IndexService
 from mqstore.storage.rocketmq.layout import consume_queue_dirs
+from mqstore.storage.rocketmq.lmq import MultiDispatchRule, cq_units
 
 
 class IndexWriters:
@@ -26,16 +26,23 @@ class IndexWriters:
 
     ``ext_enabled`` is ``enableConsumeQueueExt``: every queue gets ext files and new units carry
     ext addresses.  Without it a queue whose ext directory exists still reads through it (the
-    units a broker wrote with the ext on stay readable), and writes plain tags codes."""
+    units a broker wrote with the ext on stay readable), and writes plain tags codes.  LMQ queues
+    (``%LMQ%...``) never get ext units (the broker writes their units with the plain tags code).
+
+    ``multi_dispatch`` (``enableLmq`` / ``enableMultiDispatch``): the records' multi-dispatch
+    units are written too (:func:`mqstore.storage.rocketmq.lmq.cq_units`)."""
 
     def __init__(self, root: Path, cq_file_size: int, index: IndexService | None, *, read_only: bool = False,
-                 ext_enabled: bool = False, ext_file_size: int = DEFAULT_EXT_FILE_SIZE) -> None:
+                 ext_enabled: bool = False, ext_file_size: int = DEFAULT_EXT_FILE_SIZE,
+                 multi_dispatch: MultiDispatchRule | None = None) -> None:
         self.root = Path(root)
         self.cq_file_size = cq_file_size
         self.index = index
         self.read_only = read_only
         self.ext_enabled = ext_enabled
         self.ext_file_size = ext_file_size
+        self.multi_dispatch = multi_dispatch
+        self.multi_dispatch_problems: list[tuple[int, str]] = []  # (commit log offset, what), latest first dropped
         self.consume_queues: dict[tuple[str, int], ConsumeQueue] = {}
         self.last_logic_store_ts = 0
         self._released: set[Path] = set()  # files whose pages release_full_files dropped
@@ -48,13 +55,13 @@ class IndexWriters:
 
     def _ext_for(self, topic: str, queue_id: int) -> ConsumeQueueExt | None:
         d = self.ext_dir(topic, queue_id)
-        if not self.ext_enabled and not d.is_dir():
+        if (not self.ext_enabled or is_lmq(topic)) and not d.is_dir():
             return None
         return ConsumeQueueExt(d, self.ext_file_size, read_only=self.read_only)
 
     def _new_queue(self, directory: Path, topic: str, queue_id: int) -> ConsumeQueue:
         return ConsumeQueue(directory, topic, queue_id, self.cq_file_size, read_only=self.read_only,
-                            ext=self._ext_for(topic, queue_id), ext_write=self.ext_enabled)
+                            ext=self._ext_for(topic, queue_id), ext_write=self.ext_enabled and not is_lmq(topic))
 
     def consume_queue(self, topic: str, queue_id: int, *, create: bool = False) -> ConsumeQueue | None:
         key = (topic, queue_id)
@@ -77,19 +84,16 @@ class IndexWriters:
         the index keys of a batch; replayed batches write nothing twice."""
         if len(batch) == 0:
             return 0
-        mask = batch.cq_mask()
-        if mask.any():
-            rows = np.nonzero(mask)[0]
-            keys = batch.topic_id[rows].astype(np.int64) * (1 << 32) + batch.queue_id[rows].astype(np.int64)
-            order = np.argsort(keys, kind="stable")
-            bounds = np.flatnonzero(np.diff(keys[order])) + 1
-            for grp in np.split(order, bounds):
-                r = rows[grp]
-                cq = self.consume_queue(batch.topics[int(batch.topic_id[r[0]])], int(batch.queue_id[r[0]]), create=True)
+        units = cq_units(batch, self.multi_dispatch)
+        if units.problems:
+            self.multi_dispatch_problems = (self.multi_dispatch_problems + units.problems)[-1000:]
+        if len(units):
+            for topic, qid, r in units.groups():
+                cq = self.consume_queue(topic, qid, create=True)
                 assert cq is not None
-                cq.put_units(batch.commit_log_offset[r], batch.size[r], batch.tags_code[r], batch.queue_offset[r],
-                             batch.store_timestamp[r])
-            self.last_logic_store_ts = int(batch.store_timestamp[rows[-1]])
+                cq.put_units(units.commit_log_offset[r], units.size[r], units.tags_code[r], units.queue_offset[r],
+                             units.store_timestamp[r])
+            self.last_logic_store_ts = int(units.store_timestamp[-1])
         if self.index is not None:
             self.index.build(batch)
         return len(batch)

@@ -10,6 +10,7 @@ from mqstore.formats.rocketmq.javahash import index_key_hash, tags_hash
 from mqstore.formats.rocketmq.properties import PROPERTY_UNIQ_KEY, split_keys
 from mqstore.formats.rocketmq.record import MessageRecord
 from mqstore.kernels.rocketmq.scan import DispatchBatch
+from mqstore.storage.rocketmq.lmq import names_queue
 
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"  # its tags code is the delivery time, not a tags hash
 
@@ -27,7 +28,11 @@ def candidate_rows(batch: DispatchBatch, topic: str | None, lo: int | None, hi: 
         mask &= batch.store_timestamp <= hi
     if topic is not None:
         tid = batch.topics.index(topic) if topic in batch.topics else -1
-        mask &= batch.topic_id == tid
+        in_topic = batch.topic_id == tid
+        if len(batch.multi_row):  # the records dispatched to ``topic`` as an LMQ / multi-dispatch queue
+            in_topic[[r for r, (q, o) in zip(batch.multi_row.tolist(), batch.multi_value, strict=True)
+                      if names_queue(q, o, topic)]] = True
+        mask &= in_topic
     if tags is not None:
         ok = np.isin(batch.tags_code, np.array([tags_hash(t) for t in tags], np.int64))
         if SCHEDULE_TOPIC in batch.topics:

@@ -324,4 +324,18 @@ def resolve_config(root: str | os.PathLike[str], config: StoreConfig | Mapping[s
     if "hash_slot_num" in given or "index_num" in given:
         detected.pop("hash_slot_num", None)
         detected.pop("index_num", None)
+    if Path(root).is_dir() and has_lmq(root):
+        detected["enable_lmq"] = detected["enable_multi_dispatch"] = True
     return StoreConfig.from_dict({**detected, **given})
+
+
+def has_lmq(root: str | os.PathLike[str]) -> bool:
+    """Whether a store shows the broker ran with LMQ (``enableLmq`` + ``enableMultiDispatch``): it
+    has an LMQ ConsumeQueue (``consumequeue/%LMQ%...``) or ``config/lmqConsumerOffset.json``."""
+    base = consumequeue_dir(root)
+    if (Path(root) / "config" / "lmqConsumerOffset.json").is_file():
+        return True
+    try:
+        return base.is_dir() and any(p.name.startswith("%LMQ%") and p.is_dir() for p in base.iterdir())
+    except OSError:
+        return False

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from mqstore.kernels.rocketmq.scan import DispatchBatch
+from mqstore.storage.rocketmq.lmq import MultiDispatchRule, cq_units
 
 QueueKey = tuple[str, int]
 
@@ -29,7 +30,8 @@ class _Columns:
     with the queue codes numbered across batches (one Python step per distinct queue of a batch,
     numpy for the rows)."""
 
-    def __init__(self) -> None:
+    def __init__(self, rule: MultiDispatchRule | None = None) -> None:
+        self.rule = rule
         self.keys: list[QueueKey] = []
         self._code_of: dict[QueueKey, int] = {}
         self.codes: list[np.ndarray] = []
@@ -39,22 +41,22 @@ class _Columns:
     def add(self, batch: DispatchBatch) -> None:
         if len(batch) == 0:
             return
-        rows = np.flatnonzero(batch.cq_mask())
-        if len(rows) == 0:
+        u = cq_units(batch, self.rule)
+        if len(u) == 0:
             return
-        local = (batch.topic_id[rows].astype(np.int64) << 32) | (batch.queue_id[rows].astype(np.int64) & 0xFFFFFFFF)
+        local = (u.topic_id.astype(np.int64) << 32) | (u.queue_id.astype(np.int64) & 0xFFFFFFFF)
         uniq, inv = np.unique(local, return_inverse=True)
         glob = np.empty(len(uniq), np.int64)
         for j, c in enumerate(uniq.tolist()):
-            key = (batch.topics[c >> 32], int(np.int32(np.uint32(c & 0xFFFFFFFF))))
+            key = (u.topics[c >> 32], int(np.int32(np.uint32(c & 0xFFFFFFFF))))
             code = self._code_of.get(key)
             if code is None:
                 code = self._code_of[key] = len(self.keys)
                 self.keys.append(key)
             glob[j] = code
         self.codes.append(glob[inv.reshape(-1)])
-        self.queue_offsets.append(batch.queue_offset[rows].astype(np.int64))
-        self.offsets.append(batch.commit_log_offset[rows].astype(np.int64))
+        self.queue_offsets.append(u.queue_offset.astype(np.int64))
+        self.offsets.append(u.commit_log_offset.astype(np.int64))
 
     def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         if not self.codes:
@@ -66,10 +68,11 @@ class _Columns:
 class NextQueueOffsets:
     """Feed dispatch batches with :meth:`add`; :meth:`table` gives one past the highest queue
     offset of each (topic, queue) among their ConsumeQueue records (transaction type NOT or
-    COMMIT).  Keeps one running maximum per queue, not the rows."""
+    COMMIT), multi-dispatch units included when ``rule`` dispatches them.  Keeps one running
+    maximum per queue, not the rows."""
 
-    def __init__(self) -> None:
-        self._cols = _Columns()
+    def __init__(self, rule: MultiDispatchRule | None = None) -> None:
+        self._cols = _Columns(rule)
         self._best = np.empty(0, np.int64)
 
     def add(self, batch: DispatchBatch) -> None:
@@ -89,9 +92,10 @@ class NextQueueOffsets:
         return {key: int(v) + 1 for key, v in zip(self._cols.keys, self._best.tolist(), strict=True)}
 
 
-def next_queue_offsets(batches: Iterable[DispatchBatch]) -> dict[QueueKey, int]:
+def next_queue_offsets(batches: Iterable[DispatchBatch],
+                       rule: MultiDispatchRule | None = None) -> dict[QueueKey, int]:
     """:class:`NextQueueOffsets` of ``batches``."""
-    nxt = NextQueueOffsets()
+    nxt = NextQueueOffsets(rule)
     for batch in batches:
         nxt.add(batch)
     return nxt.table()
@@ -105,10 +109,12 @@ class QueueOffsetDuplicate:
     commit_log_offsets: tuple[int, ...]  # every record carrying it, ascending
 
 
-def queue_offset_duplicates(batches: Iterable[DispatchBatch]) -> list[QueueOffsetDuplicate]:
+def queue_offset_duplicates(batches: Iterable[DispatchBatch],
+                            rule: MultiDispatchRule | None = None) -> list[QueueOffsetDuplicate]:
     """The (topic, queue, queue offset) triples carried by more than one ConsumeQueue record of
-    ``batches`` (e.g. ``commit_log.scan(min_offset, max_offset)``: a whole CommitLog), sorted."""
-    cols = _Columns()
+    ``batches`` (e.g. ``commit_log.scan(min_offset, max_offset)``: a whole CommitLog), sorted;
+    with ``rule``, the multi-dispatch units count too."""
+    cols = _Columns(rule)
     for batch in batches:
         cols.add(batch)
     codes, qos, offs = cols.arrays()

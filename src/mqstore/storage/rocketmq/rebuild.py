@@ -26,6 +26,7 @@ from mqstore.storage.rocketmq.dispatch import IndexWriters
 from mqstore.storage.rocketmq.index import IndexFile, IndexService
 from mqstore.storage.rocketmq.index import _bulk_put as bulk_put_into
 from mqstore.storage.rocketmq.layout import commit_log_dirs, resolve_config
+from mqstore.storage.rocketmq.lmq import MultiDispatchRule
 
 
 @dataclass(slots=True)
@@ -171,7 +172,8 @@ def _rebuild(root: Path, out: str | os.PathLike[str] | None, cfg: StoreConfig,
     index = IndexService(target / "index", cfg.hash_slot_num, cfg.index_num)
     index.bulk_threads = nthreads
     writers = IndexWriters(target, cfg.mapped_file_size_consume_queue, index if cfg.message_index_enable else None,
-                           ext_enabled=cfg.enable_consume_queue_ext, ext_file_size=cfg.mapped_file_size_consume_queue_ext)
+                           ext_enabled=cfg.enable_consume_queue_ext, ext_file_size=cfg.mapped_file_size_consume_queue_ext,
+                           multi_dispatch=MultiDispatchRule.of(cfg))
     full_end_ts: list[int] = []
     index.on_file_full = full_end_ts.append
     messages = keys = 0

@@ -54,6 +54,7 @@ from mqstore.storage.rocketmq.consumequeue import ConsumeQueue
 from mqstore.storage.rocketmq.dispatch import IndexWriters
 from mqstore.storage.rocketmq.index import IndexService
 from mqstore.storage.rocketmq.layout import commit_log_dirs
+from mqstore.storage.rocketmq.lmq import MultiDispatchRule
 from mqstore.storage.rocketmq.queue_table import NextQueueOffsets
 
 OS_PAGE = 4096
@@ -151,6 +152,7 @@ class RocketMQStore:
         self._max_fast_size = min(self.config.max_message_size + RECORD_SLACK,
                                   self.config.commit_log_file_size - BLANK_RECORD_SIZE)
         self._store_host_b = Host.parse(self.config.store_host).to_bytes()
+        self.multi_dispatch = MultiDispatchRule.of(self.config)
         if not read_only:
             self._acquire_lock()
         try:
@@ -169,7 +171,8 @@ class RocketMQStore:
             self.writers = IndexWriters(self.root, self.config.mapped_file_size_consume_queue,
                                         self.index if self.config.message_index_enable else None, read_only=read_only,
                                         ext_enabled=self.config.enable_consume_queue_ext,
-                                        ext_file_size=self.config.mapped_file_size_consume_queue_ext)
+                                        ext_file_size=self.config.mapped_file_size_consume_queue_ext,
+                                        multi_dispatch=self.multi_dispatch)
             self.recovery = self._load_and_recover()
             self.reput_from_offset = self.commit_log.max_offset
             if not read_only and self.config.background_services:
@@ -245,7 +248,7 @@ class RocketMQStore:
         for cq in self.consume_queues.values():
             cq.correct_min_offset(self.commit_log.min_offset)
         redispatch = None
-        tail = NextQueueOffsets()
+        tail = NextQueueOffsets(self.multi_dispatch)
         if not self.read_only and self.commit_log.queue.files:
             if normal:
                 start = dispatch_from_phy if dispatch_from_phy >= 0 else self.commit_log.min_offset
@@ -299,6 +302,10 @@ class RocketMQStore:
             self._check_sizes(records, sizes)
             assigned: list[int] = []
             pending: dict[tuple[str, int], int] = {}
+            if self.multi_dispatch.enable_lmq:
+                self._wrap_lmq(records, pending)
+                sizes = [self._record_size(rec, tb) for rec, tb in zip(records, topic_bytes, strict=True)]
+                self._check_sizes(records, sizes)
             for rec in records:
                 key = (rec.topic, rec.queue_id)
                 tx = rec.sys_flag & TRANSACTION_MASK
@@ -326,6 +333,35 @@ class RocketMQStore:
             self.flush_commit_log(0)
         self._maybe_wake()
         return [AppendResult(o, s, q, now) for o, s, q in zip(offsets, sizes, assigned, strict=True)]
+
+    def _wrap_lmq(self, records: list[MessageRecord], pending: dict[tuple[str, int], int]) -> None:
+        """The put side of LMQ (under the put lock, before the sizes are final): each record that
+        names LMQ queues gets their next queue offsets in ``INNER_MULTI_QUEUE_OFFSET`` (and loses
+        ``WAIT``, as the broker's ``removeWaitStorePropertyString``); ``pending`` gets the
+        advanced offsets (:mod:`mqstore.storage.rocketmq.lmq`)."""
+        from mqstore.errors import InvalidArgumentError
+        from mqstore.formats.rocketmq.lmq import PROPERTY_INNER_MULTI_QUEUE_OFFSET
+        from mqstore.formats.rocketmq.properties import PROPERTY_WAIT, encode_properties
+        from mqstore.storage.rocketmq.lmq import assign_lmq_offsets, lmq_names_for_put, lmq_queue_count
+
+        rule = self.multi_dispatch
+        wanted = [lmq_names_for_put(rec.topic, rec.properties, rule) for rec in records]
+        if not any(w is not None for w in wanted):
+            return
+        if rule.enable_multi_dispatch and lmq_queue_count(self.queue_offsets) > rule.max_lmq_consume_queue_num:
+            raise InvalidArgumentError(
+                f"the store has more LMQ queues than max_lmq_consume_queue_num ({rule.max_lmq_consume_queue_num}): "
+                "multi-dispatch puts are refused (the broker's LMQ_CONSUME_QUEUE_NUM_EXCEEDED)")
+        committed = self.queue_offsets
+        for rec, names in zip(records, wanted, strict=True):
+            if names is None:
+                continue
+            props = {k: v for k, v in rec.properties.items() if k != PROPERTY_WAIT}
+            value, advanced = assign_lmq_offsets(names, lambda k: pending.get(k, committed.get(k, 0)))
+            pending.update(advanced)
+            props[PROPERTY_INNER_MULTI_QUEUE_OFFSET] = value
+            rec.properties = props
+            rec.properties_text = encode_properties(props)
 
     def _maybe_wake(self) -> None:
         if (self.config.flush_disk_type == FLUSH_SYNC or (

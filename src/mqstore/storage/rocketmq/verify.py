@@ -14,6 +14,7 @@ from mqstore.formats.rocketmq.consumequeue_ext import MAX_ADDR, undecorate
 from mqstore.formats.rocketmq.indexfile import time_diff_seconds
 from mqstore.kernels.rocketmq.scan import STOP_INVALID
 from mqstore.storage.rocketmq.config_files import list_config_files
+from mqstore.storage.rocketmq.lmq import READER_RULE, cq_units
 from mqstore.storage.rocketmq.store import RocketMQStore
 
 
@@ -49,6 +50,7 @@ def verify_store(root: str | Path, config=None, *, max_problems: int = 1000,
         key_sets: dict[int, set[int]] = {}
         # what the CommitLog says of each record: the ConsumeQueue units and index items must agree
         fields_of: dict[int, tuple[str, int, int, int, int]] = {}
+        multi_of: dict[int, set[tuple[str, int, int]]] = {}  # multi-dispatch (LMQ) units of a record
         for batch in cl.scan(cl.min_offset, cl.max_offset, check_crc=True, skip_length_mismatch=False):
             rep.messages += len(batch)
             if progress is not None:
@@ -56,6 +58,13 @@ def verify_store(root: str | Path, config=None, *, max_problems: int = 1000,
             for r, off in enumerate(batch.commit_log_offset.tolist()):
                 fields_of[off] = (batch.topic_of(r), int(batch.queue_id[r]), int(batch.queue_offset[r]),
                                   int(batch.tags_code[r]), int(batch.store_timestamp[r]))
+            if len(batch.multi_row):
+                u = cq_units(batch, READER_RULE)
+                for off, what in u.problems:
+                    problem(f"commitlog: record at offset {off}: {what}")
+                for k in np.flatnonzero(u.multi).tolist():
+                    multi_of.setdefault(int(u.commit_log_offset[k]), set()).add(
+                        (u.topics[int(u.topic_id[k])], int(u.queue_id[k]), int(u.queue_offset[k])))
             starts.append(batch.commit_log_offset)
             sizes.append(batch.size)
             for row, h in zip(batch.key_row.tolist(), batch.key_hash.tolist(), strict=True):
@@ -99,7 +108,8 @@ def verify_store(root: str | Path, config=None, *, max_problems: int = 1000,
                             problem(f"{where}: ext unit at {undecorate(tag)} has store time {ext.msg_store_time}, "
                                     f"the message at offset {off} {fields_of[off][4]}")
                         tag = ext.tags_code
-                    if fields_of[off][:3] != (topic, qid, qoff) or fields_of[off][3] != tag:
+                    if ((fields_of[off][:3] != (topic, qid, qoff) and (topic, qid, qoff) not in multi_of.get(off, ()))
+                            or fields_of[off][3] != tag):
                         t, q, o, tc, _ = fields_of[off]
                         problem(f"{where} (tags code {tag}) points at offset "
                                 f"{off}, a record of {t}/{q} queue offset {o} tags code {tc}")
