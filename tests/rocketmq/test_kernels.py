@@ -70,6 +70,8 @@ def assert_same_batch(fast: DispatchBatch, ref: DispatchBatch) -> None:
     assert (fast.next_offset, fast.stop) == (ref.next_offset, ref.stop), (fast.error, ref.error)
     assert (fast.error is None) == (ref.error is None), (fast.error, ref.error)
     assert fast.skipped == ref.skipped
+    assert np.array_equal(fast.multi_row, ref.multi_row) and fast.multi_row.dtype == ref.multi_row.dtype
+    assert fast.multi_value == ref.multi_value
 
 
 @pytest.fixture(scope="module", params=CASES)
@@ -226,7 +228,8 @@ def test_decode_columns_equal_on_random_segments(decode: Any) -> None:
 
 
 # ----------------------------------------------------------------------------- scan: random data
-_name = st.sampled_from([b"KEYS", b"TAGS", b"UNIQ_KEY", b"DELAY", b"WAIT", b"K", b"KEY", b"", b"\xff"])
+_name = st.sampled_from([b"KEYS", b"TAGS", b"UNIQ_KEY", b"DELAY", b"WAIT", b"K", b"KEY", b"", b"\xff",
+                         b"INNER_MULTI_DISPATCH", b"INNER_MULTI_QUEUE_OFFSET", b"INNER_MULTI_DISPATC"])
 _value = st.one_of(
     st.sampled_from([b"a", b"b c", b"  x  y ", b"5", b"18", b"0", b"99", b"+3", b" 4", b"1_0", b"", b"\xe2\x82", b"\xc3\xa9"]),
     st.binary(max_size=8).filter(lambda b: b"\x01" not in b and b"\x02" not in b),
