@@ -345,7 +345,9 @@ class RocketMQStore:
         from mqstore.storage.rocketmq.lmq import assign_lmq_offsets, lmq_names_for_put, lmq_queue_count
 
         rule = self.multi_dispatch
-        wanted = [lmq_names_for_put(rec.topic, rec.properties, rule) for rec in records]
+        # prepared / rolled-back transaction records get no unit anywhere: no LMQ offset either
+        wanted = [None if rec.sys_flag & TRANSACTION_MASK in (TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE)
+                  else lmq_names_for_put(rec.topic, rec.properties, rule) for rec in records]
         if not any(w is not None for w in wanted):
             return
         if rule.enable_multi_dispatch and lmq_queue_count(self.queue_offsets) > rule.max_lmq_consume_queue_num:
