@@ -60,3 +60,24 @@ def test_spark_rebuild_without_lmq(spark, lmq_store: Path, tmp_path: Path) -> No
                              commit_log_file_size=SEG, lmq=False)
     assert stats.consume_queues == 6, stats
     assert not any(p.name.startswith("%LMQ%") for p in (tmp_path / "spark" / "consumequeue").iterdir())
+
+
+def test_streaming_dispatch_columns_carry_the_lmq_properties(lmq_store: Path, tmp_path: Path) -> None:
+    """``mqstore spark dispatch`` (the external dispatcher): the Arrow dispatch columns keep the
+    multi-dispatch values, and applying them writes the same LMQ queues as the live store."""
+    import shutil
+
+    from mqstore.spark.dispatch import DispatchRange, _read_range, apply_dispatch, arrow_to_dispatch_batch
+
+    root = tmp_path / "store"
+    shutil.copytree(lmq_store, root, ignore=shutil.ignore_patterns("consumequeue", "index", "checkpoint"))
+    segs = sorted((root / "commitlog").iterdir())
+    batches = []
+    for seg in segs:
+        base = int(seg.name)
+        end = base + seg.stat().st_size
+        for rb in _read_range(DispatchRange(str(root), SEG, base, base, end)):
+            batches.append(arrow_to_dispatch_batch(rb))
+    assert sum(len(b.multi_row) for b in batches) > 1000
+    apply_dispatch(root, batches, lmq_config())
+    assert compare_trees(lmq_store, root, ("consumequeue",)) == []

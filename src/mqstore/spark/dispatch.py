@@ -79,6 +79,9 @@ DISPATCH_SCHEMA = StructType([
     StructField("storeTimestamp", LongType(), False),
     StructField("tagsCode", LongType(), False),
     StructField("keyHashes", ArrayType(IntegerType(), False), False),
+    # raw INNER_MULTI_DISPATCH / INNER_MULTI_QUEUE_OFFSET of the records that name LMQ queues
+    StructField("multiDispatch", StringType(), True),
+    StructField("multiQueueOffset", StringType(), True),
 ])
 
 
@@ -232,12 +235,18 @@ def dispatch_batch_to_arrow(batch: DispatchBatch) -> pa.RecordBatch:
         pa.array(batch.sys_flag, pa.int32()), pa.array(batch.store_timestamp, pa.int64()),
         pa.array(batch.tags_code, pa.int64()), keys,
     ]
+    md: list[str | None] = [None] * n
+    mo: list[str | None] = [None] * n
+    for r, (q, o) in zip(batch.multi_row.tolist(), batch.multi_value, strict=True):
+        md[r], mo[r] = q, o
+    arrays += [pa.array(md, pa.string()), pa.array(mo, pa.string())]
     schema = pa.schema([
         pa.field("commitLogOffset", pa.int64(), False), pa.field("size", pa.int32(), False),
         pa.field("topic", pa.string(), False), pa.field("queueId", pa.int32(), False),
         pa.field("queueOffset", pa.int64(), False), pa.field("sysFlag", pa.int32(), False),
         pa.field("storeTimestamp", pa.int64(), False), pa.field("tagsCode", pa.int64(), False),
         pa.field("keyHashes", pa.list_(pa.field("element", pa.int32(), False)), False),
+        pa.field("multiDispatch", pa.string(), True), pa.field("multiQueueOffset", pa.string(), True),
     ])
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
@@ -264,11 +273,19 @@ def arrow_to_dispatch_batch(rb: pa.RecordBatch | pa.Table) -> DispatchBatch:
     else:
         key_hash, key_row = np.zeros(0, np.int32), np.zeros(0, np.int64)
     end = int(off[-1]) + int(t.column("size")[n - 1].as_py()) if n else 0
+    multi_row, multi_value = np.zeros(0, np.int64), []
+    if n and "multiDispatch" in t.column_names:
+        md = t.column("multiDispatch").to_pylist()
+        mo = t.column("multiQueueOffset").to_pylist()
+        rows = [i for i, q in enumerate(md) if q]
+        multi_row = np.array(rows, np.int64)
+        multi_value = [(md[i], mo[i]) for i in rows]
     return DispatchBatch(
         commit_log_offset=off, size=col("size", np.int32), queue_id=col("queueId", np.int32),
         queue_offset=col("queueOffset", np.int64), sys_flag=col("sysFlag", np.int32),
         store_timestamp=col("storeTimestamp", np.int64), tags_code=col("tagsCode", np.int64),
         topic_id=topic_id, topics=topics, key_row=key_row, key_hash=key_hash, next_offset=end, stop=STOP_END,
+        multi_row=multi_row, multi_value=multi_value,
     )
 
 
@@ -361,6 +378,7 @@ def apply_dispatch(store: str | os.PathLike[str], batches: Sequence[DispatchBatc
     from mqstore.storage.rocketmq.checkpoint import StoreCheckpoint
     from mqstore.storage.rocketmq.dispatch import IndexWriters
     from mqstore.storage.rocketmq.index import IndexService
+    from mqstore.storage.rocketmq.lmq import MultiDispatchRule
 
     root = Path(store)
     if not (root / "commitlog").is_dir():
@@ -368,7 +386,8 @@ def apply_dispatch(store: str | os.PathLike[str], batches: Sequence[DispatchBatc
     stats = ApplyStats()
     with StoreLock(root, DISPATCH_LOCK_FILE):
         index = IndexService(root / "index", config.hash_slot_num, config.index_num) if config.message_index_enable else None
-        writers = IndexWriters(root, config.mapped_file_size_consume_queue, index)
+        writers = IndexWriters(root, config.mapped_file_size_consume_queue, index,
+                               multi_dispatch=MultiDispatchRule.of(config))
         full_end_ts: list[int] = []
         checkpoint = StoreCheckpoint(root / "checkpoint")
         try:
