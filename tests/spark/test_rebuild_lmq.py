@@ -81,3 +81,30 @@ def test_streaming_dispatch_columns_carry_the_lmq_properties(lmq_store: Path, tm
     assert sum(len(b.multi_row) for b in batches) > 1000
     apply_dispatch(root, batches, lmq_config())
     assert compare_trees(lmq_store, root, ("consumequeue",)) == []
+
+
+@pytest.mark.parametrize("queue", ["%LMQ%q1", "%LMQ%q4"])
+def test_spark_source_reads_an_lmq_queue(spark, lmq_store: Path, queue: str) -> None:
+    """``spark.read.format("rocketmq").option("topics", "%LMQ%...")``: the records of the LMQ
+    queue, as its ConsumeQueue lists them (the rows keep their own topic and queue fields)."""
+    with MessageStore.open(lmq_store, lmq_config(), read_only=True) as s:
+        want = [m.commit_log_offset for m in s.get(queue, 0, 0, 100_000)]
+    assert len(want) > 100
+    df = spark.read.format("rocketmq").option("topics", queue).load(str(lmq_store))
+    got = [r.commitLogOffset for r in df.select("commitLogOffset").orderBy("commitLogOffset").collect()]
+    assert got == want
+    both = spark.read.format("rocketmq").option("topics", f"T2,{queue}").load(str(lmq_store))
+    assert both.count() == len(set(want) | {r.commitLogOffset for r in spark.read.format("rocketmq")
+                                            .option("topics", "T2").load(str(lmq_store)).collect()})
+
+
+def test_python_twin_row_filter_accepts_lmq_rows(lmq_store: Path) -> None:
+    from mqstore.spark._rocketmq_read import RowFilter, rocketmq_arrow_batches, rocketmq_rows_py
+
+    seg = sorted((lmq_store / "commitlog").iterdir())[1]
+    rf = RowFilter(topics=frozenset({"%LMQ%q2"}))
+    rows = rocketmq_rows_py(seg.read_bytes(), int(seg.name), 0, seg.stat().st_size, broker_name="b", row_filter=rf)
+    fast = [o for rb in rocketmq_arrow_batches(seg, broker_name="b", row_filter=rf)
+            for o in rb.column("commitLogOffset").to_pylist()]
+    assert [r["commitLogOffset"] for r in rows] == fast and len(fast) > 10
+    assert all("%LMQ%q2" in r["properties"]["INNER_MULTI_DISPATCH"].split(",") for r in rows)

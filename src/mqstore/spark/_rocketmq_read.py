@@ -82,6 +82,10 @@ class RowFilter:
     * ``ts_min`` / ``ts_end``: ``ts_min <= storeTimestamp < ts_end`` (``None``: unbounded).
     * ``offset_min`` / ``offset_end``: the same on ``commitLogOffset``.
     * ``queue_ids``: only these queue ids.
+
+    An LMQ / multi-dispatch queue (``%LMQ%name``, queue 0) is matched through the records it was
+    dispatched from (their ``INNER_MULTI_DISPATCH`` / ``INNER_MULTI_QUEUE_OFFSET``; bounds apply to
+    the LMQ queue offset); such rows keep their own topic, queue and queue offset columns.
     """
 
     topics: frozenset[str] | None = None
@@ -100,8 +104,46 @@ class RowFilter:
             and self.offset_min is None and self.offset_end is None and self.queue_ids is None
         )  # fmt: skip
 
+    def _queue_ok(self, topic: str, queue_id: int, queue_offset: int) -> bool:
+        """Topic, queue id and queue bounds of one queue position."""
+        if self.topics is not None and topic not in self.topics:
+            return False
+        if self.topic_pattern is not None and re.fullmatch(self.topic_pattern, topic) is None:
+            return False
+        if self.queue_ids is not None and queue_id not in self.queue_ids:
+            return False
+        if self.queue_bounds is not None:
+            bounds = self.queue_bounds.get((topic, queue_id))
+            return bounds is not None and bounds[0] <= queue_offset < bounds[1]
+        return True
+
     def mask(self, b: DispatchBatch) -> np.ndarray:
         """Boolean mask of the rows of a dispatch batch that pass."""
+        from mqstore.storage.rocketmq.lmq import multi_units
+
+        keep = self._own_mask(b)
+        if len(b) and len(b.multi_row):
+            extra = np.zeros(len(b), bool)
+            for row, name, qid, qoff in multi_units(b):
+                if not keep[row] and self._queue_ok(name, qid, qoff):
+                    extra[row] = True
+            if extra.any():
+                keep |= extra & self._time_offset_mask(b)
+        return keep
+
+    def _time_offset_mask(self, b: DispatchBatch) -> np.ndarray:
+        keep = np.ones(len(b), bool)
+        if self.ts_min is not None:
+            keep &= b.store_timestamp >= self.ts_min
+        if self.ts_end is not None:
+            keep &= b.store_timestamp < self.ts_end
+        if self.offset_min is not None:
+            keep &= b.commit_log_offset >= self.offset_min
+        if self.offset_end is not None:
+            keep &= b.commit_log_offset < self.offset_end
+        return keep
+
+    def _own_mask(self, b: DispatchBatch) -> np.ndarray:
         n = len(b)
         keep = np.ones(n, bool)
         if n == 0:
@@ -138,8 +180,27 @@ class RowFilter:
             keep &= ((t == 0) | (t == 0x8)) & (b.queue_offset >= lo) & (b.queue_offset < hi)
         return keep
 
-    def accepts(self, topic: str, queue_id: int, queue_offset: int, store_ts: int, offset: int, sys_flag: int) -> bool:
+    def accepts(self, topic: str, queue_id: int, queue_offset: int, store_ts: int, offset: int, sys_flag: int,
+                properties: dict[str, str] | None = None) -> bool:
         """The same rule for one record (the pure-Python twin uses it)."""
+        if self._accepts_own(topic, queue_id, queue_offset, store_ts, offset, sys_flag):
+            return True
+        if not properties or (sys_flag & TRANSACTION_MASK) not in (0, 0x8):
+            return False
+        from mqstore.formats.rocketmq.lmq import topic_allows_lmq
+        from mqstore.storage.rocketmq.lmq import record_queue_positions
+
+        if not topic_allows_lmq(topic) or not self._accepts_own("", 0, 0, store_ts, offset, 0, times_only=True):
+            return False
+        return any(self._queue_ok(n, q, o) for n, q, o in record_queue_positions(topic, queue_id, properties))
+
+    def _accepts_own(self, topic: str, queue_id: int, queue_offset: int, store_ts: int, offset: int, sys_flag: int,
+                     *, times_only: bool = False) -> bool:
+        if times_only:
+            return not ((self.ts_min is not None and store_ts < self.ts_min)
+                        or (self.ts_end is not None and store_ts >= self.ts_end)
+                        or (self.offset_min is not None and offset < self.offset_min)
+                        or (self.offset_end is not None and offset >= self.offset_end))
         if self.topics is not None and topic not in self.topics:
             return False
         if self.topic_pattern is not None and re.fullmatch(self.topic_pattern, topic) is None:
@@ -316,7 +377,7 @@ def rocketmq_rows_py(
             raise CorruptDataError(res.error or "unreadable record", offset=file_from_offset + pos)
         r = res.record
         if row_filter is None or row_filter.accepts(
-            r.topic, r.queue_id, r.queue_offset, r.store_timestamp, file_from_offset + pos, r.sys_flag
+            r.topic, r.queue_id, r.queue_offset, r.store_timestamp, file_from_offset + pos, r.sys_flag, r.properties
         ):
             props = dict(r.properties)
             rows.append({

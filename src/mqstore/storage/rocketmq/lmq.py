@@ -44,6 +44,7 @@ __all__ = [
     "MultiDispatchRule",
     "cq_units",
     "multi_dispatch_problems",
+    "multi_units",
     "names_queue",
     "record_queue_positions",
 ]
@@ -186,6 +187,14 @@ def cq_units(batch: DispatchBatch, rule: MultiDispatchRule | None = None) -> CQU
 
 
 # ----------------------------------------------------------------------------------- verify/read
+def multi_units(batch: DispatchBatch, rule: MultiDispatchRule | None = None) -> list[tuple[int, str, int, int]]:
+    """``(row, queue, queue id, queue offset)`` of the multi-dispatch units of ``batch`` (default:
+    the :data:`READER_RULE`, what a broker with both settings on wrote)."""
+    if not len(batch.multi_row):
+        return []
+    return _multi_entries(batch, rule or READER_RULE, batch.cq_mask(), [])
+
+
 @dataclass(frozen=True, slots=True)
 class MultiDispatchProblem:
     commit_log_offset: int
@@ -210,7 +219,15 @@ def record_queue_positions(topic: str, queue_id: int, properties: dict[str, str]
         return []
     assert queues is not None and offsets is not None
     pairs, _ = dispatch_pairs(queues, offsets)
-    return [(n, LMQ_QUEUE_ID if is_lmq(n) else queue_id, o) for n, o in pairs]
+    return [(n, LMQ_QUEUE_ID if is_lmq(n) else queue_id, o) for n, o in pairs if _valid_name(n)]
+
+
+def _valid_name(name: str) -> bool:
+    try:
+        validate_topic(name)
+    except InvalidArgumentError:
+        return False
+    return True
 
 
 def names_queue(queues: str, offsets: str | None, name: str) -> bool:
