@@ -43,7 +43,7 @@ def config(lmq: bool) -> StoreConfig:
 def messages(n: int, lmq: bool, start: int = 0) -> list[dict[str, Any]]:
     key = "INNER_MULTI_DISPATCH" if lmq else "X_DISPATCH"
     return [dict(topic=f"T{i % 4}", body=b"x" * 200, queue_id=i % 8, tags=f"t{i % 5}", keys=[f"k{i}"],
-                 properties={key: f"%LMQ%g{i % 50},%LMQ%u{i % 997}"}) for i in range(start, start + n)]
+                 properties={key: f"%LMQ%g{i % 50},%LMQ%u{i % 20}"}) for i in range(start, start + n)]
 
 
 def fill(root: Path, n: int, lmq: bool) -> float:

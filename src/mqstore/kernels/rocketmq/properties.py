@@ -17,9 +17,11 @@ P_TAGS = 2
 P_UNIQ = 4
 P_DELAY = 6
 P_MULTI = 8  # INNER_MULTI_DISPATCH (LMQ / multi-dispatch queues)
-PROP_SPANS = 10
+P_MQOFF = 10  # INNER_MULTI_QUEUE_OFFSET (their queue offsets)
+PROP_SPANS = 12
 
 _MULTI_NAME = np.frombuffer(b"INNER_MULTI_DISPATCH", np.uint8).copy()
+_MQOFF_NAME = np.frombuffer(b"INNER_MULTI_QUEUE_OFFSET", np.uint8).copy()
 
 
 @njit(cache=True, nogil=True)
@@ -42,13 +44,13 @@ def eq_const(buf: np.ndarray, a: int, n: int, const: np.ndarray) -> bool:
 
 @njit(cache=True, nogil=True)
 def prop_spans(buf: np.ndarray, a: int, b: int, out: np.ndarray) -> None:
-    """Spans of the KEYS, TAGS, UNIQ_KEY, DELAY and INNER_MULTI_DISPATCH values in the properties ``buf[a:b]`` with the
+    """Spans of the KEYS, TAGS, UNIQ_KEY, DELAY, INNER_MULTI_DISPATCH and INNER_MULTI_QUEUE_OFFSET values in the properties ``buf[a:b]`` with the
     exact rules of ``string2messageProperties`` (later duplicates win, empty names or values are
     ignored), in one pass over the bytes: a name is recognised by its bytes followed by ``\\x01``
     (names contain neither separator, so this is the first ``\\x01`` of the property).
 
     ``out[P_KEYS]``/``out[P_KEYS + 1]`` = start/end of the KEYS value (likewise ``P_TAGS``,
-    ``P_UNIQ``, ``P_DELAY``, ``P_MULTI``), -1 when absent.
+    ``P_UNIQ``, ``P_DELAY``, ``P_MULTI``, ``P_MQOFF``), -1 when absent.
     """
     for k in range(PROP_SPANS):
         out[k] = -1
@@ -83,6 +85,9 @@ def prop_spans(buf: np.ndarray, a: int, b: int, out: np.ndarray) -> None:
             if s + 21 <= b and buf[s + 20] == 1 and eq_const(buf, s, 20, _MULTI_NAME):
                 which = P_MULTI
                 vs = s + 21
+            elif s + 25 <= b and buf[s + 24] == 1 and eq_const(buf, s, 24, _MQOFF_NAME):
+                which = P_MQOFF
+                vs = s + 25
         e = vs
         while e < b and buf[e] != 2:
             e += 1

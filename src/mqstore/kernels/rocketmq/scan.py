@@ -63,6 +63,7 @@ from mqstore.kernels.rocketmq.framing import (
 from mqstore.kernels.rocketmq.properties import (
     P_DELAY,
     P_KEYS,
+    P_MQOFF,
     P_MULTI,
     P_TAGS,
     P_UNIQ,
@@ -294,11 +295,12 @@ class CrcSpans(NamedTuple):
 
 
 @njit(cache=True, nogil=True)
-def _scan_kernel(buf, prm, delay, rows, topics, keys, fallback, multi, skips, crcs):  # fmt: skip
+def _scan_kernel(buf, prm, delay, rows, topics, keys, fallback, multi, mspan, skips, crcs):  # fmt: skip
     """One pass over the records: columns, topic ids, index key hashes (hashed while the
     properties are in cache), tags codes.  With ``check_crc`` the body spans are collected for
     :func:`~mqstore.kernels.crc.crc32_spans` (checked afterwards, the scan is cut at the first
-    mismatch).  Rows naming multi-dispatch queues go to ``multi``.  Returns the counts
+    mismatch).  Rows naming multi-dispatch queues go to ``multi``, the spans of their
+    INNER_MULTI_DISPATCH and INNER_MULTI_QUEUE_OFFSET values (-1: absent) to ``mspan``.  Returns the counts
     ``(n, pos, state, topics, skips, keys, fallbacks, crcs, multis)``."""
     base, start, end, check_crc, skip_mismatch, max_records = prm
     delay_ms, max_level, delay_ok, sched = delay
@@ -487,6 +489,10 @@ def _scan_kernel(buf, prm, delay, rows, topics, keys, fallback, multi, skips, cr
         tags[n] = code
         if props[P_MULTI] >= 0:
             multi[nm] = n
+            mspan[nm, 0] = props[P_MULTI]
+            mspan[nm, 1] = props[P_MULTI + 1]
+            mspan[nm, 2] = props[P_MQOFF]
+            mspan[nm, 3] = props[P_MQOFF + 1]
             nm += 1
         n += 1
         pos += total
@@ -551,6 +557,7 @@ def _scan_chunk(
                       tags=i64(cap), topic_id=i32(cap))  # fmt: skip
     fallback = i64(cap)
     multi = i64(cap)
+    mspan = np.empty((cap, 4), np.int64)
     # distinct topics of a chunk: a full table ends the chunk (many topics are rare)
     tcap = min(cap, _MAX_CHUNK_TOPICS)
     topics_t = TopicTable(i64(tcap), i64(tcap), np.full(_table_size(tcap), -1, np.int64))
@@ -560,7 +567,7 @@ def _scan_chunk(
     crcs = CrcSpans(*(i64(ncrc) for _ in range(5)))
     prm = ScanParams(np.int64(file_from_offset), np.int64(start), np.int64(end), bool(check_crc),
                      bool(skip_length_mismatch), np.int64(limit))  # fmt: skip
-    counts = _scan_kernel(u8, prm, delay, rows, topics_t, keys, fallback, multi, skips, crcs)
+    counts = _scan_kernel(u8, prm, delay, rows, topics_t, keys, fallback, multi, mspan, skips, crcs)
     n, pos, state, nt, ns, nk, nf, nc, nm = (int(v) for v in counts)
     if nc:
         got = crc32_spans(u8, crcs.start[:nc], crcs.length[:nc])
@@ -589,13 +596,12 @@ def _scan_chunk(
         rec = res.record
         assert rec is not None
         tags[r] = tags_code(rec.topic, rec.tags, rec.delay, rec.store_timestamp, delay_table)
-    multi_value: list[tuple[str, str | None]] = []
-    for r in multi[:nm].tolist():
-        res = check_record(u8, int(rows.off[r]) - file_from_offset, end, check_crc=False, read_body=False)
-        rec = res.record
-        assert rec is not None
-        props = rec.properties
-        multi_value.append((props[PROPERTY_INNER_MULTI_DISPATCH], props.get(PROPERTY_INNER_MULTI_QUEUE_OFFSET)))
+    # the two values as parse_properties gives them (a value between ASCII separators decodes
+    # alone exactly as inside the whole properties text, errors replaced)
+    multi_value: list[tuple[str, str | None]] = [
+        (u8[a:b].tobytes().decode("utf-8", "replace"), u8[c:d].tobytes().decode("utf-8", "replace") if c >= 0 else None)
+        for a, b, c, d in mspan[:nm].tolist()
+    ]
     skipped = [
         (int(skips.pos[i]), f"length mismatch: TOTALSIZE {int(skips.total[i])}, fields add up to {int(skips.computed[i])}")
         for i in range(ns)

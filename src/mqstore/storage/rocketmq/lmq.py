@@ -16,6 +16,7 @@ queue table all take their units from it.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
@@ -123,27 +124,39 @@ def _multi_entries(batch: DispatchBatch, rule: MultiDispatchRule, cq: np.ndarray
     out: list[tuple[int, str, int, int]] = []
     if not rule.dispatches or not len(batch.multi_row):
         return out
-    for row, (queues, offsets) in zip(batch.multi_row.tolist(), batch.multi_value, strict=True):
-        if not cq[row]:
-            continue
-        topic = batch.topic_of(row)
-        if not rule.wants_dispatch(topic, queues, offsets):
-            continue
+    rows = batch.multi_row
+    allowed = [topic_allows_lmq(t) for t in batch.topics]
+    ok = cq[rows].tolist()
+    tids = batch.topic_id[rows].tolist()
+    qids = batch.queue_id[rows].tolist()
+    offs = batch.commit_log_offset[rows].tolist()
+    lmq_on = rule.enable_lmq
+    for k, (row, (queues, offsets)) in enumerate(zip(rows.tolist(), batch.multi_value, strict=True)):
+        if not ok[k] or not allowed[tids[k]] or is_blank(queues) or is_blank(offsets):
+            continue  # MultiDispatchUtils.checkMultiDispatchQueue
         assert offsets is not None
         pairs, why = dispatch_pairs(queues, offsets)
-        off = int(batch.commit_log_offset[row])
-        problems.extend((off, w) for w in why)
-        qid = int(batch.queue_id[row])
+        if why:
+            problems.extend((offs[k], w) for w in why)
         for name, qoff in pairs:
-            try:
-                validate_topic(name)
-            except InvalidArgumentError as exc:
+            bad = _name_problem(name)
+            if bad is not None:
                 # the broker would create a directory of that name; mqstore never writes outside
                 # the store or under a name no reader accepts
-                problems.append((off, f"multi-dispatch queue {name!r} not written: {exc}"))
+                problems.append((offs[k], f"multi-dispatch queue {name!r} not written: {bad}"))
                 continue
-            out.append((row, name, rule.queue_id_for(name, qid), qoff))
+            out.append((row, name, LMQ_QUEUE_ID if lmq_on and is_lmq(name) else qids[k], qoff))
     return out
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _name_problem(name: str) -> str | None:
+    """Why ``name`` cannot be a ConsumeQueue directory (``None``: it can)."""
+    try:
+        validate_topic(name)
+    except InvalidArgumentError as exc:
+        return str(exc)
+    return None
 
 
 def cq_units(batch: DispatchBatch, rule: MultiDispatchRule | None = None) -> CQUnits:
@@ -223,11 +236,7 @@ def record_queue_positions(topic: str, queue_id: int, properties: dict[str, str]
 
 
 def _valid_name(name: str) -> bool:
-    try:
-        validate_topic(name)
-    except InvalidArgumentError:
-        return False
-    return True
+    return _name_problem(name) is None
 
 
 def names_queue(queues: str, offsets: str | None, name: str) -> bool:
