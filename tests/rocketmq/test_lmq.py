@@ -294,3 +294,18 @@ def test_malformed_records_in_the_commitlog_are_verify_problems(tmp_path: Path) 
     res = run("rocketmq", "verify", str(root))
     assert res.exit_code != 0 and "Traceback" not in res.output
     assert "offsets in INNER_MULTI_QUEUE_OFFSET" in res.output
+
+
+def test_non_lmq_names_dispatch_to_the_records_queue_id(tmp_path: Path) -> None:
+    """Multi-dispatch to a plain topic name (a 5.0 broker assigned those offsets too): the unit goes
+    to that topic at the record's own queue id; with enableLmq off, an LMQ name keeps it too."""
+    root = tmp_path / "s"
+    with MessageStore.open(root, cfg(enable_lmq=False, enable_multi_dispatch=False)) as s:
+        a = s.put("T", b"x", queue_id=3, properties={MD: "Other,%LMQ%z", MO: "0,0"})
+    shutil.rmtree(root / "consumequeue")
+    with MessageStore.open(root, cfg()) as s:
+        assert [m.commit_log_offset for m in s.get("Other", 3, 0, 5)] == [a.commit_log_offset]
+        assert [m.commit_log_offset for m in s.get("%LMQ%z", 0, 0, 5)] == [a.commit_log_offset]
+    shutil.rmtree(root / "consumequeue")
+    with MessageStore.open(root, cfg(enable_lmq=False)) as s:
+        assert [m.commit_log_offset for m in s.get("%LMQ%z", 3, 0, 5)] == [a.commit_log_offset]

@@ -929,8 +929,8 @@ class MessageStore:
                 continue  # its CommitLog segment was deleted
             m = self.get_by_offset(off)
             if ((m.topic, m.queue_id, m.queue_offset) != (topic, queue_id, queue_offset + i)
-                    and (topic, queue_id, queue_offset + i) not in record_queue_positions(m.topic, m.queue_id,
-                                                                                         m.properties)):
+                    and (topic, queue_id, queue_offset + i) not in record_queue_positions(
+                        m.topic, m.queue_id, m.properties, enable_lmq=self._engine.config.enable_lmq)):
                 raise CorruptDataError(
                     f"ConsumeQueue {topic}/{queue_id} unit {queue_offset + i} points at a record of "
                     f"{m.topic}/{m.queue_id} queue offset {m.queue_offset}", path=self.path, offset=off)

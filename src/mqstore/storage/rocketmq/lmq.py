@@ -135,6 +135,14 @@ def _multi_entries(batch: DispatchBatch, rule: MultiDispatchRule, cq: np.ndarray
         if not ok[k] or not allowed[tids[k]] or is_blank(queues) or is_blank(offsets):
             continue  # MultiDispatchUtils.checkMultiDispatchQueue
         assert offsets is not None
+        fast = _fast_names(queues)
+        if fast is not None:  # the common case: valid names, plain decimal offsets
+            pieces = offsets.split(",")
+            if len(pieces) == len(fast[0]) and all(p.isascii() and p.isdigit() and len(p) <= 18 for p in pieces):
+                q = qids[k]
+                out.extend((row, n, LMQ_QUEUE_ID if lmq and lmq_on else q, int(p))
+                           for n, lmq, p in zip(fast[0], fast[1], pieces, strict=True))
+                continue
         pairs, why = dispatch_pairs(queues, offsets)
         if why:
             problems.extend((offs[k], w) for w in why)
@@ -147,6 +155,17 @@ def _multi_entries(batch: DispatchBatch, rule: MultiDispatchRule, cq: np.ndarray
                 continue
             out.append((row, name, LMQ_QUEUE_ID if lmq_on and is_lmq(name) else qids[k], qoff))
     return out
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def _fast_names(queues: str) -> tuple[tuple[str, ...], tuple[bool, ...]] | None:
+    """The names of an ``INNER_MULTI_DISPATCH`` value and whether each is an LMQ name, when the
+    value has no trailing comma and every name is a valid queue name without ``/`` (else
+    ``None``: the exact path decides)."""
+    names = queues.split(",")
+    if not names[-1] or any("/" in n or _name_problem(n) is not None for n in names):
+        return None
+    return tuple(names), tuple(is_lmq(n) for n in names)
 
 
 @functools.lru_cache(maxsize=1 << 16)
@@ -222,17 +241,18 @@ def multi_dispatch_problems(batches: Iterator[DispatchBatch], rule: MultiDispatc
     return out
 
 
-def record_queue_positions(topic: str, queue_id: int, properties: dict[str, str]) -> list[tuple[str, int, int]]:
-    """``(queue, queue id, queue offset)`` of the LMQ units a record's properties ask for, whatever
-    the store's settings (a reader checks that an LMQ unit points at a record that names it).
-    Malformed values give no positions."""
+def record_queue_positions(topic: str, queue_id: int, properties: dict[str, str], *,
+                           enable_lmq: bool = True) -> list[tuple[str, int, int]]:
+    """``(queue, queue id, queue offset)`` of the multi-dispatch units a record's properties ask
+    for (a reader checks that a unit points at a record that names it); ``enable_lmq``: LMQ names
+    use queue 0.  Malformed values give no positions."""
     queues = properties.get(PROPERTY_INNER_MULTI_DISPATCH)
     offsets = properties.get(PROPERTY_INNER_MULTI_QUEUE_OFFSET)
     if is_blank(queues) or is_blank(offsets):
         return []
     assert queues is not None and offsets is not None
     pairs, _ = dispatch_pairs(queues, offsets)
-    return [(n, LMQ_QUEUE_ID if is_lmq(n) else queue_id, o) for n, o in pairs if _valid_name(n)]
+    return [(n, LMQ_QUEUE_ID if enable_lmq and is_lmq(n) else queue_id, o) for n, o in pairs if _valid_name(n)]
 
 
 def _valid_name(name: str) -> bool:

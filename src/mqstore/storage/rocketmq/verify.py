@@ -14,7 +14,7 @@ from mqstore.formats.rocketmq.consumequeue_ext import MAX_ADDR, undecorate
 from mqstore.formats.rocketmq.indexfile import time_diff_seconds
 from mqstore.kernels.rocketmq.scan import STOP_INVALID
 from mqstore.storage.rocketmq.config_files import list_config_files
-from mqstore.storage.rocketmq.lmq import READER_RULE, cq_units
+from mqstore.storage.rocketmq.lmq import MultiDispatchRule, cq_units
 from mqstore.storage.rocketmq.store import RocketMQStore
 
 
@@ -43,6 +43,9 @@ def verify_store(root: str | Path, config=None, *, max_problems: int = 1000,
         if len(rep.problems) < max_problems:
             rep.problems.append(text)
 
+    # what a broker with multi-dispatch on wrote (LMQ names at queue 0 unless the config says
+    # enableLmq is off)
+    rule = MultiDispatchRule(store.config.enable_lmq, True)
     try:
         cl = store.commit_log
         starts: list[np.ndarray] = []
@@ -59,7 +62,7 @@ def verify_store(root: str | Path, config=None, *, max_problems: int = 1000,
                 fields_of[off] = (batch.topic_of(r), int(batch.queue_id[r]), int(batch.queue_offset[r]),
                                   int(batch.tags_code[r]), int(batch.store_timestamp[r]))
             if len(batch.multi_row):
-                u = cq_units(batch, READER_RULE)
+                u = cq_units(batch, rule)
                 for off, what in u.problems:
                     problem(f"commitlog: record at offset {off}: {what}")
                 for k in np.flatnonzero(u.multi).tolist():
