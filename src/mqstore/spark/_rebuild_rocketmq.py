@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from mqstore.errors import StoreNotFoundError
+from mqstore.kernels.arrays import unique
 from mqstore.storage.mapped import ReadOnlyMap
 
 DEFAULT_SPLIT_BYTES = 128 * 1024 * 1024
@@ -298,7 +299,7 @@ def scan_chunk_staged(c: ChunkDesc, stage: str) -> StagedChunk:
     if os.path.isdir(final):  # a retried task: its earlier output is replaced whole
         shutil.rmtree(final, ignore_errors=True)
     os.rename(tmp, final)
-    pairs = np.unique(scan.cq_topic_id.astype(np.int64) * (1 << 32) + scan.cq_queue_id.astype(np.int64))
+    pairs = unique(scan.cq_topic_id.astype(np.int64) * (1 << 32) + scan.cq_queue_id.astype(np.int64))
     queues = [(scan.topics[int(g >> 32)], int(g & 0xFFFFFFFF)) for g in pairs]
     return StagedChunk(scan.summary(), scan.topics, queues)
 

@@ -23,6 +23,7 @@ import numpy as np
 
 from mqstore.errors import CorruptDataError
 from mqstore.formats.rocketmq.consumequeue import CQ_DTYPE, CQ_UNIT_SIZE, INT_MAX
+from mqstore.kernels.arrays import unique
 from mqstore.kernels.report import backward_steps, chain_depths, log2_edges, log2_histogram
 from mqstore.storage.rocketmq.config import StoreConfig
 from mqstore.storage.rocketmq.config_files import consumer_offsets
@@ -153,13 +154,13 @@ def _report(store: RocketMQStore, root: Path, progress: ProgressFn | None,
             tmap = np.array([topic_gid.setdefault(t, len(topic_gid)) for t in batch.topics], np.int64)
             tg = tmap[batch.topic_id] if tmap.shape[0] else np.zeros(n, np.int64)
             qcode = (tg << 32) | batch.queue_id.astype(np.int64)
-            ucodes, inv = np.unique(qcode, return_inverse=True)
+            ucodes, inv = unique(qcode, return_inverse=True)
             qmap = np.array([queue_gid.setdefault((int(c) >> 32, int(c) & 0xFFFFFFFF), len(queue_gid))
                              for c in ucodes.tolist()], np.int64)
             qg = qmap[inv]
             # traffic per (queue, second)
             code = (qg << 40) | (ts // 1000)
-            uc, ui = np.unique(code, return_inverse=True)
+            uc, ui = unique(code, return_inverse=True)
             agg_key.append(uc)
             agg_msgs.append(np.bincount(ui, minlength=uc.shape[0]))
             agg_bytes.append(np.bincount(ui, weights=sizes, minlength=uc.shape[0]).astype(np.int64))
@@ -338,7 +339,7 @@ def _index_figures(store: RocketMQStore) -> dict[str, Any]:
         chain_hist[: hist.shape[0]] += hist
         hashes = np.abs(items["hash"][1:].astype(np.int64))
         item_slot = hashes % slots_n
-        pairs = np.unique((item_slot << 32) | hashes)
+        pairs = unique((item_slot << 32) | hashes)
         distinct = np.bincount(pairs >> 32, minlength=slots_n)
         collision_slots = int((distinct >= 2).sum())
         n_used = int(used.sum())
@@ -356,7 +357,7 @@ def _index_figures(store: RocketMQStore) -> dict[str, Any]:
         for i in top.tolist():
             s = int(used_slots[i])
             members = np.flatnonzero(item_slot == s)
-            uh, uc = np.unique(hashes[members], return_counts=True)
+            uh, uc = unique(hashes[members], return_counts=True)
             order = np.argsort(-uc, kind="stable")[:5]
             longest.append({"file": f.name, "slot": s, "length": int(lengths[i]), "distinctHashes": int(uh.shape[0]),
                             "hashes": [{"hash": int(uh[j]), "items": int(uc[j])} for j in order.tolist()]})

@@ -41,6 +41,7 @@ from mqstore.formats.rocketmq.record import (
     encode_record,
     record_length,
 )
+from mqstore.kernels.arrays import unique
 from mqstore.kernels.crc import crc32
 from mqstore.kernels.rocketmq.put import RecordColumns, encode_records_into, queue_ranks
 from mqstore.kernels.rocketmq.scan import DispatchBatch
@@ -490,7 +491,7 @@ class RocketMQStore:
             tid = {t: i for i, t in enumerate(names)}
             codes = (np.fromiter(map(tid.__getitem__, topics), np.int64, n) << 32) | queue_ids.astype(np.int64)
         idx = np.flatnonzero(takes)
-        uniq, inv, counts = np.unique(codes[idx], return_inverse=True, return_counts=True)
+        uniq, inv, counts = unique(codes[idx], return_inverse=True, return_counts=True)
         order = np.argsort(inv, kind="stable")
         starts = np.cumsum(counts) - counts
         rank = np.empty(len(idx), np.int64)
