@@ -232,8 +232,8 @@ class QueueTimeIndex:
         """Make the sidecars agree with the ConsumeQueue files ``cq_files`` (``(file offset,
         buffer, written bytes)`` in order): delete the sidecars of files that are gone, cut entries
         past a file's written end, append the entries of new grid units (their store times from
-        ``times_of``).  ``tail_only``: only the last two ConsumeQueue files (the dispatcher, after
-        appending).  Returns the entries appended."""
+        ``times_of``).  ``tail_only``: only the ConsumeQueue files from the one of the newest
+        sidecar on (the dispatcher, after appending).  Returns the entries appended."""
         if self.read_only:
             return 0
         if not tail_only:
@@ -242,7 +242,9 @@ class QueueTimeIndex:
                 self._delete(f)
             todo = cq_files
         else:
-            todo = cq_files[-2:]
+            newest = self.files[-1].cq_file_offset if self.files else None
+            k = next((i for i, (off, _b, _n) in enumerate(cq_files) if off == newest), 0)
+            todo = cq_files[k:]
         added = 0
         for off, buf, wrote in todo:
             n_units = wrote // CQ_UNIT_SIZE
@@ -368,3 +370,105 @@ def cq_offset_for_time(cq, index: QueueTimeIndex | None, timestamp: int, boundar
         return -1 if u is None else store_time(u.commit_log_offset, u.size)
 
     return offset_by_time(timestamp, boundary, cq.min_offset_in_queue, cq.max_offset_in_queue, unit_time, index)
+
+
+def inspect_sidecars(root: str | os.PathLike[str]) -> list[dict]:
+    """Every file of ``consumequeue_timeindex/`` by kind (``timeindex``, or ``unknown`` for a
+    name that is not a sidecar's), its interval, entries and time range; a file that cannot be
+    read is listed with its error, never raised."""
+    base = timeindex_root(root)
+    if not base.is_dir():
+        return []
+    out: list[dict] = []
+    for p in sorted(x for x in base.rglob("*") if x.is_file()):
+        rel = p.relative_to(Path(root)).as_posix()
+        parts = p.relative_to(base).parts
+        row: dict = {"file": rel, "kind": KIND if is_sidecar_name(p.name) and len(parts) == 3 else "unknown",
+                     "topic": parts[0] if len(parts) == 3 else None,
+                     "queueId": int(parts[1]) if len(parts) == 3 and parts[1].isdigit() else None,
+                     "interval": None, "entries": None, "firstTimestamp": None, "lastTimestamp": None, "error": None}
+        if row["kind"] == KIND:
+            try:
+                header, ent = read_sidecar(p)
+                row.update(interval=header.interval, entries=len(ent),
+                           firstTimestamp=int(ent[0, 0]) if len(ent) else None,
+                           lastTimestamp=int(ent[-1, 0]) if len(ent) else None)
+            except (MqStoreError, OSError) as exc:
+                row["error"] = str(exc)
+        out.append(row)
+    return out
+
+
+def verify_sidecars(root: Path, consume_queues: dict, store_time_at: Callable[[int], int | None],
+                    min_commit_log_offset: int) -> list[str]:
+    """Problems of the sidecars of a store against its ConsumeQueues and CommitLog
+    (``store_time_at(commit_log_offset)``: the store time of the record there, ``None`` when no
+    record starts there): an unreadable file, a file without its ConsumeQueue file, an entry off
+    the grid or past the written units, an entry whose time is not the message's, a grid unit
+    without its entry."""
+    problems: list[str] = []
+    for row in inspect_sidecars(root):
+        if row["kind"] != KIND:
+            problems.append(f"{row['file']}: not a time index file name")
+        elif row["error"] is not None:
+            problems.append(f"{row['file']}: {row['error']}")
+    by_queue: dict[tuple[str, int], list[Path]] = {}
+    for topic, qid, p in all_sidecars(root):
+        by_queue.setdefault((topic, qid), []).append(p)
+    for key in sorted(set(by_queue) | set(consume_queues)):
+        cq = consume_queues.get(key)
+        paths = by_queue.get(key, [])
+        if not paths:
+            continue
+        where = f"{TIMEINDEX_DIR}/{key[0]}/{key[1]}"
+        files = {mf.file_from_offset: mf for mf in cq.queue.files} if cq is not None else {}
+        for p in paths:
+            try:
+                header, ent = read_sidecar(p)
+            except (MqStoreError, OSError):
+                continue  # reported above
+            base = int(p.name[: -len(SUFFIX)])
+            mf = files.get(base)
+            if mf is None:
+                problems.append(f"{where}/{p.name}: no ConsumeQueue file {offset_name(base)}")
+                continue
+            if header.units_per_file * CQ_UNIT_SIZE != mf.file_size:
+                problems.append(f"{where}/{p.name}: written for ConsumeQueue files of {header.units_per_file} units")
+                continue
+            first_q = base // CQ_UNIT_SIZE
+            n_units = mf.wrote_position // CQ_UNIT_SIZE
+            units = np.frombuffer(mf.mm, dtype=CQ_DTYPE, count=n_units)
+            arr = np.empty(len(ent), dtype=[("store_timestamp", "i8"), ("queue_offset", "i8")])
+            arr["store_timestamp"], arr["queue_offset"] = ent[:, 0], ent[:, 1]
+            bad = check_entries(header, first_q, arr)
+            if bad is not None:
+                problems.append(f"{where}/{p.name}: {bad}")
+                continue
+            have = dict(zip(ent[:, 1].tolist(), ent[:, 0].tolist(), strict=True))
+            for q, ts in have.items():
+                rel = q - first_q
+                if rel >= n_units:
+                    problems.append(f"{where}/{p.name}: entry for queue offset {q} past the written units "
+                                    f"({first_q + n_units})")
+                    continue
+                off, size = int(units[rel]["offset"]), int(units[rel]["size"])
+                if off < min_commit_log_offset:
+                    continue  # points into a deleted CommitLog segment (retention)
+                real = store_time_at(off)
+                if real != ts:
+                    problems.append(f"{where}/{p.name}: queue offset {q} has time {ts}, its message at "
+                                    f"{off} {'is not a record' if real is None else real}")
+            for rel in grid_positions(0, n_units, header.interval).tolist():
+                off, size = int(units[rel]["offset"]), int(units[rel]["size"])
+                if off < min_commit_log_offset or size <= 0 or (off == 0 and size == INT_MAX):
+                    continue
+                if first_q + rel not in have and store_time_at(off) is not None:
+                    problems.append(f"{where}/{p.name}: no entry for queue offset {first_q + rel}")
+                    break
+            del units
+        if cq is not None:
+            covered = {int(p.name[: -len(SUFFIX)]) for p in paths}
+            for off in files:
+                if off not in covered and files[off].wrote_position >= CQ_UNIT_SIZE:
+                    problems.append(f"{where}: no time index file for ConsumeQueue file {offset_name(off)}")
+    return problems

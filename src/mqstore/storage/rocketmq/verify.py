@@ -104,6 +104,11 @@ def verify_store(root: str | Path, config=None, *, max_problems: int = 1000,
                         problem(f"{where} (tags code {tag}) points at offset "
                                 f"{off}, a record of {t}/{q} queue offset {o} tags code {tc}")
                 del units
+        from mqstore.storage.rocketmq.timeindex import verify_sidecars
+
+        for text in verify_sidecars(Path(root), store.consume_queues,
+                                    lambda off: fields_of[off][4] if off in fields_of else None, cl.min_offset):
+            problem(text)
         for f in store.index.files:
             h = f.header
             buf = f.buffer
