@@ -17,7 +17,7 @@ from mqstore.storage.rocketmq.timeindex import TIMEINDEX_DIR, all_sidecars
 pytestmark = pytest.mark.spark
 
 
-def _store(path: Path) -> tuple[StoreConfig, list[dict]]:
+def _store(path: Path) -> StoreConfig:
     now = [0]
     cfg = StoreConfig(commit_log_file_size=1 << 16, consume_queue_file_size=11 * 20, background_services=False,
                       enable_time_index=True, clock=lambda: now[0], hash_slot_num=64, index_num=400)
@@ -28,12 +28,12 @@ def _store(path: Path) -> tuple[StoreConfig, list[dict]]:
             t += rng.choice((0, 0, 0, 1, 2))
             now[0] = t
             s.put(f"T{i % 2}", b"v%d" % i, queue_id=i % 3, keys=[f"k{i}"])
-    return cfg, []
+    return cfg
 
 
 def test_rebuild_and_starting_timestamp(spark, tmp_path: Path) -> None:
     store = tmp_path / "store"
-    cfg, _ = _store(store)
+    cfg = _store(store)
     local, remote = tmp_path / "local", tmp_path / "spark"
     rebuild_indexes(store, local, config=cfg)
     rebuild_rocketmq(spark, store, remote, hash_slot_num=64, index_num=400, cq_file_size=11 * 20,
@@ -41,8 +41,8 @@ def test_rebuild_and_starting_timestamp(spark, tmp_path: Path) -> None:
     assert all_sidecars(remote)
     assert compare_trees(local, remote) == []
     assert compare_trees(store, remote, (TIMEINDEX_DIR,)) == []
-    every = sorted(((r["storeTimestamp"], r["topic"], r["queueId"], r["queueOffset"])
-                    for r in spark.read.format("rocketmq").load(str(store)).collect()))
+    every = sorted((r["storeTimestamp"], r["topic"], r["queueId"], r["queueOffset"])
+                    for r in spark.read.format("rocketmq").load(str(store)).collect())
     stamps = sorted({e[0] for e in every})
     for ts in (stamps[0] - 1, stamps[len(stamps) // 3], stamps[len(stamps) // 2], stamps[-1], stamps[-1] + 1):
         got = sorted((r["storeTimestamp"], r["topic"], r["queueId"], r["queueOffset"])
