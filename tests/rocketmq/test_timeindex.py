@@ -334,3 +334,35 @@ def test_kill9_writer_sidecars_consistent(tmp_path: Path) -> None:
         out = tmp_path / f"rebuilt{round_no}"
         rebuild_indexes(store, out, config=child_config())
         assert compare_trees(store, out, (TIMEINDEX_DIR,)) == [], round_no
+
+
+def test_retention_deletes_sidecars_with_their_consume_queue_files(tmp_path: Path) -> None:
+    now = [0]
+    cfg = StoreConfig(commit_log_file_size=4096, consume_queue_file_size=CQ_UNITS * 20, background_services=False,
+                      enable_time_index=True, clock=lambda: now[0], message_index_enable=False,
+                      file_reserved_time_hours=1)
+    stamps = []
+    with MessageStore.open(tmp_path, cfg) as s:
+        for i in range(300):
+            now[0] = 1000 + i // 3
+            stamps.append(now[0])
+            s.put("T", b"x" * 100, queue_id=0)
+        s.flush()
+        before = sidecar_names(tmp_path)
+        for f in (tmp_path / "commitlog").iterdir():
+            os.utime(f, (1, 1))  # every segment old: retention deletes all but the last
+        assert s.engine.delete_expired(force=True, now_ms=10**12) > 0
+        lo, hi = s.min_offset("T", 0), s.max_offset("T", 0)
+        assert lo > 0
+        after = sidecar_names(tmp_path)
+        assert len(after) < len(before)
+        cq_files = sorted(p.name for p in (tmp_path / "consumequeue" / "T" / "0").iterdir())
+        assert [n.rsplit("/", 1)[-1].removesuffix(".timeindex") for n in after] == cq_files
+        for t in range(stamps[0] - 1, stamps[-1] + 2, 7):
+            for b in ("lower", "upper"):
+                want = min(max(brute(stamps, t, b), lo), hi)
+                if b == "upper" and brute(stamps, t, "upper") < lo:
+                    want = lo
+                assert s.offset_for_time("T", 0, t, b) == want, (t, b)
+    rep = verify_store(tmp_path, cfg)
+    assert rep.ok, rep.problems
