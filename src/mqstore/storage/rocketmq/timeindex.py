@@ -126,20 +126,45 @@ def read_sidecar(path: str | os.PathLike[str]) -> tuple[TimeIndexHeader, np.ndar
 
 
 class _Sidecar:
-    """One ``.timeindex`` file and its entries in memory (times, queue offsets)."""
+    """One ``.timeindex`` file and its entries in memory (times, queue offsets; grown by doubling,
+    so a writer appending an entry per put costs O(1) amortised)."""
 
-    __slots__ = ("cq_file_offset", "header", "offsets", "path", "size", "times")
+    __slots__ = ("_q", "_t", "cq_file_offset", "header", "n", "path", "size")
 
     def __init__(self, path: Path, cq_file_offset: int, header: TimeIndexHeader, entries: np.ndarray) -> None:
         self.path = path
         self.cq_file_offset = cq_file_offset
         self.header = header
-        self.times = entries[:, 0].copy()
-        self.offsets = entries[:, 1].copy()
-        self.size = HEADER_SIZE + ENTRY_SIZE * len(entries)
+        self._t = entries[:, 0].copy()
+        self._q = entries[:, 1].copy()
+        self.n = len(entries)
+        self.size = HEADER_SIZE + ENTRY_SIZE * self.n
+
+    @property
+    def times(self) -> np.ndarray:
+        return self._t[: self.n]
+
+    @property
+    def offsets(self) -> np.ndarray:
+        return self._q[: self.n]
 
     def __len__(self) -> int:
-        return len(self.offsets)
+        return self.n
+
+    def extend(self, times: np.ndarray, offsets: np.ndarray) -> None:
+        k = len(offsets)
+        if self.n + k > len(self._t):
+            cap = max(16, 2 * len(self._t), self.n + k)
+            self._t = np.resize(self._t, cap)
+            self._q = np.resize(self._q, cap)
+        self._t[self.n : self.n + k] = times
+        self._q[self.n : self.n + k] = offsets
+        self.n += k
+        self.size += ENTRY_SIZE * k
+
+    def cut(self, keep: int) -> None:
+        self.n = keep
+        self.size = HEADER_SIZE + ENTRY_SIZE * keep
 
 
 class QueueTimeIndex:
@@ -209,8 +234,7 @@ class QueueTimeIndex:
     def _truncate(self, f: _Sidecar, keep: int) -> None:
         if keep >= len(f):
             return
-        f.times, f.offsets = f.times[:keep], f.offsets[:keep]
-        f.size = HEADER_SIZE + ENTRY_SIZE * keep
+        f.cut(keep)
         with open(f.path, "r+b") as fh:
             fh.truncate(f.size)
 
@@ -219,9 +243,7 @@ class QueueTimeIndex:
             return
         with open(f.path, "ab") as fh:
             fh.write(encode_entries(times, offsets))
-        f.times = np.concatenate([f.times, times])
-        f.offsets = np.concatenate([f.offsets, offsets])
-        f.size += ENTRY_SIZE * len(offsets)
+        f.extend(times, offsets)
 
     def _delete(self, f: _Sidecar) -> None:
         f.path.unlink(missing_ok=True)
