@@ -91,11 +91,39 @@ def run(store: MessageStore, queues: int, targets: list[int], index_of, semantic
             "pages": statistics.mean(pages), "pages_max": max(pages)}
 
 
+def write_cost(root: Path, puts: int) -> None:
+    """What keeping the sidecars costs a writer: single ``put`` with the reput thread on (the live
+    store), and ``put_batch`` of 1000 followed by a read (dispatch in the caller), off vs on."""
+    rates: dict[tuple[str, bool], list[float]] = {}
+    for rep in range(3):
+        for on in (False, True):
+            d = root / f"w{rep}{int(on)}"
+            cfg = StoreConfig(commit_log_file_size=256 << 20, enable_time_index=on, message_index_enable=False)
+            with MessageStore.open(d, cfg) as s:
+                t = time.perf_counter()
+                for i in range(puts):
+                    s.put("W", b"x" * 180, queue_id=i % 4)
+                s.flush()
+                rates.setdefault(("put, reput thread", on), []).append(puts / (time.perf_counter() - t))
+                t = time.perf_counter()
+                for _k in range(puts // 1000):
+                    s.put_batch([{"topic": "W", "body": b"x" * 180, "queue_id": i % 4} for i in range(1000)])
+                    s.max_offset("W", 0)
+                rates.setdefault(("put_batch(1000) + dispatch", on), []).append(
+                    (puts // 1000) * 1000 / (time.perf_counter() - t))
+            shutil.rmtree(d, ignore_errors=True)
+    print(f"\nwrite cost ({puts:,} messages, best of 3): {'path':28} {'off msg/s':>10} {'on msg/s':>10} {'ratio':>6}")
+    for path in ("put, reput thread", "put_batch(1000) + dispatch"):
+        off, on = max(rates[(path, False)]), max(rates[(path, True)])
+        print(f"{'':40} {path:28} {off:10,.0f} {on:10,.0f} {on / off:5.2f}x")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--messages", type=int, default=1_000_000)
     ap.add_argument("--queues", type=int, default=4)
     ap.add_argument("--lookups", type=int, default=4000)
+    ap.add_argument("--puts", type=int, default=50_000, help="messages of the write-cost runs (0: skip)")
     args = ap.parse_args()
     root = Path(tempfile.mkdtemp(prefix="r17time-bench-"))
     try:
@@ -148,6 +176,9 @@ def main() -> None:
         s16 = sum(p.stat().st_size for p in (out16 / "consumequeue_timeindex").rglob("*") if p.is_file())
         print(f"\nsidecar size: interval 2 {sidecar_bytes / 2**20:.1f} MiB, interval 16 {s16 / 2**20:.2f} MiB "
               f"(ConsumeQueue files {cq_bytes / 2**20:.1f} MiB, preallocated)")
+        shutil.rmtree(out16, ignore_errors=True)
+        if args.puts:
+            write_cost(root, args.puts)
     finally:
         shutil.rmtree(root, ignore_errors=True)
 

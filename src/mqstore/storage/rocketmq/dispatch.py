@@ -234,6 +234,8 @@ class IndexWriters:
             cq.flush(least_pages)
 
     def close(self) -> None:
+        for tix in self.time_indexes.values():
+            tix.close()
         for cq in self.consume_queues.values():
             cq.close()
         if self.index is not None:

@@ -129,7 +129,7 @@ class _Sidecar:
     """One ``.timeindex`` file and its entries in memory (times, queue offsets; grown by doubling,
     so a writer appending an entry per put costs O(1) amortised)."""
 
-    __slots__ = ("_q", "_t", "cq_file_offset", "header", "n", "path", "size")
+    __slots__ = ("_q", "_t", "cq_file_offset", "fd", "header", "n", "path", "size")
 
     def __init__(self, path: Path, cq_file_offset: int, header: TimeIndexHeader, entries: np.ndarray) -> None:
         self.path = path
@@ -139,6 +139,12 @@ class _Sidecar:
         self._q = entries[:, 1].copy()
         self.n = len(entries)
         self.size = HEADER_SIZE + ENTRY_SIZE * self.n
+        self.fd: int | None = None  # a writer's append descriptor, opened on first append
+
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
 
     @property
     def times(self) -> np.ndarray:
@@ -182,9 +188,10 @@ class QueueTimeIndex:
 
     # ------------------------------------------------------------------ load
     def load(self) -> None:
-        """Read the sidecars; an unreadable header or entries that break the file's structure are
+        """(Re)read the sidecars; an unreadable header or entries that break the file's structure are
         a :class:`CorruptIndexError` for a reader, and are dropped (rebuilt by the next sync) by a
         writer."""
+        self.close()
         self.files = []
         for p in sidecar_files(self.directory):
             base = int(p.name[: -len(SUFFIX)])
@@ -235,17 +242,21 @@ class QueueTimeIndex:
         if keep >= len(f):
             return
         f.cut(keep)
-        with open(f.path, "r+b") as fh:
-            fh.truncate(f.size)
+        f.close()
+        os.truncate(f.path, f.size)
 
     def _append(self, f: _Sidecar, times: np.ndarray, offsets: np.ndarray) -> None:
         if not len(offsets):
             return
-        with open(f.path, "ab") as fh:
-            fh.write(encode_entries(times, offsets))
+        if f.fd is None:
+            f.fd = os.open(f.path, os.O_WRONLY | os.O_APPEND)
+        data = encode_entries(times, offsets)
+        if os.write(f.fd, data) != len(data):  # pragma: no cover - a full disk
+            raise OSError(f"short write to {f.path}")
         f.extend(times, offsets)
 
     def _delete(self, f: _Sidecar) -> None:
+        f.close()
         f.path.unlink(missing_ok=True)
         self.files.remove(f)
 
@@ -315,6 +326,10 @@ class QueueTimeIndex:
             if keep:
                 break
         return cut
+
+    def close(self) -> None:
+        for f in self.files:
+            f.close()
 
     def destroy(self) -> None:
         for f in list(self.files):
