@@ -366,3 +366,16 @@ def test_retention_deletes_sidecars_with_their_consume_queue_files(tmp_path: Pat
                 assert s.offset_for_time("T", 0, t, b) == want, (t, b)
     rep = verify_store(tmp_path, cfg)
     assert rep.ok, rep.problems
+
+
+def test_geometry_detects_the_interval(tmp_path: Path) -> None:
+    from mqstore.storage.rocketmq.layout import resolve_config
+
+    s = make_store(tmp_path, list(range(100, 140)), 5)
+    s.close()
+    cfg = resolve_config(tmp_path)
+    assert cfg.enable_time_index and cfg.time_index_interval == 5
+    with MessageStore.open(tmp_path) as s2:  # geometry detected: the writer keeps interval 5
+        s2.put("T", b"late", queue_id=0)
+        s2.flush()
+    assert verify_store(tmp_path, resolve_config(tmp_path)).ok
