@@ -87,3 +87,18 @@ def test_rebuild_index_option_inspect_verify(tmp_path: Path) -> None:
     assert r.exit_code == 0 and not (store / TIMEINDEX_DIR).exists()
     r = run("rocketmq", "rebuild-index", str(store), "--time-index-interval", "0")
     assert r.exit_code == 2
+
+
+def test_report_verify_summary_groups_sidecar_problems(tmp_path: Path) -> None:
+    from mqstore.storage.rocketmq.layout import resolve_config
+    from mqstore.storage.rocketmq.report import verify_summary
+
+    store, _ = _store(tmp_path)
+    cfg = resolve_config(store)
+    summary = verify_summary(store, cfg)
+    assert summary["ok"] and any(f["file"] == f"{TIMEINDEX_DIR}/T/0" for f in summary["files"])
+    _t, _q, first = all_sidecars(store)[0]
+    first.write_bytes(first.read_bytes()[:16] + (5).to_bytes(8, "big") + first.read_bytes()[24:])
+    summary = verify_summary(store, cfg)
+    entry = next(f for f in summary["files"] if f["file"] == f"{TIMEINDEX_DIR}/T/0")
+    assert not summary["ok"] and not entry["ok"] and entry["problems"] and not summary["otherProblems"]
