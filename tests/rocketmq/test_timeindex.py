@@ -379,3 +379,46 @@ def test_geometry_detects_the_interval(tmp_path: Path) -> None:
         s2.put("T", b"late", queue_id=0)
         s2.flush()
     assert verify_store(tmp_path, resolve_config(tmp_path)).ok
+
+
+def test_broker_semantics_walks_equal_millisecond_runs(tmp_path: Path) -> None:
+    stamps = [1000] * 3 + [1001] * 200 + [1002] * 3  # one long run inside one ConsumeQueue file
+    now = [0]
+    cfg = StoreConfig(commit_log_file_size=1 << 20, background_services=False, enable_time_index=True,
+                      clock=lambda: now[0], message_index_enable=False)
+    with MessageStore.open(tmp_path, cfg) as s:
+        for i, t in enumerate(stamps):
+            now[0] = t
+            s.put("T", b"m%d" % i, queue_id=0)
+        counter = CountingTimes(s.engine.commit_log)
+        s.engine.commit_log.pickup_store_timestamp = counter
+        for b, want in (("lower", 3), ("upper", 202)):
+            counter.reset()
+            assert s.offset_for_time("T", 0, 1001, b, "broker") == want
+            assert counter.records > 50  # the broker walks the run record by record
+            counter.reset()
+            assert s.offset_for_time("T", 0, 1001, b) == want
+            assert counter.records <= 1
+
+
+def test_reader_sees_a_writers_new_entries(tmp_path: Path) -> None:
+    now = [0]
+    cfg = StoreConfig(commit_log_file_size=1 << 20, consume_queue_file_size=CQ_UNITS * 20, background_services=False,
+                      enable_time_index=True, clock=lambda: now[0], message_index_enable=False)
+    stamps = []
+    with MessageStore.open(tmp_path, cfg) as w:
+        for i in range(10):
+            now[0] = 100 + i
+            stamps.append(now[0])
+            w.put("T", b"a", queue_id=0)
+        w.flush()
+        with MessageStore.open(tmp_path, cfg, read_only=True) as r:
+            assert r.offset_for_time("T", 0, 105) == 5
+            for i in range(10, 40):
+                now[0] = 100 + i
+                stamps.append(now[0])
+                w.put("T", b"a", queue_id=0)
+            w.flush()
+            tix = r.engine.writers.time_index_for_lookup("T", 0)
+            # refreshed: units 0, 2, 4, 6 of every 7-unit file (5 full files), then 0, 2, 4
+            assert tix is not None and tix.entries == 5 * 4 + 3
