@@ -31,7 +31,7 @@ from mqstore.formats.rocketmq.timeindex import (
 )
 from mqstore.storage.rocketmq.rebuild import compare_trees, rebuild_indexes
 from mqstore.storage.rocketmq.timeindex import TIMEINDEX_DIR, all_sidecars, first_at_least
-from mqstore.storage.rocketmq.verify import verify_store
+from mqstore.storage.rocketmq.verify import verify_store, verify_store_reference
 
 LONG = st.integers(min_value=-(2**63), max_value=2**63 - 1)
 CQ_UNITS = 7  # small ConsumeQueue files: many file boundaries
@@ -279,6 +279,7 @@ def test_verify_reports_a_wrong_entry_and_lookups_stay_exact(tmp_path: Path) -> 
     path.write_bytes(bytes(data))
     rep = verify_store(tmp_path, s.engine.config)
     assert any("has time 999" in p for p in rep.problems), rep.problems
+    assert verify_store_reference(tmp_path, s.engine.config).problems == rep.problems  # the twins agree
     path.write_bytes(b"garbage!" * 3)
     rep = verify_store(tmp_path, s.engine.config)
     assert any("not a time index" in p for p in rep.problems), rep.problems

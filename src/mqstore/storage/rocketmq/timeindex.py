@@ -436,13 +436,14 @@ def inspect_sidecars(root: str | os.PathLike[str]) -> list[dict]:
     return out
 
 
-def verify_sidecars(root: Path, consume_queues: dict, store_time_at: Callable[[int], int | None],
+def verify_sidecars(root: Path, consume_queues: dict,
+                    times_at: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]],
                     min_commit_log_offset: int) -> list[str]:
     """Problems of the sidecars of a store against its ConsumeQueues and CommitLog
-    (``store_time_at(commit_log_offset)``: the store time of the record there, ``None`` when no
-    record starts there): an unreadable file, a file without its ConsumeQueue file, an entry off
-    the grid or past the written units, an entry whose time is not the message's, a grid unit
-    without its entry."""
+    (``times_at(commit_log_offsets)``: the store times of the records starting there and whether
+    one does): an unreadable file, a file without its ConsumeQueue file, an entry off the grid or
+    past the written units, an entry whose time is not the message's, a grid unit without its
+    entry, a ConsumeQueue file without its sidecar."""
     problems: list[str] = []
     for row in inspect_sidecars(root):
         if row["kind"] != KIND:
@@ -452,11 +453,9 @@ def verify_sidecars(root: Path, consume_queues: dict, store_time_at: Callable[[i
     by_queue: dict[tuple[str, int], list[Path]] = {}
     for topic, qid, p in all_sidecars(root):
         by_queue.setdefault((topic, qid), []).append(p)
-    for key in sorted(set(by_queue) | set(consume_queues)):
+    for key in sorted(by_queue):
         cq = consume_queues.get(key)
-        paths = by_queue.get(key, [])
-        if not paths:
-            continue
+        paths = by_queue[key]
         where = f"{TIMEINDEX_DIR}/{key[0]}/{key[1]}"
         files = {mf.file_from_offset: mf for mf in cq.queue.files} if cq is not None else {}
         for p in paths:
@@ -464,48 +463,53 @@ def verify_sidecars(root: Path, consume_queues: dict, store_time_at: Callable[[i
                 header, ent = read_sidecar(p)
             except (MqStoreError, OSError):
                 continue  # reported above
-            base = int(p.name[: -len(SUFFIX)])
-            mf = files.get(base)
-            if mf is None:
-                problems.append(f"{where}/{p.name}: no ConsumeQueue file {offset_name(base)}")
-                continue
-            if header.units_per_file * CQ_UNIT_SIZE != mf.file_size:
-                problems.append(f"{where}/{p.name}: written for ConsumeQueue files of {header.units_per_file} units")
-                continue
-            first_q = base // CQ_UNIT_SIZE
-            n_units = mf.wrote_position // CQ_UNIT_SIZE
-            units = np.frombuffer(mf.mm, dtype=CQ_DTYPE, count=n_units)
-            arr = np.empty(len(ent), dtype=[("store_timestamp", "i8"), ("queue_offset", "i8")])
-            arr["store_timestamp"], arr["queue_offset"] = ent[:, 0], ent[:, 1]
-            bad = check_entries(header, first_q, arr)
-            if bad is not None:
-                problems.append(f"{where}/{p.name}: {bad}")
-                continue
-            have = dict(zip(ent[:, 1].tolist(), ent[:, 0].tolist(), strict=True))
-            for q, ts in have.items():
-                rel = q - first_q
-                if rel >= n_units:
-                    problems.append(f"{where}/{p.name}: entry for queue offset {q} past the written units "
-                                    f"({first_q + n_units})")
-                    continue
-                off, size = int(units[rel]["offset"]), int(units[rel]["size"])
-                if off < min_commit_log_offset:
-                    continue  # points into a deleted CommitLog segment (retention)
-                real = store_time_at(off)
-                if real != ts:
-                    problems.append(f"{where}/{p.name}: queue offset {q} has time {ts}, its message at "
-                                    f"{off} {'is not a record' if real is None else real}")
-            for rel in grid_positions(0, n_units, header.interval).tolist():
-                off, size = int(units[rel]["offset"]), int(units[rel]["size"])
-                if off < min_commit_log_offset or size <= 0 or (off == 0 and size == INT_MAX):
-                    continue
-                if first_q + rel not in have and store_time_at(off) is not None:
-                    problems.append(f"{where}/{p.name}: no entry for queue offset {first_q + rel}")
-                    break
-            del units
-        if cq is not None:
-            covered = {int(p.name[: -len(SUFFIX)]) for p in paths}
-            for off in files:
-                if off not in covered and files[off].wrote_position >= CQ_UNIT_SIZE:
-                    problems.append(f"{where}: no time index file for ConsumeQueue file {offset_name(off)}")
+            problems.extend(_verify_one(where, p.name, header, ent, files.get(int(p.name[: -len(SUFFIX)])),
+                                        int(p.name[: -len(SUFFIX)]), times_at, min_commit_log_offset))
+        covered = {int(p.name[: -len(SUFFIX)]) for p in paths}
+        for off, mf in files.items():
+            if off not in covered and mf.wrote_position >= CQ_UNIT_SIZE:
+                problems.append(f"{where}: no time index file for ConsumeQueue file {offset_name(off)}")
     return problems
+
+
+def _verify_one(where: str, name: str, header: TimeIndexHeader, ent: np.ndarray, mf, base: int,
+                times_at: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]], cl_min: int) -> list[str]:
+    if mf is None:
+        return [f"{where}/{name}: no ConsumeQueue file {offset_name(base)}"]
+    if header.units_per_file * CQ_UNIT_SIZE != mf.file_size:
+        return [f"{where}/{name}: written for ConsumeQueue files of {header.units_per_file} units"]
+    first_q = base // CQ_UNIT_SIZE
+    n_units = mf.wrote_position // CQ_UNIT_SIZE
+    arr = np.empty(len(ent), dtype=[("store_timestamp", "i8"), ("queue_offset", "i8")])
+    arr["store_timestamp"], arr["queue_offset"] = ent[:, 0], ent[:, 1]
+    bad = check_entries(header, first_q, arr)
+    if bad is not None:
+        return [f"{where}/{name}: {bad}"]
+    out: list[str] = []
+    units = np.frombuffer(mf.mm, dtype=CQ_DTYPE, count=n_units)
+    offs_all = units["offset"].astype(np.int64)
+    sizes_all = units["size"].astype(np.int64)
+    del units
+    rel = ent[:, 1] - first_q
+    past = rel >= n_units
+    for q in ent[past, 1][:3].tolist():
+        out.append(f"{where}/{name}: entry for queue offset {q} past the written units ({first_q + n_units})")
+    rel, ts = rel[~past], ent[~past, 0]
+    offs = offs_all[rel]
+    live = offs >= cl_min  # an entry of a unit into a deleted CommitLog segment is not checked (retention)
+    real, found = times_at(offs[live])
+    wrong = ~found | (real != ts[live])
+    for i in np.flatnonzero(wrong)[:3].tolist():
+        q = int(rel[live][i]) + first_q
+        what = int(real[i]) if found[i] else "is not a record"
+        out.append(f"{where}/{name}: queue offset {q} has time {int(ts[live][i])}, its message at "
+                   f"{int(offs[live][i])} {what}")
+    grid = grid_positions(0, n_units, header.interval)
+    g_off, g_size = offs_all[grid], sizes_all[grid]
+    wanted = (g_off >= cl_min) & (g_size > 0) & ~((g_off == 0) & (g_size == INT_MAX))
+    _t, exists = times_at(g_off)
+    wanted &= exists
+    missing = wanted & ~np.isin(grid + first_q, ent[:, 1])
+    if missing.any():
+        out.append(f"{where}/{name}: no entry for queue offset {int(grid[np.argmax(missing)]) + first_q}")
+    return out
