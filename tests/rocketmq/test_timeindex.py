@@ -122,10 +122,12 @@ STAMPS = st.lists(st.integers(0, 6), min_size=0, max_size=60).map(
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(stamps=STAMPS, interval=st.sampled_from([1, 2, 3, 5, 8]), data=st.data())
-def test_exact_lookup_equals_brute_force(tmp_path_factory, stamps: list[int], interval: int, data) -> None:
+@given(stamps=STAMPS, interval=st.sampled_from([1, 2, 3, 5, 8]), queues=st.integers(1, 3), data=st.data())
+def test_exact_lookup_equals_brute_force(tmp_path_factory, stamps: list[int], interval: int, queues: int,
+                                         data) -> None:
     path = tmp_path_factory.mktemp("tix")
-    s = make_store(path, stamps, interval)
+    s = make_store(path, stamps, interval, queues=queues)  # queues interleaved in the CommitLog
+    stamps = stamps[::queues]  # queue 0's messages
     try:
         s.flush()
         counter = CountingTimes(s.engine.commit_log)
