@@ -113,8 +113,12 @@ def inspect(store: Path, as_json: bool) -> None:
         }
     from mqstore.cli.rocketmq_bcq import inspect_section, print_inspect_section
     from mqstore.cli.rocketmq_timer import print_timer_info, timer_info
+    from mqstore.storage.rocketmq.timeindex import inspect_sidecars
 
     info["timer"] = timer_info(store)  # None without timer files; problems listed, not raised
+    tix = inspect_sidecars(store)
+    if tix:
+        info["timeIndex"] = tix
     batch = inspect_section(store)
     if batch is not None:
         info["batchConsumeQueue"] = batch
@@ -144,6 +148,11 @@ def inspect(store: Path, as_json: bool) -> None:
     print_table("checkpoint", list(info["checkpoint"]), [tuple(info["checkpoint"].values())])
     if info["timer"] is not None:
         print_timer_info(info["timer"])
+    if tix:
+        print_table("time index (consumequeue_timeindex/)", ["file", "kind", "topic", "queueId", "interval", "entries",
+                                                             "firstTimestamp", "lastTimestamp", "error"],
+                    [(f["file"], f["kind"], f["topic"], f["queueId"], f["interval"], f["entries"], f["firstTimestamp"],
+                      f["lastTimestamp"], f["error"]) for f in tix])
     if batch is not None:
         print_inspect_section(batch)
 
@@ -277,16 +286,21 @@ def query_key(store: Path, topic: str, key: str, begin: int | None, end: int | N
 @click.option("--topic", required=True)
 @click.option("--queue", "queue_id", type=click.IntRange(min=0), required=True)
 @click.option("--timestamp", type=int, required=True, help="Store time (ms).")
-@click.option("--boundary", type=click.Choice(["lower", "upper"]), default="lower", show_default=True)
+@click.option("--boundary", type=click.Choice(["lower", "upper"]), default="lower", show_default=True,
+              help="lower: first message stored at or after the time; upper: last one stored at or before it.")
+@click.option("--semantics", type=click.Choice(["exact", "broker"]), default="exact", show_default=True,
+              help="exact: the true boundary (sparse time index when present); broker: what "
+                   "getOffsetInQueueByTime returns, its quirks included.")
 @json_option
 @handle_errors
-def query_time(store: Path, topic: str, queue_id: int, timestamp: int, boundary: str, as_json: bool) -> None:
+def query_time(store: Path, topic: str, queue_id: int, timestamp: int, boundary: str, as_json: bool,
+               semantics: str = "exact") -> None:
     """The queue offset for a store time (ConsumeQueue time search)."""
     with _open(store) as s:
-        off = s.offset_for_time(topic, queue_id, timestamp, boundary)
+        off = s.offset_for_time(topic, queue_id, timestamp, boundary, semantics)
         if as_json:
             click.echo(to_json({"topic": topic, "queueId": queue_id, "timestamp": timestamp, "boundary": boundary,
-                                "queueOffset": off}))
+                                "semantics": semantics, "queueOffset": off}))
         else:
             click.echo(off)
 
@@ -331,11 +345,15 @@ def verify(store: Path, as_json: bool) -> None:
                    "scan keeps busy, at least 1, at most 4; 1 = sequential).")
 @click.option("--bcq-file-size", type=click.IntRange(min=46), default=None,
               help="BatchConsumeQueue file size (default: the store's, else 300000 units).")
+@click.option("--time-index/--no-time-index", "time_index", default=None,
+              help="Also write the sparse time index (consumequeue_timeindex/; default: when the store has one).")
+@click.option("--time-index-interval", type=click.IntRange(min=1, max=1 << 20), default=None,
+              help="Units between two time index entries (default 2: a time lookup reads at most one record).")
 @json_option
 @handle_errors
 def rebuild_index(store: Path, out: Path | None, commitlog_file_size: int | None, slots: int | None,
                   items: int | None, cq_file_size: int | None, threads: int | None, bcq_file_size: int | None,
-                  as_json: bool) -> None:
+                  as_json: bool, time_index: bool | None = None, time_index_interval: int | None = None) -> None:
     """Regenerate consumequeue/, index/ and (for queue.type=BatchCQ topics) batchconsumequeue/
     from the CommitLog alone."""
     import time
@@ -344,10 +362,14 @@ def rebuild_index(store: Path, out: Path | None, commitlog_file_size: int | None
     from mqstore.storage.rocketmq.rebuild import rebuild_indexes
 
     cfg = _config(store, commitlog_file_size, slots, items, cq_file_size)
+    if time_index_interval is not None:
+        cfg.time_index_interval = time_index_interval
+        if time_index is None:
+            time_index = True
     t0 = time.perf_counter()
     # (an in-place rebuild takes the store's writer lock itself)
     with progress("rebuilding") as prog:
-        stats = rebuild_indexes(store, out, config=cfg, progress=prog, threads=threads)
+        stats = rebuild_indexes(store, out, config=cfg, progress=prog, threads=threads, time_index=time_index)
     bcq_queues, bcq_units, bcq_problems = rebuild_store_batch_queues(store, cfg, out, bcq_file_size)
     dt = time.perf_counter() - t0
     result = {"messages": stats.messages, "keys": stats.keys, "consumeQueues": stats.consume_queues,

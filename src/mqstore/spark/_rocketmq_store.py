@@ -91,13 +91,24 @@ class StoreView:
         return {k: (cq.min_offset_in_queue, cq.max_offset_in_queue) for k, cq in self.cqs.items()}
 
     def offset_for_time(self, topic: str, queue_id: int, timestamp: int) -> int:
-        """First queue offset whose message was stored at or after ``timestamp`` (the broker's
-        LOWER-boundary ConsumeQueue search; the max offset when every message is older)."""
+        """First queue offset whose message was stored at or after ``timestamp`` (the max offset
+        when every message is older): exact, through the queue's sparse time index sidecars when
+        the store has them (at most one CommitLog record read with the default interval), else a
+        binary search over the ConsumeQueue."""
+        from mqstore.errors import CorruptIndexError
+        from mqstore.storage.rocketmq.timeindex import QueueTimeIndex, cq_offset_for_time, exists, queue_dir
+
         cq = self.cqs.get((topic, queue_id))
         if cq is None or self.commit_log is None:
             return 0
-        cl = self.commit_log
-        return cq.offset_in_queue_by_time(int(timestamp), BOUNDARY_LOWER, cl.pickup_store_timestamp, cl.min_offset)
+        tix: QueueTimeIndex | None = None
+        if exists(self.path):
+            tix = QueueTimeIndex(queue_dir(self.path, topic, queue_id), cq.file_size, read_only=True)
+            try:
+                tix.load()
+            except (CorruptIndexError, OSError):
+                tix = None  # unreadable sidecar: the ConsumeQueue search gives the same answer
+        return cq_offset_for_time(cq, tix, int(timestamp), BOUNDARY_LOWER, self.commit_log.pickup_store_timestamp)
 
     def physical_range(self, bounds: dict[tuple[str, int], tuple[int, int]]) -> tuple[int, int] | None:
         """``[first record, end of last record)`` in the CommitLog spanned by the queue-offset

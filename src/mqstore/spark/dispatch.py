@@ -368,13 +368,15 @@ def apply_dispatch(store: str | os.PathLike[str], batches: Sequence[DispatchBatc
     stats = ApplyStats()
     with StoreLock(root, DISPATCH_LOCK_FILE):
         index = IndexService(root / "index", config.hash_slot_num, config.index_num) if config.message_index_enable else None
-        writers = IndexWriters(root, config.mapped_file_size_consume_queue, index)
+        writers = IndexWriters(root, config.mapped_file_size_consume_queue, index,
+                               time_index_interval=config.time_index_interval if config.enable_time_index else 0)
         full_end_ts: list[int] = []
         checkpoint = StoreCheckpoint(root / "checkpoint")
         try:
             writers.load_consume_queues()
             for cq in writers.consume_queues.values():
                 cq.recover()
+            writers.sync_time_indexes()  # time index sidecars (when kept) follow the recovered queues
             if index is not None:
                 index.load(True, checkpoint.values.index_msg_timestamp)
                 index.on_file_full = full_end_ts.append

@@ -41,6 +41,11 @@ class StoreConfig:
     enable_consume_queue_ext: bool = False
     mapped_file_size_consume_queue_ext: int = 48 * 1024 * 1024
     bit_map_length_consume_queue_ext: int = 64
+    # mqstore's sparse time index (not a broker setting): consumequeue_timeindex/ sidecars with the
+    # store time of every time_index_interval-th ConsumeQueue unit; kept whenever the directory
+    # exists.  2: an exact time lookup reads at most one CommitLog record (docs/formats/rocketmq-timeindex.md)
+    enable_time_index: bool = False
+    time_index_interval: int = 2
     # storePathCommitLog: None = STORE/commitlog; else one directory or a comma-separated list
     # (the broker's MultiPathMappedFileQueue: segments spread round-robin over the sorted paths)
     store_path_commit_log: str | None = None
@@ -89,6 +94,9 @@ class StoreConfig:
         if self.mapped_file_size_consume_queue_ext < 24:
             raise InvalidArgumentError("mapped_file_size_consume_queue_ext must be at least 24 bytes, "
                                        f"not {self.mapped_file_size_consume_queue_ext}")
+        from mqstore.formats.rocketmq.timeindex import check_interval
+
+        check_interval(self.time_index_interval)
         for name in ("store_path_commit_log", "read_only_commit_log_store_paths"):
             value = getattr(self, name)
             if value is not None and not isinstance(value, str):

@@ -7,6 +7,8 @@ geometry detection, used by the store, the CLI, the rebuilds and the Spark layer
     <root>/consumequeue/<topic>/<queueId>/<20-digit offset>  ConsumeQueue files (all one size)
     <root>/consumequeue_ext/<topic>/<queueId>/<20-digit offset>  ConsumeQueueExt files (all one size)
     <root>/index/<yyyyMMddHHmmssSSS>                    IndexFiles (all one geometry)
+    <root>/consumequeue_timeindex/<topic>/<queueId>/<20-digit offset>.timeindex  mqstore's sparse
+                                                        time index (storage/rocketmq/timeindex.py)
     <root>/checkpoint, <root>/abort, <root>/lock
 
 The CommitLog may live elsewhere (``storePathCommitLog``: one directory or a comma-separated
@@ -307,7 +309,26 @@ def detect_geometry(root: str | os.PathLike[str], store_path_commit_log: str | N
     ix = detect_index_geometry(index_files(root))
     if ix is not None:
         out["hash_slot_num"], out["index_num"] = ix
+    interval = detect_time_index_interval(root)
+    if interval is not None:
+        out["enable_time_index"] = True
+        out["time_index_interval"] = interval
     return out
+
+
+def detect_time_index_interval(root: str | os.PathLike[str]) -> int | None:
+    """The interval of the newest readable time index sidecar (``None`` without sidecars)."""
+    from mqstore.errors import MqStoreError
+    from mqstore.formats.rocketmq.timeindex import HEADER_SIZE, TimeIndexHeader
+    from mqstore.storage.rocketmq.timeindex import all_sidecars
+
+    for _t, _q, p in reversed(all_sidecars(root)):
+        try:
+            with open(p, "rb") as fh:
+                return TimeIndexHeader.decode(fh.read(HEADER_SIZE)).interval
+        except (MqStoreError, OSError):
+            continue
+    return None
 
 
 def resolve_config(root: str | os.PathLike[str], config: StoreConfig | Mapping[str, Any] | None = None,

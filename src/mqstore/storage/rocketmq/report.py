@@ -400,6 +400,13 @@ def verify_summary(root: str | Path, config: StoreConfig | None = None, *,
         for p in sorted((root / "index").iterdir()):
             if p.is_file() and p.name.isdigit():
                 files[f"index/{p.name}"] = []
+    from mqstore.storage.rocketmq.timeindex import TIMEINDEX_DIR
+
+    tix_base = root / TIMEINDEX_DIR  # the sidecars of a queue: one entry, like its ConsumeQueue
+    if tix_base.is_dir():
+        for p in sorted(tix_base.glob("*/*")):
+            if p.is_dir():
+                files[f"{TIMEINDEX_DIR}/{p.parent.name}/{p.name}"] = []
     other: list[str] = []
     for text in rep.problems:
         head = text.split(":", 1)[0]
@@ -411,6 +418,8 @@ def verify_summary(root: str | Path, config: StoreConfig | None = None, *,
                 other.append(text)
         elif head in files:
             files[head].append(text)
+        elif head.startswith(TIMEINDEX_DIR + "/") and head.rsplit("/", 1)[0] in files:
+            files[head.rsplit("/", 1)[0]].append(text)
         else:
             other.append(text)
     return {"ok": rep.ok, "messages": rep.messages, "cqUnits": rep.cq_units, "indexItems": rep.index_items,

@@ -170,7 +170,10 @@ class RocketMQStore:
             self.writers = IndexWriters(self.root, self.config.mapped_file_size_consume_queue,
                                         self.index if self.config.message_index_enable else None, read_only=read_only,
                                         ext_enabled=self.config.enable_consume_queue_ext,
-                                        ext_file_size=self.config.mapped_file_size_consume_queue_ext)
+                                        ext_file_size=self.config.mapped_file_size_consume_queue_ext,
+                                        time_index_interval=self.config.time_index_interval
+                                        if self.config.enable_time_index else 0,
+                                        store_time=self.commit_log.pickup_store_timestamp)
             self.recovery = self._load_and_recover()
             self.reput_from_offset = self.commit_log.max_offset
             if not read_only and self.config.background_services:
@@ -245,6 +248,11 @@ class RocketMQStore:
             index_from = self.index.load(normal, cp.index_msg_timestamp, commit_log_end=end if not self.read_only else None)
         for cq in self.consume_queues.values():
             cq.correct_min_offset(self.commit_log.min_offset)
+        if not self.read_only and cfg.dispatch_enabled:
+            # the sidecars follow the recovered ConsumeQueues (cut, deleted, completed)
+            if not normal:
+                self.writers.check_time_index_tails()
+            self.writers.sync_time_indexes()
         redispatch = None
         tail = NextQueueOffsets()
         if not self.read_only and self.commit_log.queue.files:
@@ -651,6 +659,7 @@ class RocketMQStore:
                 min_off = self.commit_log.min_offset
                 for cq in self.consume_queues.values():
                     cq.delete_expired(min_off)
+                self.writers.sync_time_indexes()
                 self.index.delete_expired(min_off)
                 self.reput_from_offset = max(self.reput_from_offset, min_off)
         return n

@@ -96,6 +96,14 @@ def verify_store(root: str | Path, config=None, *, max_problems: int = 1000,
         for (topic, qid), cq in sorted(store.consume_queues.items()):
             for mf in cq.queue.files:
                 _check_cq_file(mf, topic, qid, cq, recs, cl.min_offset, end, rep, problem)
+        from mqstore.storage.rocketmq.timeindex import verify_sidecars
+
+        def times_at(offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            i, ok = recs.find(np.asarray(offsets, np.int64))
+            return recs.store_ts[i], ok
+
+        for text in verify_sidecars(Path(root), store.consume_queues, times_at, cl.min_offset):
+            problem(text)
         for f in store.index.files:
             _check_index_file(f, recs, cl.min_offset, rep, problem)
         for text in store.index.verify_chains():
@@ -306,6 +314,15 @@ def verify_store_reference(root: str | Path, config=None, *, max_problems: int =
                         problem(f"{where} (tags code {tag}) points at offset "
                                 f"{off}, a record of {t}/{q} queue offset {o} tags code {tc}")
                 del units
+        from mqstore.storage.rocketmq.timeindex import verify_sidecars
+
+        def times_at_ref(offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            got = [fields_of.get(int(o)) for o in offsets.tolist()]
+            return (np.array([-1 if g is None else g[4] for g in got], np.int64),
+                    np.array([g is not None for g in got], bool))
+
+        for text in verify_sidecars(Path(root), store.consume_queues, times_at_ref, cl.min_offset):
+            problem(text)
         for f in store.index.files:
             h = f.header
             buf = f.buffer
