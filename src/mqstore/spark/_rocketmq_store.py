@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from itertools import pairwise
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -25,14 +26,17 @@ from mqstore.kernels.rocketmq.framing import record_positions
 from mqstore.kernels.rocketmq.scan import STOP_BLANK, STOP_INVALID
 from mqstore.spark._rocketmq_read import close_map, open_segment
 from mqstore.storage.rocketmq.commitlog import CommitLog
+from mqstore.storage.rocketmq.config import STORE_TYPE_ROCKSDB
 from mqstore.storage.rocketmq.consumequeue import BOUNDARY_LOWER, ConsumeQueue
 from mqstore.storage.rocketmq.layout import (
     SegmentFile,
     commitlog_dir,
     commitlog_segments,
     consume_queue_dirs,
+    consumequeue_dir,
     detect_cq_file_size,
     segment_files,
+    store_type_of,
 )
 
 Segment = SegmentFile
@@ -66,6 +70,7 @@ class StoreView:
         self.file_size = self.segments[0].size if self.segments else 0
         self.commit_log: CommitLog | None = None
         self.cqs: dict[tuple[str, int], ConsumeQueue] = {}
+        self.rocksdb: Any = None
         if with_queues:
             self._open_queues()
 
@@ -75,6 +80,15 @@ class StoreView:
             self.commit_log = CommitLog(Path(dirs[0]), self.file_size, read_only=True, paths=dirs)
             self.commit_log.load()
         min_phy = self.segments[0].base if self.segments else 0
+        if store_type_of(self.path) == STORE_TYPE_ROCKSDB:  # the RocksDB ConsumeQueue (read-only)
+            from mqstore.storage.rocketmq.rocksdb_cq import RocksDBConsumeQueueStore
+
+            self.rocksdb = RocksDBConsumeQueueStore(consumequeue_dir(self.path))
+            for key, rq in self.rocksdb.queues().items():
+                rq.recover()
+                rq.correct_min_offset(min_phy)
+                self.cqs[key] = rq  # type: ignore[assignment]
+            return
         cq_size = detect_cq_file_size(self.path)
         for topic, qid, qdir in consume_queue_dirs(self.path):
             if cq_size is None or not any(p.stat().st_size for p in segment_files(qdir)):
@@ -120,6 +134,9 @@ class StoreView:
         for cq in self.cqs.values():
             cq.close()
         self.cqs = {}
+        if self.rocksdb is not None:
+            self.rocksdb.close()
+            self.rocksdb = None
         if self.commit_log is not None:
             self.commit_log.close()
             self.commit_log = None

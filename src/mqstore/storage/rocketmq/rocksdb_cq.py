@@ -191,6 +191,15 @@ class RocksDBConsumeQueueStore:
         """A reader per queue the ``offset`` family knows."""
         return {key: RocksDBConsumeQueue(self, key[0], key[1], offs) for key, offs in sorted(self.offsets.items())}
 
+    def describe(self) -> dict[str, Any]:
+        """What ``inspect`` shows: the database files, column families, queues and ranges."""
+        files = sorted((p.name, p.stat().st_size) for p in self.directory.iterdir() if p.is_file())
+        return {"directory": str(self.directory), "columnFamilies": list(self.rdb.column_families),
+                "files": [{"name": n, "size": size} for n, size in files],
+                "queues": len(self.offsets), "dispatchedPhyOffset": self.dispatched_phy_offset,
+                "minEntries": sum(1 for q in self.offsets.values() if q.min is not None),
+                "badOffsetEntries": self.bad_offset_keys}
+
     def iter_units(self) -> Iterator[tuple[bytes, bytes]]:
         """Every entry of the ``default`` family, in key order (raw, for ``verify``)."""
         return self.rdb.items(self.units_cf)
@@ -331,7 +340,13 @@ class RocksDBConsumeQueue:
         """The broker's RocksDB ``getOffsetInQueueByTime``: a binary search over the queue's units
         on the store time each value carries (``store_time`` is not needed: it is the file
         queue's CommitLog lookup).  LOWER: the first unit stored at or after ``timestamp``,
-        UPPER: the last one stored at or before it."""
+        UPPER: the last one stored at or before it.  The result is kept within
+        ``[min offset, max offset]`` as the file queue's is (the broker's RocksDB search returns 0
+        for UPPER when every live unit is newer, below a queue whose head was deleted)."""
+        got = self._offset_by_time(timestamp, boundary, min_phy_offset)
+        return max(self.min_offset_in_queue, min(got, self.max_offset_in_queue))
+
+    def _offset_by_time(self, timestamp: int, boundary: str, min_phy_offset: int) -> int:
         if self.offsets.max is None:
             return 0
         lower = boundary == BOUNDARY_LOWER

@@ -66,7 +66,9 @@ def verify_store(root: str | Path, config=None, *, max_problems: int = 1000,
         all_starts = np.concatenate(starts) if starts else np.empty(0, np.int64)
         all_sizes = np.concatenate(sizes) if sizes else np.empty(0, np.int32)
         size_of = dict(zip(all_starts.tolist(), all_sizes.tolist(), strict=True))
-        for (topic, qid), cq in sorted(store.consume_queues.items()):
+        if store.rocksdb_cq is not None:
+            _verify_rocksdb(store.rocksdb_cq, rep, problem, fields_of, size_of, cl.min_offset, end)
+        for (topic, qid), cq in sorted(store.consume_queues.items() if store.rocksdb_cq is None else ()):
             for mf in cq.queue.files:
                 n = mf.wrote_position // CQ_UNIT_SIZE
                 units = np.frombuffer(mf.mm, dtype=CQ_DTYPE, count=n)
@@ -141,3 +143,74 @@ def verify_store(root: str | Path, config=None, *, max_problems: int = 1000,
     finally:
         store.close()
     return rep
+
+
+def _verify_rocksdb(db, rep: VerifyReport, problem: Callable[[str], None],
+                    fields_of: dict[int, tuple[str, int, int, int, int]], size_of: dict[int, int],
+                    min_offset: int, end: int) -> None:
+    """The RocksDB ConsumeQueue against the CommitLog: every ``default`` entry decodes and points at
+    the record of its topic/queue/offset (size, tags code, store time), every queue's ``max``
+    entry names its last unit, the units between the queue's min and max are all there, and the
+    dispatch checkpoint is not past the CommitLog's end."""
+    from mqstore.formats.rocketmq.rocksdb_cq import decode_cq_key, decode_cq_value
+
+    where = "consumequeue (RocksDB)"
+    for text in db.bad_offset_keys:
+        problem(f"{where} offset family: {text}")
+    seen: dict[tuple[str, int], int] = {}
+    first: dict[tuple[str, int], int] = {}
+    last: dict[tuple[str, int], tuple[int, int]] = {}
+    for key, value in db.iter_units():
+        rep.cq_units += 1
+        try:
+            topic, qid, qoff = decode_cq_key(key)
+            u = decode_cq_value(value)
+        except MqStoreError as exc:
+            problem(f"{where}: entry {bytes(key)[:48].hex()}: {exc.message}")
+            continue
+        k = (topic, qid)
+        if u.commit_log_offset < min_offset:
+            continue  # points into a deleted segment (the compaction filter drops these later)
+        mx = db.offsets[k].max if k in db.offsets else None
+        if mx is None or qoff <= mx.queue_offset:
+            seen[k] = seen.get(k, 0) + 1
+            first[k] = min(first.get(k, qoff), qoff)
+        if k not in last or qoff > last[k][0]:
+            last[k] = (qoff, u.commit_log_offset)
+        at = f"{where} {topic}/{qid}: unit {qoff}"
+        if size_of.get(u.commit_log_offset) != u.size:
+            problem(f"{at} points at offset {u.commit_log_offset} size {u.size}, which is not a record of the "
+                    f"CommitLog (valid end {end})")
+            continue
+        t, q, o, tc, ts = fields_of[u.commit_log_offset]
+        if (t, q, o, tc, ts) != (topic, qid, qoff, u.tags_code, u.store_timestamp):
+            problem(f"{at} (tags code {u.tags_code}, store time {u.store_timestamp}) points at offset "
+                    f"{u.commit_log_offset}, a record of {t}/{q} queue offset {o} tags code {tc} store time {ts}")
+    for (topic, qid), cq in sorted(db.queues().items()):
+        m = cq.offsets.max
+        at = f"{where} {topic}/{qid}"
+        if m is None:
+            problem(f"{at}: a min entry but no max entry in the offset family")
+            continue
+        cq.correct_min_offset(min_offset)
+        unit = cq.get_unit(m.queue_offset)
+        if unit is None:
+            problem(f"{at}: the max entry names queue offset {m.queue_offset}, which has no unit")
+        elif unit.commit_log_offset != m.commit_log_offset:
+            problem(f"{at}: the max entry says offset {m.queue_offset} is at CommitLog offset "
+                    f"{m.commit_log_offset}, its unit says {unit.commit_log_offset}")
+        lo = first.get((topic, qid), cq.min_offset_in_queue)
+        live = max(0, m.queue_offset + 1 - lo)
+        got = seen.get((topic, qid), 0)
+        if got < live:
+            problem(f"{at}: {live - got} of the units between its first live unit {lo} and its max entry's "
+                    f"offset {m.queue_offset} are missing (the queue's min offset reads as "
+                    f"{cq.min_offset_in_queue})")
+        if last.get((topic, qid), (-1, 0))[0] > m.queue_offset:
+            problem(f"{at}: units past the max entry's queue offset {m.queue_offset} (up to "
+                    f"{last[(topic, qid)][0]}): the offset family is behind")
+    for k in sorted(set(last) - set(db.offsets)):
+        problem(f"{where} {k[0]}/{k[1]}: units but no max entry in the offset family")
+    if db.dispatched_phy_offset > end:
+        problem(f"{where}: the dispatch checkpoint ({db.dispatched_phy_offset}) is past the CommitLog's valid "
+                f"end {end}")
