@@ -399,8 +399,9 @@ def rebuild_index(store: Path, out: Path | None, commitlog_file_size: int | None
 @json_option
 @handle_errors
 def consumers(store: Path, group_name: str | None, as_json: bool) -> None:
-    """Consumer groups with their committed offsets (config/consumerOffset.json) and the lag
-    against each ConsumeQueue's max offset: mqadmin consumerProgress, offline."""
+    """Consumer groups with their committed offsets (config/consumerOffset.json, or the RocksDB
+    config stores config/rdb/ and config/consumerOffsets/ of 5.x) and the lag against each
+    ConsumeQueue's max offset (file or RocksDB ConsumeQueue): mqadmin consumerProgress, offline."""
     from mqstore.storage.rocketmq import config_files
 
     offsets = config_files.consumer_offsets(store)  # a bad file fails before the store is opened
@@ -419,7 +420,7 @@ def consumers(store: Path, group_name: str | None, as_json: bool) -> None:
                          "consumerOffset": r.consumer_offset, "minOffset": r.min_offset, "diff": r.diff} for r in rows)
         return
     if not rows:
-        click.echo("no committed consumer offsets (config/consumerOffset.json)")
+        click.echo("no committed consumer offsets (config/consumerOffset.json, config/rdb/, config/consumerOffsets/)")
         return
     groups: dict[str, list] = {}
     for r in rows:
