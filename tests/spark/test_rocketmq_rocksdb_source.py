@@ -48,3 +48,18 @@ def test_source_reads_a_rocksdb_consumequeue_store(spark, tmp_path: Path) -> Non
             got[root] = rows_of(reader.load(str(root)))
         assert got[files] == got[rocks] and got[rocks], options
     assert tree_digest(rocks) == before
+
+
+def test_spark_rebuild_and_dispatch_refuse_a_rocksdb_store(spark, tmp_path: Path) -> None:
+    from mqstore.errors import RocksDBError
+    from mqstore.spark.dispatch import store_config_for
+    from mqstore.spark.rebuild import rebuild_rocketmq
+
+    rocks = make_store(tmp_path / "broker-a", 30)
+    write_rocksdb_consumequeue(rocks)
+    before = tree_digest(rocks)
+    with pytest.raises(RocksDBError, match="rebuild-index --to file-cq"):
+        rebuild_rocketmq(spark, rocks, rocks)
+    with pytest.raises(RocksDBError, match="file ConsumeQueues only"):
+        store_config_for(rocks)
+    assert tree_digest(rocks) == before
