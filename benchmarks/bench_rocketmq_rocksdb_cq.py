@@ -25,6 +25,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from mqstore.api.rocketmq import MessageStore
+from mqstore.storage.rocketmq.layout import resolve_config
 from mqstore.storage.rocketmq.verify import verify_store
 from rocketmq.rocksdb_support import write_rocksdb_consumequeue
 
@@ -83,7 +84,7 @@ def measure(root: Path, queues: int, seed: int) -> dict[str, float]:
         out["2000 time searches"] = timed(times)
     finally:
         s.close()
-    out["verify"] = timed(lambda: verify_store(root))
+    out["verify"] = timed(lambda: verify_store(root, resolve_config(root)))
     return out
 
 

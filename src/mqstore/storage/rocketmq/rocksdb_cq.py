@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import struct
 import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -37,7 +38,6 @@ from mqstore.formats.rocketmq.rocksdb_cq import (
     UNIT_DTYPE,
     OffsetValue,
     decode_checkpoint_value,
-    decode_cq_key,
     decode_cq_value,
     decode_cq_values,
     decode_offset_key,
@@ -46,6 +46,9 @@ from mqstore.formats.rocketmq.rocksdb_cq import (
     queue_prefix,
 )
 
+_OFFSET = struct.Struct(">q")
+#: keys per multi-get of a range read
+_MULTI_GET = 1024
 BOUNDARY_LOWER = "lower"
 BOUNDARY_UPPER = "upper"
 StoreTimeLookup = Callable[[int, int], int]
@@ -107,6 +110,14 @@ class ReadOnlyRocksDB:
             return family.get(key)
         except Exception as exc:
             raise RocksDBError(f"{self.path}: reading a key failed: {_text(exc)}", path=str(self.path)) from exc
+
+    def multi_get(self, family: Any, keys: list[bytes]) -> list[bytes | None]:
+        if not keys:
+            return []
+        try:
+            return list(family.get(keys))
+        except Exception as exc:
+            raise RocksDBError(f"{self.path}: reading keys failed: {_text(exc)}", path=str(self.path)) from exc
 
     def items(self, family: Any, start: bytes | None = None) -> Iterator[tuple[bytes, bytes]]:
         """Entries in key order from ``start`` (or the first)."""
@@ -303,18 +314,15 @@ class RocksDBConsumeQueue:
         if q >= end:
             return np.empty(0, dtype=UNIT_DTYPE)
         values: list[bytes] = []
-        expect = q
-        for key, value in self.store.rdb.items(self.store.units_cf, encode_cq_key(self.topic, self.queue_id, q)):
-            if expect >= end or not key.startswith(self._prefix):
+        pack = _OFFSET.pack
+        while q < end:  # multi-gets of consecutive keys, as the broker's range query
+            n = min(end - q, _MULTI_GET)
+            got = self.store.rdb.multi_get(self.store.units_cf, [self._prefix + pack(o) for o in range(q, q + n)])
+            stop = next((i for i, v in enumerate(got) if v is None), None)
+            values.extend(got if stop is None else got[:stop])
+            if stop is not None:
                 break
-            try:
-                _t, _q, qoff = decode_cq_key(key)
-            except CorruptDataError:
-                break
-            if qoff != expect:
-                break
-            values.append(value)
-            expect += 1
+            q += n
         try:
             return decode_cq_values(values)
         except CorruptDataError as exc:
