@@ -329,3 +329,16 @@ def test_garbage_config_store_is_one_error(stores, tmp_path):
     assert r.exit_code == 2 and r.output.startswith("error:") and len(r.output.strip().splitlines()) == 1
     info = json.loads(run("rocketmq", "inspect", root, "--json").output)
     assert next(c for c in info["config"] if c["name"] == "consumerOffsets/")["error"]
+
+
+def test_every_rocketmq_command_takes_the_store_type(stores):
+    from .test_commitlog_paths import _leaf_commands
+
+    leaves = _leaf_commands(cli.commands["rocketmq"])
+    missing = [n for n, c in leaves.items() if {"commitlog"} <= {p.name for p in c.params}
+               and "store_type" not in {p.name for p in c.params}]
+    assert missing == []
+    files, _ = stores
+    # a RocksDB store asked for where there is none: one error naming the directory
+    r = run("rocketmq", "inspect", files, "--store-type", "defaultRocksDB")
+    assert r.exit_code == 2 and r.output.startswith("error:") and "no CURRENT file" in r.output
