@@ -206,6 +206,9 @@ def test_rebuild_to_file_cq_migrates_back(stores, tmp_path):
     assert diff and all(d == f"only in {inplace}: consumequeue/{d.rsplit('/', 1)[1]}" and d.rsplit("/", 1)[1] in db_files
                         for d in diff), diff
     assert store_type_of(inplace) == STORE_TYPE_FILE
+    info = json.loads(run("rocketmq", "inspect", inplace, "--json").output)
+    assert "CURRENT" in info["rocksdbConsumeQueueNotRead"] and info["rocksdbConsumeQueue"] is None
+    assert "also holds a RocksDB database" in run("rocketmq", "inspect", inplace).output
     assert verify_store(inplace, StoreConfig(commit_log_file_size=1 << 15)).ok
     with MessageStore.open(inplace, read_only=True, config={"store_type": "defaultRocksDB"}) as s:
         assert s.engine.store_type == STORE_TYPE_ROCKSDB and s.topics()  # the old database, on request

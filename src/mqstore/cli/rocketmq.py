@@ -65,6 +65,11 @@ def inspect(store: Path, as_json: bool) -> None:
         cfg = eng.config
         cl_dirs, cl_ro = commit_log_dirs(store, cfg.store_path_commit_log, cfg.read_only_commit_log_store_paths)
         rocks = eng.rocksdb_cq.describe() if eng.rocksdb_cq is not None else None
+        from mqstore.storage.rocketmq.layout import consumequeue_dir, is_rocksdb_dir
+
+        # a database beside the queue directories (a combined store, or one migrated back): named, not read
+        unread_db = (sorted(p.name for p in consumequeue_dir(store).iterdir() if p.is_file())
+                     if rocks is None and is_rocksdb_dir(consumequeue_dir(store)) else None)
         queues = [{"topic": t, "queueId": q, "minOffset": cq.min_offset_in_queue, "maxOffset": cq.max_offset_in_queue,
                    "messages": cq.max_offset_in_queue - cq.min_offset_in_queue,
                    "files": len(cq.queue.files) if rocks is None else 0,
@@ -98,6 +103,7 @@ def inspect(store: Path, as_json: bool) -> None:
                           "minOffset": cl.min_offset, "maxOffset": cl.max_offset},
             "storeType": eng.store_type,
             "rocksdbConsumeQueue": rocks,
+            "rocksdbConsumeQueueNotRead": unread_db,
             "consumeQueueExt": {"enabled": cfg.enable_consume_queue_ext,
                                 "fileSize": cfg.mapped_file_size_consume_queue_ext,
                                 "queues": sum(1 for q in queues if q["extFiles"])},
@@ -138,6 +144,9 @@ def inspect(store: Path, as_json: bool) -> None:
         print_table("consumequeue/ (RocksDB files)", ["name", "size"], [(f["name"], f["size"]) for f in rocks["files"]])
         for text in rocks["badOffsetEntries"]:
             click.echo(f"warning: consumequeue offset family: {text}", err=True)
+    if unread_db is not None:
+        click.echo(f"consumequeue/ also holds a RocksDB database (not read: the queue directories are; "
+                   f"--store-type defaultRocksDB reads it): {', '.join(unread_db)}")
     x = info["consumeQueueExt"]
     if x["enabled"] or x["queues"]:
         click.echo(f"consumequeue_ext: {x['queues']} queues with ext files of {x['fileSize']} bytes")
