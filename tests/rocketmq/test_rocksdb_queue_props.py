@@ -51,12 +51,14 @@ def queues(draw):
 
 
 @settings(max_examples=150, deadline=None)
-@given(queues(), st.booleans())
-def test_time_search_ranges_and_bounds_equal_the_file_queue(q, with_min_entry):
+@given(queues(), st.booleans(), st.booleans())
+def test_time_search_ranges_and_bounds_equal_the_file_queue(q, with_min_entry, compacted):
     times, cut, probes = q
     n = len(times)
     offsets = np.arange(n, dtype=np.int64) * SIZE
-    entries = {fmt.encode_cq_key(T, 0, i): fmt.encode_cq_value(i * SIZE, SIZE, 7, t) for i, t in enumerate(times)}
+    # compacted: the broker's compaction filter already dropped the units below the CommitLog's minimum
+    entries = {fmt.encode_cq_key(T, 0, i): fmt.encode_cq_value(i * SIZE, SIZE, 7, t) for i, t in enumerate(times)
+               if not (compacted and i < cut)}
     mx = fmt.OffsetValue((n - 1) * SIZE, n - 1)
     mn = fmt.OffsetValue(0, 0) if with_min_entry else None
     rq = RocksDBConsumeQueue(_Store(entries), T, 0, QueueOffsets(max=mx, min=mn))
@@ -68,7 +70,8 @@ def test_time_search_ranges_and_bounds_equal_the_file_queue(q, with_min_entry):
         rq.correct_min_offset(min_phy)
         rq.recover()
         assert (rq.min_offset_in_queue, rq.max_offset_in_queue) == (fq.min_offset_in_queue, fq.max_offset_in_queue)
-        assert rq.max_physic_offset == fq.max_physic_offset
+        if not (compacted and cut == n):  # (with every unit compacted away the last size is unknown)
+            assert rq.max_physic_offset == fq.max_physic_offset
         for start in range(0, n + 1, 3):
             assert rq.get_units(start, 5).tolist() == fq.get_units(start, 5).tolist()
 
