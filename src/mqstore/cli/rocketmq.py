@@ -141,7 +141,7 @@ def inspect(store: Path, as_json: bool) -> None:
         click.echo(f"consumequeue: RocksDB database (storeType=defaultRocksDB), column families "
                    f"{', '.join(rocks['columnFamilies'])}, {rocks['queues']} queues, dispatched up to CommitLog "
                    f"offset {rocks['dispatchedPhyOffset']}")
-        print_table("consumequeue/ (RocksDB files)", ["name", "size"], [(f["name"], f["size"]) for f in rocks["files"]])
+        print_table("consumequeue/", ["name", "size"], [(f["name"], f["size"]) for f in rocks["files"]])
         for text in rocks["badOffsetEntries"]:
             click.echo(f"warning: consumequeue offset family: {text}", err=True)
     if unread_db is not None:
