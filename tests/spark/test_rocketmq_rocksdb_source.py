@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from pyspark.errors import PySparkException
 from rocketmq_spark_support import make_store, normalize
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -47,6 +48,14 @@ def test_source_reads_a_rocksdb_consumequeue_store(spark, tmp_path: Path) -> Non
                 reader = reader.option(k, v)
             got[root] = rows_of(reader.load(str(root)))
         assert got[files] == got[rocks] and got[rocks], options
+    # the storeType option overrides the detection (files: this store has none), a bad one is clear
+    with pytest.raises(PySparkException, match="UnknownTopicError"):
+        spark.read.format("rocketmq").option("storeType", "default").option("topics", "orders").load(str(rocks)).collect()
+    got = rows_of(spark.read.format("rocketmq").option("storeType", "defaultRocksDB").option("topics", "orders")
+                  .load(str(rocks)))
+    assert got and got == [r for r in every if r["topic"] == "orders"]
+    with pytest.raises(PySparkException, match="option storeType must be one of"):
+        spark.read.format("rocketmq").option("storeType", "rocks").load(str(rocks)).collect()
     assert tree_digest(rocks) == before
 
 

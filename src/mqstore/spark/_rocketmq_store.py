@@ -26,7 +26,7 @@ from mqstore.kernels.rocketmq.framing import record_positions
 from mqstore.kernels.rocketmq.scan import STOP_BLANK, STOP_INVALID
 from mqstore.spark._rocketmq_read import close_map, open_segment
 from mqstore.storage.rocketmq.commitlog import CommitLog
-from mqstore.storage.rocketmq.config import STORE_TYPE_ROCKSDB
+from mqstore.storage.rocketmq.config import STORE_TYPE_ROCKSDB, StoreConfig
 from mqstore.storage.rocketmq.consumequeue import BOUNDARY_LOWER, ConsumeQueue
 from mqstore.storage.rocketmq.layout import (
     SegmentFile,
@@ -62,8 +62,10 @@ def list_segments(store: str, commit_log: str | None = None) -> list[Segment]:
 class StoreView:
     """A store opened read-only for planning (close it, or use it as a context manager)."""
 
-    def __init__(self, path: str, broker_name: str, *, with_queues: bool = True, commit_log: str | None = None) -> None:
+    def __init__(self, path: str, broker_name: str, *, with_queues: bool = True, commit_log: str | None = None,
+                 store_type: str | None = None) -> None:
         self.path = str(path)
+        self.store_type = store_type  # None: decided from the files (layout.store_type_of)
         self.broker_name = broker_name
         self.commit_log_option = commit_log
         self.segments = list_segments(self.path, commit_log)
@@ -80,7 +82,7 @@ class StoreView:
             self.commit_log = CommitLog(Path(dirs[0]), self.file_size, read_only=True, paths=dirs)
             self.commit_log.load()
         min_phy = self.segments[0].base if self.segments else 0
-        if store_type_of(self.path) == STORE_TYPE_ROCKSDB:  # the RocksDB ConsumeQueue (read-only)
+        if store_type_of(self.path, StoreConfig(store_type=self.store_type)) == STORE_TYPE_ROCKSDB:  # the RocksDB ConsumeQueue (read-only)
             from mqstore.storage.rocketmq.rocksdb_cq import RocksDBConsumeQueueStore
 
             self.rocksdb = RocksDBConsumeQueueStore(consumequeue_dir(self.path))
