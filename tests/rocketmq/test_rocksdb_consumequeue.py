@@ -238,6 +238,13 @@ def test_verify_finds_units_that_disagree_with_the_commitlog(stores, tmp_path):
     assert "audit/1" in problems and "missing" in problems
     assert "does not have the topic-length layout" in problems
     assert "audit/2: the max entry names queue offset 999" in problems
+    # the vectorised verify and its one-at-a-time twin agree on the RocksDB problems too
+    from mqstore.storage.rocketmq.verify import verify_store_reference
+
+    cfg = StoreConfig(commit_log_file_size=1 << 15)
+    fast, ref = verify_store(bad, cfg), verify_store_reference(bad, cfg)
+    assert (fast.problems, fast.cq_units, fast.messages) == (ref.problems, ref.cq_units, ref.messages)
+    assert fast.problems == json.loads(r.output)["problems"]
 
 
 def test_garbage_directory_and_missing_binding_are_one_error(stores, tmp_path, monkeypatch):
