@@ -226,6 +226,10 @@ def test_verify_finds_units_that_disagree_with_the_commitlog(stores, tmp_path):
         db[key] = fmt.encode_cq_value(u.commit_log_offset, u.size, u.tags_code + 1, u.store_timestamp)
         del db[fmt.encode_cq_key("audit", 1, 2)]
         db[b"\x00\x00\x00\x09garbage"] = b"xx"
+        key = fmt.encode_cq_key("orders", 1, 10)
+        u = fmt.decode_cq_value(db[key])
+        db[key] = fmt.encode_cq_value(u.commit_log_offset, u.size + 1, u.tags_code, u.store_timestamp)
+        db[fmt.encode_cq_key("orders", 1, 11)] = bytes(20)  # not a 28-byte value
         db.get_column_family("offset")[fmt.encode_offset_key("audit", 2, "max")] = fmt.encode_offset_value(1, 999)
         db.flush()
     finally:
@@ -238,6 +242,7 @@ def test_verify_finds_units_that_disagree_with_the_commitlog(stores, tmp_path):
     assert "audit/1" in problems and "missing" in problems
     assert "does not have the topic-length layout" in problems
     assert "audit/2: the max entry names queue offset 999" in problems
+    assert "orders/1: unit 10 points at offset" in problems and "value of 20 bytes" in problems
     # the vectorised verify and its one-at-a-time twin agree on the RocksDB problems too
     from mqstore.storage.rocketmq.verify import verify_store_reference
 

@@ -253,7 +253,7 @@ class RocksDBConsumeQueue:
         m = self.offsets.max
         if m is None:
             return
-        u = self._value(m.queue_offset)
+        u = self._value(m.queue_offset, strict=False)
         self.max_physic_offset = u.commit_log_offset + u.size if u is not None else m.commit_log_offset
 
     def correct_min_offset(self, min_commit_log_offset: int) -> None:
@@ -275,7 +275,7 @@ class RocksDBConsumeQueue:
         low, high, found = start, mx.queue_offset, -1
         while high >= low:
             mid = low + ((high - low) >> 1)
-            u = self._value(mid)
+            u = self._value(mid, strict=False)
             if u is None:
                 low = mid + 1
                 continue
@@ -290,13 +290,17 @@ class RocksDBConsumeQueue:
         self._min = found if found >= 0 else start
 
     # ------------------------------------------------------------------ read
-    def _value(self, queue_offset: int) -> Any:
+    def _value(self, queue_offset: int, *, strict: bool = True) -> Any:
+        """The unit at ``queue_offset`` (``None``: no entry); an entry that is not 28 bytes is a typed
+        error, or ``None`` when not ``strict`` (opening a store only skips it: ``verify`` names it)."""
         raw = self.store.rdb.get(self.store.units_cf, encode_cq_key(self.topic, self.queue_id, queue_offset))
         if raw is None:
             return None
         try:
             return decode_cq_value(raw)
         except CorruptDataError as exc:
+            if not strict:
+                return None
             raise CorruptDataError(f"RocksDB ConsumeQueue {self.topic}/{self.queue_id} unit {queue_offset}: "
                                    f"{exc.message}", path=str(self.store.directory)) from exc
 
