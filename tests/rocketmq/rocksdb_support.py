@@ -12,18 +12,42 @@ import os
 import shutil
 from pathlib import Path
 
-from rocksdict import DBCompressionType, Options, Rdict, WriteBatch
+from rocksdict import (
+    BlockBasedOptions,
+    DataBlockIndexType,
+    DBCompactionStyle,
+    DBCompressionType,
+    Options,
+    Rdict,
+    WriteBatch,
+)
 
 from mqstore.formats.rocketmq import rocksdb_cq as fmt
 from mqstore.storage.rocketmq.commitlog import CommitLog
 from mqstore.storage.rocketmq.layout import commitlog_segments
 
 
-def _open_writable(path: Path, families: dict[str, Options]) -> Rdict:
+def _broker_cq_options() -> Options:
+    """The table and compaction settings of the broker's ConsumeQueue family (RocksDBOptionsFactory):
+    block-based format 5, binary-and-hash data block index, 32 KiB blocks, a 16-bit Bloom filter,
+    LZ4 with ZSTD at the bottommost level, universal compaction."""
     opt = Options(raw_mode=True)
+    table = BlockBasedOptions()
+    table.set_format_version(5)
+    table.set_data_block_index_type(DataBlockIndexType.binary_and_hash())
+    table.set_block_size(32 * 1024)
+    table.set_bloom_filter(16, False)
+    opt.set_block_based_table_factory(table)
+    opt.set_compression_type(DBCompressionType.lz4())
+    opt.set_bottommost_compression_type(DBCompressionType.zstd())
+    opt.set_compaction_style(DBCompactionStyle.universal())
+    return opt
+
+
+def _open_writable(path: Path, families: dict[str, Options], default: Options | None = None) -> Rdict:
+    opt = default if default is not None else Options(raw_mode=True)
     opt.create_if_missing(True)
     opt.create_missing_column_families(True)
-    opt.set_compression_type(DBCompressionType.lz4())  # the broker's ConsumeQueue family compression
     return Rdict(str(path), opt, column_families=families)
 
 
@@ -51,7 +75,9 @@ def write_rocksdb_consumequeue(store: Path, *, remove_files: bool = True, min_en
     segs = commitlog_segments(store)
     cl = CommitLog(store / "commitlog", segs[0].size if segs else 1 << 20, read_only=True)
     cl.load()
-    db = _open_writable(cq_dir, {fmt.CF_OFFSET: Options(raw_mode=True)})
+    offset_opt = Options(raw_mode=True)  # the broker's offset family: no compression, level compaction
+    offset_opt.set_compression_type(DBCompressionType.none())
+    db = _open_writable(cq_dir, {fmt.CF_OFFSET: offset_opt}, _broker_cq_options())
     off_cf = db.get_column_family_handle(fmt.CF_OFFSET)
     ends: dict[tuple[str, int], int] = {}
     firsts: dict[tuple[str, int], tuple[int, int]] = {}
