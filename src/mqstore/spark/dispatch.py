@@ -528,12 +528,19 @@ _GEOMETRY_FIELDS = ("commit_log_file_size", "consume_queue_file_size", "hash_slo
 def store_config_for(store: str | os.PathLike[str], config: StoreConfig | None = None) -> StoreConfig:
     """The geometry used to dispatch ``store``: ``config`` if given, else detected from the files
     (:func:`mqstore.storage.rocketmq.layout.resolve_config`)."""
-    from mqstore.storage.rocketmq.layout import resolve_config
+    from mqstore.errors import RocksDBError
+    from mqstore.storage.rocketmq.config import STORE_TYPE_ROCKSDB
+    from mqstore.storage.rocketmq.layout import resolve_config, store_type_of
 
     root = Path(store)
     if not (root / "commitlog").is_dir():
         raise StoreNotFoundError(f"{root} is not a RocketMQ store (no commitlog/ directory)")
-    return resolve_config(root, config)
+    cfg = resolve_config(root, config)
+    if store_type_of(root, cfg) == STORE_TYPE_ROCKSDB:
+        raise RocksDBError(f"{root} keeps its ConsumeQueue in RocksDB (storeType=defaultRocksDB): the dispatcher "
+                           "writes file ConsumeQueues only; migrate the store back first (rebuild-index --to file-cq)",
+                           path=str(root))
+    return cfg
 
 
 def start_dispatch(spark: SparkSession, store: str | os.PathLike[str], checkpoint: str | os.PathLike[str], *,

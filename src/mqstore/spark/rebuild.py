@@ -161,6 +161,14 @@ def rebuild_rocketmq(spark: SparkSession, store: str | os.PathLike[str], out: st
     _positive("split_bytes", split_bytes, 4096)
     split = split_bytes or rr.DEFAULT_SPLIT_BYTES
     cfg = _rocketmq_config(root, hash_slot_num, index_num, cq_file_size, commit_log_file_size)
+    from mqstore.errors import RocksDBError
+    from mqstore.storage.rocketmq.config import STORE_TYPE_ROCKSDB
+    from mqstore.storage.rocketmq.layout import store_type_of
+
+    if store_type_of(root, cfg) == STORE_TYPE_ROCKSDB:
+        raise RocksDBError(f"{root} keeps its ConsumeQueue in RocksDB (storeType=defaultRocksDB): the Spark rebuild "
+                           "writes file ConsumeQueues only; migrate the store back with `mqstore rocketmq "
+                           "rebuild-index --to file-cq`", path=str(root))
     if cfg.enable_consume_queue_ext:
         # the Spark writer produces plain ConsumeQueue units: on an ext store it would drop the
         # consumequeue_ext/ files and the tag codes they hold

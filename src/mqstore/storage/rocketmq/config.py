@@ -12,6 +12,10 @@ from mqstore.formats.rocketmq.indexfile import check_geometry
 from mqstore.formats.rocketmq.javahash import DEFAULT_DELAY_LEVELS, parse_delay_levels
 
 FLUSH_ASYNC = "async"
+#: the broker's ``storeType`` values this tool reads
+STORE_TYPE_FILE = "default"
+STORE_TYPE_ROCKSDB = "defaultRocksDB"
+STORE_TYPES = (STORE_TYPE_FILE, STORE_TYPE_ROCKSDB)
 FLUSH_SYNC = "sync"
 
 
@@ -52,6 +56,10 @@ class StoreConfig:
     # readOnlyCommitLogStorePaths: comma-separated directories whose segments are read, never
     # created (new segments go to the other paths)
     read_only_commit_log_store_paths: str | None = None
+    # storeType: where the ConsumeQueue lives.  None = decided from the files
+    # (layout.store_type_of); "default" = consumequeue/<topic>/<queueId>/ files;
+    # "defaultRocksDB" = the RocksDB database in consumequeue/ (read-only, optional extra)
+    store_type: str | None = None
     hash_slot_num: int = 5_000_000
     index_num: int = 5_000_000 * 4
     max_message_size: int = 4 * 1024 * 1024
@@ -101,6 +109,8 @@ class StoreConfig:
             value = getattr(self, name)
             if value is not None and not isinstance(value, str):
                 raise InvalidArgumentError(f"{name} must be a directory or a comma-separated list of directories")
+        if self.store_type not in (None, *STORE_TYPES):
+            raise InvalidArgumentError(f"store_type must be one of {', '.join(STORE_TYPES)}, not {self.store_type!r}")
         if self.max_message_size <= 0:
             raise InvalidArgumentError("max_message_size must be positive")
         try:

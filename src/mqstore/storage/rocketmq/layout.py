@@ -44,7 +44,12 @@ from mqstore.formats.rocketmq.indexfile import (
 )
 from mqstore.storage.layout import is_offset_name, offset_files, offset_name
 from mqstore.storage.mapped import ensure_inside
-from mqstore.storage.rocketmq.config import StoreConfig, split_paths
+from mqstore.storage.rocketmq.config import (
+    STORE_TYPE_FILE,
+    STORE_TYPE_ROCKSDB,
+    StoreConfig,
+    split_paths,
+)
 
 COMMITLOG_DIR = "commitlog"
 CONSUMEQUEUE_DIR = "consumequeue"
@@ -182,6 +187,30 @@ def consume_queue_dirs(root: str | os.PathLike[str]) -> list[tuple[str, int, Pat
             if is_offset_name(qdir.name) and qdir.is_dir() and not qdir.is_symlink():
                 out.append((tdir.name, int(qdir.name), qdir))
     return out
+
+
+#: the file every RocksDB database directory has (names the current MANIFEST)
+ROCKSDB_MARKER = "CURRENT"
+
+
+def is_rocksdb_dir(directory: str | os.PathLike[str]) -> bool:
+    """Whether ``directory`` holds a RocksDB database (its ``CURRENT`` file)."""
+    return (Path(directory) / ROCKSDB_MARKER).is_file()
+
+
+def store_type_of(root: str | os.PathLike[str], config: StoreConfig | None = None) -> str:
+    """Where the ConsumeQueue of a store lives: the one rule every reader uses.  The configured
+    ``store_type`` (the broker's ``storeType``) wins; otherwise a RocksDB database in
+    ``consumequeue/`` (RocketMQ >= 5.2, ``storeType=defaultRocksDB``) makes it
+    ``defaultRocksDB``, unless ``consumequeue/`` also holds classic queue directories (a store
+    migrated back to files keeps its old database beside them; a combined store writes both):
+    then the files are read, as by a broker with ``storeType=default``."""
+    explicit = getattr(config, "store_type", None)
+    if explicit:
+        return str(explicit)
+    if not is_rocksdb_dir(consumequeue_dir(root)):
+        return STORE_TYPE_FILE
+    return STORE_TYPE_FILE if consume_queue_dirs(root) else STORE_TYPE_ROCKSDB
 
 
 @dataclass(frozen=True, slots=True)

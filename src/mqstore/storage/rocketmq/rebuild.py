@@ -25,7 +25,7 @@ from mqstore.storage.rocketmq.consumequeue import ConsumeQueue
 from mqstore.storage.rocketmq.dispatch import IndexWriters
 from mqstore.storage.rocketmq.index import IndexFile, IndexService
 from mqstore.storage.rocketmq.index import _bulk_put as bulk_put_into
-from mqstore.storage.rocketmq.layout import commit_log_dirs, resolve_config
+from mqstore.storage.rocketmq.layout import commit_log_dirs, is_rocksdb_dir, resolve_config
 from mqstore.storage.rocketmq.timeindex import TIMEINDEX_DIR, QueueTimeIndex
 from mqstore.storage.rocketmq.timeindex import exists as time_index_exists
 from mqstore.storage.rocketmq.timeindex import queue_dir as time_index_queue_dir
@@ -58,6 +58,16 @@ def swap_in(root: Path, target: Path) -> None:
     them)."""
     for name in ("consumequeue", "consumequeue_ext", TIMEINDEX_DIR, "index"):
         old = root / name
+        if name == "consumequeue" and is_rocksdb_dir(old):
+            # a RocksDB ConsumeQueue store migrating back to files: its database stays (the broker
+            # with storeType=default reads only the queue directories; remove it when done)
+            for d in old.iterdir():
+                if d.is_dir() and not d.is_symlink():
+                    shutil.rmtree(d)
+            if (target / name).exists():
+                for d in (target / name).iterdir():
+                    os.replace(d, old / d.name)
+            continue
         if old.exists():
             shutil.rmtree(old)
         if (target / name).exists():

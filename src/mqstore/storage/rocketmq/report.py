@@ -226,6 +226,11 @@ def _report(store: RocketMQStore, root: Path, progress: ProgressFn | None,
     for (topic, qid), cq in sorted(store.consume_queues.items()):
         cq_max[(topic, qid)] = cq.max_offset_in_queue
         cq_end = max(cq_end, cq.max_physic_offset)
+        if getattr(cq, "kind", "file") == "rocksdb":  # the RocksDB ConsumeQueue: its max entry's unit
+            u = cq.get_unit(cq.max_offset_in_queue - 1) if cq.max_offset_in_queue > 0 else None
+            if u is not None:
+                last_cq_ts = max(last_cq_ts, cl.pickup_store_timestamp(u.commit_log_offset, u.size))
+            continue
         last = cq.queue.last()
         if last is not None and last.wrote_position >= CQ_UNIT_SIZE:
             units = np.frombuffer(last.mm, dtype=CQ_DTYPE, count=last.wrote_position // CQ_UNIT_SIZE)

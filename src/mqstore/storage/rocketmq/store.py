@@ -25,6 +25,7 @@ from mqstore.errors import (
     FlushError,
     MqStoreError,
     ReadOnlyStoreError,
+    RocksDBError,
     StoreClosedError,
     StoreNotFoundError,
 )
@@ -50,11 +51,11 @@ from mqstore.storage.locks import DISPATCH_LOCK_FILE, StoreLock
 from mqstore.storage.mapped import MappedFile, ensure_inside
 from mqstore.storage.rocketmq.checkpoint import StoreCheckpoint
 from mqstore.storage.rocketmq.commitlog import CommitLog, RecoveryResult
-from mqstore.storage.rocketmq.config import FLUSH_SYNC, StoreConfig, split_paths
+from mqstore.storage.rocketmq.config import FLUSH_SYNC, STORE_TYPE_ROCKSDB, StoreConfig, split_paths
 from mqstore.storage.rocketmq.consumequeue import ConsumeQueue
 from mqstore.storage.rocketmq.dispatch import IndexWriters
 from mqstore.storage.rocketmq.index import IndexService
-from mqstore.storage.rocketmq.layout import commit_log_dirs
+from mqstore.storage.rocketmq.layout import commit_log_dirs, consumequeue_dir, store_type_of
 from mqstore.storage.rocketmq.queue_table import NextQueueOffsets
 
 OS_PAGE = 4096
@@ -128,6 +129,14 @@ class RocketMQStore:
         if not self.root.is_dir():
             raise StoreNotFoundError(f"{self.root} is not a directory")
         _check_layout(self.root, self.config, create=create and not read_only)
+        # where the ConsumeQueue lives (files, or the RocksDB database of storeType=defaultRocksDB)
+        self.store_type = store_type_of(self.root, self.config)
+        self.rocksdb_cq = None
+        if self.store_type == STORE_TYPE_ROCKSDB and not read_only:
+            raise RocksDBError(
+                f"{self.root} keeps its ConsumeQueue in RocksDB (storeType=defaultRocksDB): mqstore reads it "
+                "but never writes it; open the store read-only, or write the classic file ConsumeQueue with "
+                "`mqstore rocketmq rebuild-index --to file-cq` (a store migrating back to storeType=default)")
         if not read_only and not split_paths(self.config.store_path_commit_log):
             # what makes the directory a store, even before its first message
             ensure_inside(self.root, self.root / "commitlog").mkdir(exist_ok=True)
@@ -180,6 +189,8 @@ class RocketMQStore:
                 self._start_services()
         except BaseException:
             self._release_lock()
+            if self.rocksdb_cq is not None:
+                self.rocksdb_cq.close()
             raise
 
     # ================================================================== files and lock
@@ -219,7 +230,13 @@ class RocketMQStore:
     def _load_and_recover(self) -> RecoveryReport:
         cfg = self.config
         self.commit_log.load()
-        self.writers.load_consume_queues()
+        if self.store_type == STORE_TYPE_ROCKSDB:
+            from mqstore.storage.rocketmq.rocksdb_cq import RocksDBConsumeQueueStore
+
+            self.rocksdb_cq = RocksDBConsumeQueueStore(consumequeue_dir(self.root))
+            self.writers.consume_queues.update(self.rocksdb_cq.queues())  # type: ignore[arg-type]
+        else:
+            self.writers.load_consume_queues()
         for cq in self.consume_queues.values():
             cq.recover()
         dispatch_from_phy = max((cq.max_physic_offset for cq in self.consume_queues.values()), default=-1)
@@ -741,6 +758,8 @@ class RocketMQStore:
             self.writers.close()
             self.index.close()
             self.checkpoint.close()
+            if self.rocksdb_cq is not None:
+                self.rocksdb_cq.close()
             self._release_lock()
 
     @property
