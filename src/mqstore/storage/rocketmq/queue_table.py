@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from mqstore.kernels.arrays import unique
 from mqstore.kernels.rocketmq.scan import DispatchBatch
 from mqstore.storage.rocketmq.lmq import MultiDispatchRule, cq_units
 
@@ -45,7 +46,7 @@ class _Columns:
         if len(u) == 0:
             return
         local = (u.topic_id.astype(np.int64) << 32) | (u.queue_id.astype(np.int64) & 0xFFFFFFFF)
-        uniq, inv = np.unique(local, return_inverse=True)
+        uniq, inv = unique(local, return_inverse=True)
         glob = np.empty(len(uniq), np.int64)
         for j, c in enumerate(uniq.tolist()):
             key = (u.topics[c >> 32], int(np.int32(np.uint32(c & 0xFFFFFFFF))))
