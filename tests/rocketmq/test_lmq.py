@@ -34,7 +34,7 @@ from mqstore.formats.rocketmq.lmq import (
 from mqstore.storage.rocketmq.config import StoreConfig
 from mqstore.storage.rocketmq.queue_table import queue_offset_duplicates
 from mqstore.storage.rocketmq.rebuild import rebuild_indexes
-from mqstore.storage.rocketmq.verify import verify_store
+from mqstore.storage.rocketmq.verify import verify_store, verify_store_reference
 
 MD, MO = "INNER_MULTI_DISPATCH", "INNER_MULTI_QUEUE_OFFSET"
 CQ_FILE = 20 * 8  # small ConsumeQueue files: LMQ queues roll over several files
@@ -154,7 +154,15 @@ def test_put_assigns_offsets_and_dispatch_writes_the_lmq_queues(tmp_path: Path) 
         # the message's own queue is untouched
         assert [x.queue_offset for x in s.get("T1", 0, 0, 64)] == list(range(s.max_offset("T1", 0)))
         assert not (root / "consumequeue_ext").exists()
-    assert verify_store(root, cfg()).ok
+    assert verify_store(root, cfg()).ok and verify_store_reference(root, cfg()).ok
+    # a unit of an LMQ queue pointing at a record that does not name that queue at that offset
+    f = sorted((root / "consumequeue" / "%LMQ%odd" / "0").iterdir())[0]
+    raw = bytearray(f.read_bytes())
+    raw[20:28] = raw[0:8]  # unit 1 points at unit 0's record
+    f.write_bytes(bytes(raw))
+    rep = verify_store(root, cfg())
+    assert len(rep.problems) == 1 and "consumequeue/%LMQ%odd/0: unit 1" in rep.problems[0], rep.problems
+    assert verify_store_reference(root, cfg()).problems == rep.problems
 
 
 def test_rebuild_index_and_the_cli_write_the_same_bytes(tmp_path: Path) -> None:
@@ -291,6 +299,7 @@ def test_malformed_records_in_the_commitlog_are_verify_problems(tmp_path: Path) 
     assert not (root / "consumequeue" / "%LMQ%..").exists()
     rep = verify_store(root, cfg())
     assert len([p for p in rep.problems if "commitlog: record" in p]) == 5, rep.problems
+    assert verify_store_reference(root, cfg()).problems == rep.problems
     res = run("rocketmq", "verify", str(root))
     assert res.exit_code != 0 and "Traceback" not in res.output
     assert "offsets in INNER_MULTI_QUEUE_OFFSET" in res.output
