@@ -68,14 +68,6 @@ class MultiDispatchRule:
     def dispatches(self) -> bool:
         return self.enable_multi_dispatch
 
-    def queue_id_for(self, name: str, record_queue_id: int) -> int:
-        return LMQ_QUEUE_ID if self.enable_lmq and is_lmq(name) else record_queue_id
-
-    def wants_dispatch(self, topic: str, queues: str | None, offsets: str | None) -> bool:
-        """``MultiDispatchUtils.checkMultiDispatchQueue``."""
-        return (self.enable_multi_dispatch and topic_allows_lmq(topic) and not is_blank(queues)
-                and not is_blank(offsets))
-
     def wants_assignment(self, topic: str, queues: str | None) -> bool:
         """The put side: ``enableLmq && needDispatchLMQ()``."""
         return self.enable_lmq and not is_blank(queues) and topic_allows_lmq(topic)
@@ -120,7 +112,10 @@ class CQUnits:
 
 def _multi_entries(batch: DispatchBatch, rule: MultiDispatchRule, cq: np.ndarray,
                    problems: list[tuple[int, str]]) -> list[tuple[int, str, int, int]]:
-    """``(row, queue name, queue id, queue offset)`` of the multi-dispatch units of a batch."""
+    """``(row, queue name, queue id, queue offset)`` of the multi-dispatch units of a batch: the
+    broker's ``checkMultiDispatchQueue`` (multi-dispatch on, a ConsumeQueue record of a topic that
+    allows LMQ, neither property blank), then ``multiDispatchLmqQueue`` (:func:`dispatch_pairs`;
+    queue 0 for an LMQ name with ``enableLmq``, else the record's queue id)."""
     out: list[tuple[int, str, int, int]] = []
     if not rule.dispatches or not len(batch.multi_row):
         return out
