@@ -329,7 +329,7 @@ def test_rebuild_leaves_a_cpu_to_its_scan_thread(monkeypatch: pytest.MonkeyPatch
     rebuild = rebuild_module
     (tmp_path / "commitlog").mkdir()
     seen: list[int] = []
-    monkeypatch.setattr(rebuild, "_rebuild", lambda root, out, cfg, progress, check_crc, n: seen.append(n))
+    monkeypatch.setattr(rebuild, "_rebuild", lambda root, out, cfg, progress, check_crc, n, *more: seen.append(n))
     monkeypatch.delenv("MQSTORE_THREADS", raising=False)
     monkeypatch.setattr(threads.os, "cpu_count", lambda: 3)
     rebuild.rebuild_indexes(tmp_path, tmp_path / "out")  # the default: 3 CPUs, one for the read-ahead scan
