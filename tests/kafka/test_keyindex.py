@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from kernel_twins import twins
 
+from kernel_twins import twins
 from mqstore.errors import CorruptIndexError, InvalidArgumentError
 from mqstore.formats.kafka.batch import Header, SimpleRecord
 from mqstore.formats.kafka.compression import Compression
@@ -210,7 +210,7 @@ def test_lookups_equal_a_brute_force_scan(appends: list, slots: int, compression
                     lo, hi = (a, b) if a is None or b is None or a <= b else (b, a)
                     assert log.offsets_for_key(key, lo, hi) == _brute(d, key, lo, hi)
                     assert log.offsets_for_key(key, lo, hi, header="trace") == _brute(d, key, lo, hi, "trace")
-                    found, stats = log.find_keys([key], lo, hi)
+                    _found, stats = log.find_keys([key], lo, hi)
                     assert stats.scanned_segments == []
                 assert log.offsets_for_keys(keys) == [_brute(d, k, None, None) for k in keys]
             finally:
