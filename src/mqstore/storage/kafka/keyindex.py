@@ -311,13 +311,25 @@ class KeyIndexResult:
 
 
 def rebuild_keyindex(log_path: str | os.PathLike[str], out_dir: str | os.PathLike[str] | None = None, *,
-                     header_name: str | None = None, slots: int | None = None) -> KeyIndexResult:
+                     header_name: str | None = None, slots: int | None = None, lock: bool = True) -> KeyIndexResult:
     """Write the key index of one ``.log`` (its valid prefix) next to it or into ``out_dir``;
-    deterministic, so any process writes the same bytes."""
+    deterministic, so any process writes the same bytes.  In place, the partition's writer lock
+    is taken (``lock``; a :class:`~mqstore.errors.StoreLockedError` while a writer has it open)."""
     lp = Path(log_path)
     if lp.suffix != LOG_SUFFIX:
         raise InvalidArgumentError("a key index is built from a .log file", path=str(lp))
     check_header_name(header_name)
+    if out_dir is not None and not Path(out_dir).is_dir():
+        raise StoreNotFoundError("output directory does not exist", path=str(out_dir))
+    in_place = out_dir is None or Path(out_dir).resolve() == lp.parent.resolve()
+    if lock and in_place and lp.parent.is_dir():
+        from mqstore.storage.locks import PartitionLock
+
+        held = PartitionLock(lp.parent)
+        try:
+            return rebuild_keyindex(lp, out_dir, header_name=header_name, slots=slots, lock=False)
+        finally:
+            held.release()
     entries, valid = log_entries(lp, header_name=header_name)
     data = build_keyindex(entries, slots=slots, header_name=header_name)
     out = keyindex_path(lp) if out_dir is None else Path(out_dir) / keyindex_path(lp).name

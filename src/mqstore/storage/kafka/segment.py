@@ -322,7 +322,7 @@ class LogSegment:
             ok = False
         if not ok:
             self._drop_key_index()
-            rebuild_keyindex(self.log_path, header_name=c.key_header, slots=c.key_index_slots)
+            rebuild_keyindex(self.log_path, header_name=c.key_header, slots=c.key_index_slots, lock=False)
 
     def key_lookup(self, hashes: np.ndarray) -> tuple[np.ndarray, np.ndarray, str | None] | None:
         """Candidate locations of key hashes from the key index (``(locations, splits, indexed
