@@ -77,6 +77,7 @@ def test_kill_9_during_appends_with_key_index(tmp_path: Path) -> None:
         log = PartitionLog.open(d, LogConfig(**CONFIG))
         try:
             assert not log.had_clean_shutdown
+            assert not [f for f in d.iterdir() if f.name.endswith(".tmp")]  # no interrupted rewrite left
             for k in rnd.sample(KEYS, 4):
                 assert log.offsets_for_key(k) == _brute(log, k)
                 assert log.offsets_for_key(k, 1_000_020, 1_000_060) == _brute(log, k, None, 1_000_020, 1_000_060)

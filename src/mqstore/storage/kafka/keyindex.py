@@ -31,8 +31,6 @@ from typing import Any
 import numpy as np
 
 from mqstore.errors import CorruptDataError, CorruptIndexError, InvalidArgumentError, StoreNotFoundError
-from mqstore.formats.kafka.batch import RECORD_BATCH_OVERHEAD
-from mqstore.formats.kafka.compression import decompress
 from mqstore.formats.kafka.keyindex import (
     KeyIndexTrailer,
     check_header_name,
@@ -49,6 +47,7 @@ from mqstore.kernels.kafka.records import (
     ERR_UNSUPPORTED,
     ERROR_MESSAGES,
     OK,
+    batch_bodies,
     decode_records_columnar,
     parse_bodies,
 )
@@ -140,22 +139,8 @@ def _window_entries(view: memoryview, scan: dict[str, Any], idx: np.ndarray, bas
         return _entries_generic(view, scan, idx, base_offset, shift, header_name, path)
     if kept.shape[0] == 0:
         return KeyEntries.empty()
-    parts: list[Any] = []
-    bstart = np.empty(kept.shape[0], np.int64)
-    bend = np.empty(kept.shape[0], np.int64)
-    at = 0
-    for j, i in enumerate(kept.tolist()):
-        p, sz, codec = int(scan["position"][i]), int(scan["size"][i]), int(scan["attributes"][i]) & 0x07
-        body: Any = view[p + RECORD_BATCH_OVERHEAD : p + sz]
-        if codec:
-            body = decompress(codec, body, path=path, offset=p + shift)
-        parts.append(body)
-        bstart[j] = at
-        at += len(body)
-        bend[j] = at
     name = header_name.encode("utf-8") if header_name is not None else b""
-    buf = np.frombuffer(b"".join(parts) + name, np.uint8)
-    del parts
+    buf, bstart, bend = batch_bodies(view, scan, kept, path=path, shift=shift, tail=name)
     logappend = (scan["attributes"][kept] & 0x08) != 0
     res = parse_bodies(buf, bstart, bend, scan["record_count"][kept].astype(np.int64), scan["base_offset"][kept],
                        scan["base_timestamp"][kept], scan["max_timestamp"][kept], logappend, _LONG_MIN, _LONG_MAX)

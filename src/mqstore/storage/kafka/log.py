@@ -52,6 +52,7 @@ from mqstore.kernels.kafka.batches import STOP_END, check_crcs, scan_batches
 from mqstore.storage.kafka.key_query import KeyMatch, KeyQueryStats, query_segments
 from mqstore.storage.kafka.layout import (
     ALL_INDEX_SUFFIXES,
+    KEYINDEX_SUFFIX,
     log_files,
     parse_base_offset,
     segment_file_name,
@@ -233,6 +234,9 @@ class PartitionLog:
                     self.deleted_files.append(name)
                 elif name.endswith(".swap"):
                     os.replace(f, d / name[: -len(".swap")])
+                elif name.endswith(".tmp") and KEYINDEX_SUFFIX + "." in name:
+                    f.unlink(missing_ok=True)  # a key index rewrite (growth, compaction) a crash interrupted
+                    self.deleted_files.append(name)
         logs: dict[int, Path] = {}
         needs_recovery: set[int] = set()
         for f in sorted(d.iterdir()):
