@@ -16,9 +16,11 @@ from typing import Any
 
 import numpy as np
 
-from mqstore.errors import CorruptIndexError, InvalidArgumentError
-from mqstore.formats.kafka.batch import Record
+from mqstore.errors import CorruptDataError, CorruptIndexError, CrcMismatchError, InvalidArgumentError
+from mqstore.formats.kafka.batch import Record, decode_batch_header
 from mqstore.formats.kafka.keyindex import check_header_name
+from mqstore.kernels.kafka.batches import check_crcs
+from mqstore.kernels.kafka.records import ERR_UNSUPPORTED, ERROR_MESSAGES, OK, batch_bodies, parse_bodies
 from mqstore.storage.kafka.keyindex import key_hashes, log_entries
 from mqstore.storage.kafka.segment import LogSegment
 
@@ -88,6 +90,92 @@ def _scan_candidates(seg: LogSegment, hashes: np.ndarray, header: str | None) ->
     return locs, splits
 
 
+def _check_compiled(seg: LogSegment, cand_k: np.ndarray, cand_loc: np.ndarray, kb: list[bytes], header: str | None,
+                    lo: int, hi: int, stats: KeyQueryStats) -> list[tuple[int, KeyMatch]] | None:
+    """The candidates checked through the compiled record parser: each batch touched read once,
+    CRC-checked, its records parsed to positions, keys compared on the bytes.  ``None`` when a
+    batch needs the generic decoder (legacy magic, a 10-byte varlong)."""
+    base = seg.base_offset
+    positions = np.unique(cand_loc & 0xFFFFFFFF)
+    parts: list[bytes] = []
+    cols: dict[str, list[int]] = {f: [] for f in ("position", "size", "magic", "crc", "attributes", "base_offset",
+                                                  "base_timestamp", "max_timestamp", "record_count")}
+    at = 0
+    where = str(seg.key_index_path)
+    for pos in positions.tolist():
+        ref = next(seg.batches(pos), None)
+        if ref is None:
+            raise CorruptIndexError(f"key index names position {pos}, where no batch starts", path=where, offset=pos)
+        if ref.magic != 2:
+            return None
+        data = seg.read_bytes(pos, ref.size)
+        h = decode_batch_header(data, 0, path=str(seg.log_path))
+        for f, v in (("position", at), ("size", ref.size), ("magic", 2), ("crc", h.crc),
+                     ("attributes", h.attributes), ("base_offset", h.base_offset),
+                     ("base_timestamp", h.base_timestamp), ("max_timestamp", h.max_timestamp),
+                     ("record_count", h.records_count)):
+            cols[f].append(v)
+        parts.append(data)
+        at += len(data)
+    buf = b"".join(parts)
+    scan: dict[str, Any] = {f: np.array(v, np.int64) for f, v in cols.items()}
+    scan["count"] = len(parts)
+    stats.batches_read += len(parts)
+    ok = check_crcs(buf, scan)
+    if not ok.all():
+        i = int(np.nonzero(~ok)[0][0])
+        raise CrcMismatchError("record batch fails its size/CRC check", path=str(seg.log_path),
+                               offset=int(positions[i]))
+    kept = np.arange(len(parts))
+    bodies, bstart, bend = batch_bodies(memoryview(buf), scan, kept, path=str(seg.log_path))
+    logappend = (scan["attributes"] & 0x08) != 0
+    res = parse_bodies(bodies, bstart, bend, scan["record_count"], scan["base_offset"], scan["base_timestamp"],
+                       scan["max_timestamp"], logappend, -(1 << 63), (1 << 63) - 1)
+    if res["error"] == ERR_UNSUPPORTED:
+        return None
+    if res["error"] != OK:
+        raise CorruptDataError(ERROR_MESSAGES[res["error"]], path=str(seg.log_path),
+                               offset=int(positions[res["error_batch"]]))
+    offs = res["offset"]
+    order = np.argsort(offs, kind="stable")
+    want = base + (cand_loc >> 32)
+    j = np.searchsorted(offs[order], want)
+    raw = bodies.tobytes()
+    out: list[tuple[int, KeyMatch]] = []
+    seen: set[tuple[int, int]] = set()
+    name = header.encode("utf-8") if header is not None else b""
+    for c in range(len(cand_loc)):
+        stats.candidates += 1
+        jj = int(j[c])
+        o = int(want[c])
+        if jj >= len(order) or int(offs[order[jj]]) != o:
+            raise CorruptIndexError(f"key index names offset {o} in the batch at position "
+                                    f"{int(cand_loc[c]) & 0xFFFFFFFF}, which does not hold it", path=where)
+        r = int(order[jj])
+        k = int(cand_k[c])
+        if (k, o) in seen:
+            continue
+        ts = int(res["timestamp"][r])
+        if not lo <= ts <= hi:
+            continue
+        q = kb[k]
+        if header is None:
+            s, n = int(res["key_start"][r]), int(res["key_len"][r])
+            hit = n == len(q) and raw[s : s + n] == q
+        else:
+            hit = False
+            for x in range(int(res["header_first"][r]), int(res["header_first"][r + 1])):
+                ks, kn = int(res["hkey_start"][x]), int(res["hkey_len"][x])
+                vs, vn = int(res["hvalue_start"][x]), int(res["hvalue_len"][x])
+                if kn == len(name) and vn == len(q) and raw[ks : ks + kn] == name and raw[vs : vs + vn] == q:
+                    hit = True
+                    break
+        if hit:
+            seen.add((k, o))
+            out.append((k, KeyMatch(o, ts, base, int(cand_loc[c]) & 0xFFFFFFFF)))
+    return out
+
+
 class _BatchCache:
     """Records of the batches a lookup touches, decoded once each."""
 
@@ -109,6 +197,29 @@ class _BatchCache:
             self._recs[position] = recs
             self.stats.batches_read += 1
         return recs.get(offset)
+
+
+def _check_generic(seg: LogSegment, cand_k: np.ndarray, cand_loc: np.ndarray, kb: list[bytes], header: str | None,
+                   lo: int, hi: int, stats: KeyQueryStats) -> list[tuple[int, KeyMatch]]:
+    """The candidates checked on records decoded by the generic decoder (any magic)."""
+    cache = _BatchCache(seg, stats)
+    base = seg.base_offset
+    out: list[tuple[int, KeyMatch]] = []
+    seen: set[tuple[int, int]] = set()
+    for k, loc in zip(cand_k.tolist(), cand_loc.tolist(), strict=True):
+        stats.candidates += 1
+        pos = loc & 0xFFFFFFFF
+        off = base + (loc >> 32)
+        if (k, off) in seen:
+            continue
+        r = cache.record(pos, off)
+        if r is None:
+            raise CorruptIndexError(f"key index names offset {off} in the batch at position {pos}, "
+                                    "which does not hold it", path=str(seg.key_index_path), offset=pos)
+        if lo <= r.timestamp <= hi and _matches(r, kb[k], header):
+            seen.add((k, off))
+            out.append((k, KeyMatch(off, r.timestamp, base, pos)))
+    return out
 
 
 def query_segments(segments: Sequence[LogSegment], keys: Sequence[bytes | str], start_ts: int | None = None,
@@ -141,29 +252,16 @@ def query_segments(segments: Sequence[LogSegment], keys: Sequence[bytes | str], 
             stats.scanned_segments.append(seg.base_offset)
         if len(locs) == 0:
             continue
-        cache = _BatchCache(seg, stats)
-        base = seg.base_offset
-        size = seg.size
-        for i in range(len(kb)):
-            a, b = int(splits[i]), int(splits[i + 1])
-            if a == b:
-                continue
-            seen = set()
-            for loc in locs[a:b].tolist():
-                stats.candidates += 1
-                pos = loc & 0xFFFFFFFF
-                off = base + (loc >> 32)
-                if pos >= size:  # written after this reader sized the segment
-                    continue
-                if off in seen:
-                    continue
-                r = cache.record(pos, off)
-                if r is None:
-                    raise CorruptIndexError(f"key index names offset {off} in the batch at position {pos}, "
-                                            "which does not hold it", path=str(seg.key_index_path), offset=pos)
-                if lo <= r.timestamp <= hi and _matches(r, kb[i], header):
-                    seen.add(off)
-                    out[i].append(KeyMatch(off, r.timestamp, base, pos))
+        cand_k = np.repeat(np.arange(len(kb), dtype=np.int64), np.diff(splits))
+        visible = (locs & 0xFFFFFFFF) < seg.size  # items written after this reader sized the segment
+        cand_k, cand_loc = cand_k[visible], np.asarray(locs, np.int64)[visible]
+        if len(cand_loc) == 0:
+            continue
+        checked = _check_compiled(seg, cand_k, cand_loc, kb, header, lo, hi, stats)
+        if checked is None:
+            checked = _check_generic(seg, cand_k, cand_loc, kb, header, lo, hi, stats)
+        for k, m in checked:
+            out[k].append(m)
     for m in out:
         m.sort(key=lambda x: x.offset)
     return out, stats
