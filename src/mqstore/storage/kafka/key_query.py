@@ -139,41 +139,57 @@ def _check_compiled(seg: LogSegment, cand_k: np.ndarray, cand_loc: np.ndarray, k
     offs = res["offset"]
     order = np.argsort(offs, kind="stable")
     want = base + (cand_loc >> 32)
-    j = np.searchsorted(offs[order], want)
-    raw = bodies.tobytes()
-    out: list[tuple[int, KeyMatch]] = []
-    seen: set[tuple[int, int]] = set()
-    name = header.encode("utf-8") if header is not None else b""
-    for c in range(len(cand_loc)):
-        stats.candidates += 1
-        jj = int(j[c])
-        o = int(want[c])
-        if jj >= len(order) or int(offs[order[jj]]) != o:
-            raise CorruptIndexError(f"key index names offset {o} in the batch at position "
-                                    f"{int(cand_loc[c]) & 0xFFFFFFFF}, which does not hold it", path=where)
-        r = int(order[jj])
-        k = int(cand_k[c])
-        if (k, o) in seen:
-            continue
-        ts = int(res["timestamp"][r])
-        if not lo <= ts <= hi:
-            continue
-        q = kb[k]
-        if header is None:
-            s, n = int(res["key_start"][r]), int(res["key_len"][r])
-            hit = n == len(q) and raw[s : s + n] == q
-        else:
+    if len(order) == 0:
+        raise CorruptIndexError(f"key index names offset {int(want[0])} in a batch without records", path=where)
+    j = np.minimum(np.searchsorted(offs[order], want), len(order) - 1)
+    bad = np.nonzero(offs[order[j]] != want)[0]
+    if bad.shape[0]:
+        c = int(bad[0])
+        raise CorruptIndexError(f"key index names offset {int(want[c])} in the batch at position "
+                                f"{int(cand_loc[c]) & 0xFFFFFFFF}, which does not hold it", path=where)
+    stats.candidates += len(cand_loc)
+    r = order[j]
+    ts = res["timestamp"][r]
+    keep = (ts >= lo) & (ts <= hi)
+    if header is None:
+        qlen = np.fromiter((len(q) for q in kb), np.int64, len(kb))
+        qstart = np.cumsum(qlen) - qlen
+        qbuf = np.frombuffer(b"".join(kb) + b"\0", np.uint8)
+        klen = res["key_len"][r]
+        keep &= klen == qlen[cand_k]
+        for n in np.unique(klen[keep]).tolist():  # compare the bytes, one key length at a time
+            sel = np.nonzero(keep & (klen == n))[0]
+            if n == 0 or sel.shape[0] == 0:
+                continue
+            span = np.arange(n)
+            a = bodies[res["key_start"][r[sel]][:, None] + span]
+            b = qbuf[qstart[cand_k[sel]][:, None] + span]
+            keep[sel] = (a == b).all(axis=1)
+    else:
+        raw = bodies.tobytes()
+        name = header.encode("utf-8")
+        for c in np.nonzero(keep)[0].tolist():
+            q = kb[int(cand_k[c])]
+            rr = int(r[c])
             hit = False
-            for x in range(int(res["header_first"][r]), int(res["header_first"][r + 1])):
+            for x in range(int(res["header_first"][rr]), int(res["header_first"][rr + 1])):
                 ks, kn = int(res["hkey_start"][x]), int(res["hkey_len"][x])
                 vs, vn = int(res["hvalue_start"][x]), int(res["hvalue_len"][x])
                 if kn == len(name) and vn == len(q) and raw[ks : ks + kn] == name and raw[vs : vs + vn] == q:
                     hit = True
                     break
-        if hit:
-            seen.add((k, o))
-            out.append((k, KeyMatch(o, ts, base, int(cand_loc[c]) & 0xFFFFFFFF)))
-    return out
+            keep[c] = hit
+    sel = np.nonzero(keep)[0]
+    if sel.shape[0] == 0:
+        return []
+    pairs = np.unique(np.stack([cand_k[sel], want[sel], sel]), axis=1)  # (key, offset) once each
+    first = np.ones(pairs.shape[1], bool)
+    first[1:] = (pairs[0, 1:] != pairs[0, :-1]) | (pairs[1, 1:] != pairs[1, :-1])
+    pairs = pairs[:, first]
+    pos = (cand_loc[pairs[2]] & 0xFFFFFFFF).tolist()
+    tss = ts[pairs[2]].tolist()
+    return [(k, KeyMatch(o, t, base, p)) for k, o, t, p in zip(pairs[0].tolist(), pairs[1].tolist(), tss, pos,
+                                                                  strict=True)]
 
 
 class _BatchCache:
