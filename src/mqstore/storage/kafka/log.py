@@ -413,7 +413,7 @@ class PartitionLog:
         with _typed_io_errors(self.dir):
             seg = self._maybe_roll(len(buf), first, last, max_ts, t)
             position = seg.size
-            seg.append(last, max_ts, shallow, mv, scan=scan)
+            seg.append(last, max_ts, shallow, mv)
             self.log_end_offset = last + 1
             info = LogAppendInfo(first, last, max_ts, shallow, n, len(buf), seg.base_offset, position)
             self._maybe_flush(t)

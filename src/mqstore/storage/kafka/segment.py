@@ -73,6 +73,8 @@ from mqstore.storage.kafka.rebuild import (
 INT32_MAX = (1 << 31) - 1
 LONG_MAX = (1 << 63) - 1
 _SCAN_MAPPED_BYTES = 1 << 20
+#: appended bytes the key index takes in one put (see LogSegment._index_pending)
+KEY_INDEX_DEFER_BYTES = 1 << 20
 
 
 def now_ms() -> int:
@@ -222,6 +224,7 @@ class LogSegment:
         self._time_index: TimeIndex | None = None
         self._key_index: KeyIndex | None = None  # the live key index of a writable segment
         self._key_reader: KeyIndexReader | None = None  # a read-only one, for lookups
+        self._key_pending: int | None = None  # where the appended bytes not yet in the key index start
         self.bytes_since_last_index_entry = 0
         self._max_ts_and_offset: TimestampOffset | None = None  # None = not loaded yet
         self._rolling_based_timestamp: int | None = None
@@ -328,6 +331,7 @@ class LogSegment:
         """Candidate locations of key hashes from the key index (``(locations, splits, indexed
         header)``), or ``None`` when the segment has no key index."""
         if self._key_index is not None:
+            self._index_pending()
             loc, sp = self._key_index.candidates(hashes)
             return loc, sp, self._key_index.header_name
         if self._key_reader is None:
@@ -337,7 +341,23 @@ class LogSegment:
         loc, sp = self._key_reader.candidates(hashes)
         return loc, sp, self._key_reader.header_name
 
+    def _index_pending(self) -> None:
+        """Put the keys of the batches appended since the last put into the key index: appends
+        are indexed in groups of about :data:`KEY_INDEX_DEFER_BYTES` (one compiled pass instead
+        of one per append), and before any flush, roll, close or lookup.  A crash in between is
+        an unclean shutdown, after which recovery rebuilds the key index anyway."""
+        start = self._key_pending
+        self._key_pending = None
+        if start is None or self._key_index is None or start >= self._size:
+            return
+        data = self.read_bytes(start, self._size - start)
+        mv = memoryview(data)
+        cols = scan_batches(mv, 0)
+        self._key_index.append(key_entries(mv, cols, cols["count"], self.base_offset, shift=start,
+                                           header_name=self.config.key_header, path=str(self.log_path)))
+
     def _drop_key_index(self) -> None:
+        self._key_pending = None
         for k in (self._key_index, self._key_reader):
             if k is not None:
                 k.close()
@@ -481,10 +501,9 @@ class LogSegment:
         return 0 <= offset - self.base_offset <= INT32_MAX
 
     def append(self, largest_offset: int, largest_timestamp: int, shallow_offset_of_max_timestamp: int,
-               records: bytes | bytearray | memoryview, *, scan: dict[str, Any] | None = None) -> None:
+               records: bytes | bytearray | memoryview) -> None:
         """Append a message set (one or more whole batches) exactly as Kafka's ``LogSegment.append``
-        (and, with ``key_index`` on, put its keys into the key index; ``scan``: the batch columns
-        of ``records`` when the caller has them)."""
+        (with ``key_index`` on, its keys go into the key index, see :meth:`_index_pending`)."""
         self._require_writable()
         n = len(records)
         if n == 0:
@@ -496,16 +515,17 @@ class LogSegment:
             raise OffsetOverflowError(
                 f"detected offset overflow at offset {largest_offset} in segment with base offset {self.base_offset}",
                 path=str(self.log_path))
-        kidx = self.live_key_index() if self.config.key_index else None
+        if self.config.key_index:
+            self.live_key_index()
+            if self._key_pending is None:
+                self._key_pending = position
         written = 0
         mv = memoryview(records)
         while written < n:
             written += os.pwrite(self._fd, mv[written:], position + written)
         self._size = position + n
-        if kidx is not None:
-            cols = scan if scan is not None else scan_batches(mv, 0)
-            kidx.append(key_entries(mv, cols, cols["count"], self.base_offset, shift=position,
-                                    header_name=self.config.key_header, path=str(self.log_path)))
+        if self._key_pending is not None and self._size - self._key_pending >= KEY_INDEX_DEFER_BYTES:
+            self._index_pending()
         if largest_timestamp > self.max_timestamp_so_far:
             self._max_ts_and_offset = TimestampOffset(largest_timestamp, shallow_offset_of_max_timestamp)
         if self.bytes_since_last_index_entry > self.config.index_interval_bytes:
@@ -684,6 +704,7 @@ class LogSegment:
         self.offset_index.trim_to_valid_size()
         self.time_index.trim_to_valid_size()
         if self._key_index is not None:
+            self._index_pending()
             self._key_index.compact()
 
     def resize_indexes(self, size: int) -> None:
@@ -706,6 +727,7 @@ class LogSegment:
         if self._time_index is not None:
             self._time_index.flush()
         if self._key_index is not None:
+            self._index_pending()
             self._key_index.flush()
 
     def close(self) -> None:
@@ -717,6 +739,7 @@ class LogSegment:
                 self.time_index.maybe_append(self._max_ts_and_offset.timestamp, self._max_ts_and_offset.offset,
                                              skip_full_check=True)
             if self._key_index is not None:
+                self._index_pending()
                 self._key_index.compact()
             self.flush()
         for idx in (self._offset_index, self._time_index):
