@@ -17,12 +17,15 @@ from typing import Any
 import numpy as np
 
 from mqstore.errors import CorruptDataError, CorruptIndexError, CrcMismatchError, InvalidArgumentError
-from mqstore.formats.kafka.batch import Record, decode_batch_header
+from mqstore.formats.kafka.batch import RECORD_BATCH_OVERHEAD, Record
 from mqstore.formats.kafka.keyindex import check_header_name
 from mqstore.kernels.kafka.batches import check_crcs
 from mqstore.kernels.kafka.records import ERR_UNSUPPORTED, ERROR_MESSAGES, OK, batch_bodies, parse_bodies
 from mqstore.storage.kafka.keyindex import key_hashes, log_entries
 from mqstore.storage.kafka.segment import LogSegment
+from mqstore.storage.mapped import ReadOnlyMap
+
+HEADER_SIZE = RECORD_BATCH_OVERHEAD  # a v2 batch header (61 bytes)
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,39 +98,63 @@ def _check_compiled(seg: LogSegment, cand_k: np.ndarray, cand_loc: np.ndarray, k
     """The candidates checked through the compiled record parser: each batch touched read once,
     CRC-checked, its records parsed to positions, keys compared on the bytes.  ``None`` when a
     batch needs the generic decoder (legacy magic, a 10-byte varlong)."""
-    base = seg.base_offset
     positions = np.unique(cand_loc & 0xFFFFFFFF)
-    parts: list[bytes] = []
-    cols: dict[str, list[int]] = {f: [] for f in ("position", "size", "magic", "crc", "attributes", "base_offset",
-                                                  "base_timestamp", "max_timestamp", "record_count")}
-    at = 0
     where = str(seg.key_index_path)
-    for pos in positions.tolist():
-        ref = next(seg.batches(pos), None)
-        if ref is None:
-            raise CorruptIndexError(f"key index names position {pos}, where no batch starts", path=where, offset=pos)
-        if ref.magic != 2:
-            return None
-        data = seg.read_bytes(pos, ref.size)
-        h = decode_batch_header(data, 0, path=str(seg.log_path))
-        for f, v in (("position", at), ("size", ref.size), ("magic", 2), ("crc", h.crc),
-                     ("attributes", h.attributes), ("base_offset", h.base_offset),
-                     ("base_timestamp", h.base_timestamp), ("max_timestamp", h.max_timestamp),
-                     ("record_count", h.records_count)):
-            cols[f].append(v)
-        parts.append(data)
-        at += len(data)
-    buf = b"".join(parts)
-    scan: dict[str, Any] = {f: np.array(v, np.int64) for f, v in cols.items()}
-    scan["count"] = len(parts)
-    stats.batches_read += len(parts)
-    ok = check_crcs(buf, scan)
-    if not ok.all():
-        i = int(np.nonzero(~ok)[0][0])
-        raise CrcMismatchError("record batch fails its size/CRC check", path=str(seg.log_path),
-                               offset=int(positions[i]))
-    kept = np.arange(len(parts))
-    bodies, bstart, bend = batch_bodies(memoryview(buf), scan, kept, path=str(seg.log_path))
+    size = seg.size
+    with ReadOnlyMap(seg.log_path, what="segment log file", size=size) as m:
+        arr = m.array
+        if arr.shape[0] < size:
+            return None  # the file shrank under this reader
+        heads = positions[:, None] + np.arange(HEADER_SIZE)[None, :]
+        if positions.shape[0] and int(positions[-1]) + HEADER_SIZE > size:
+            bad = int(positions[np.nonzero(positions + HEADER_SIZE > size)[0][0]])
+            raise CorruptIndexError(f"key index names position {bad}, where no batch starts", path=where,
+                                    offset=bad)
+        h = arr[heads]
+        if (h[:, 16] != 2).any():
+            return None  # a legacy message set: the generic decoder
+        scan = _header_columns(h, positions)
+        if (scan["size"] < HEADER_SIZE).any() or (positions + scan["size"] > size).any():
+            bad = int(positions[np.nonzero((scan["size"] < HEADER_SIZE) | (positions + scan["size"] > size))[0][0]])
+            raise CorruptIndexError(f"key index names position {bad}, where no whole batch starts", path=where,
+                                    offset=bad)
+        stats.batches_read += len(positions)
+        ok = check_crcs(arr, scan)
+        if not ok.all():
+            i = int(np.nonzero(~ok)[0][0])
+            raise CrcMismatchError("record batch fails its size/CRC check", path=str(seg.log_path),
+                                   offset=int(positions[i]))
+        kept = np.arange(len(positions))
+        if (scan["attributes"] & 0x07).any():
+            bodies, bstart, bend = batch_bodies(arr, scan, kept, path=str(seg.log_path))
+        else:  # uncompressed: the record bodies are parsed in place, in the map
+            bodies, bstart, bend = arr, positions + HEADER_SIZE, positions + scan["size"]
+        return _check_parsed(seg, bodies, bstart, bend, scan, positions, cand_k, cand_loc, kb, header, lo, hi,
+                             stats)
+
+
+def _header_columns(h: np.ndarray, positions: np.ndarray) -> dict[str, Any]:
+    """The scan columns of v2 batch headers (rows of 61 bytes)."""
+    def be(a: int, n: int, signed: bool = True) -> np.ndarray:
+        v = np.zeros(h.shape[0], np.int64)
+        for i in range(n):
+            v = (v << 8) | h[:, a + i].astype(np.int64)
+        if signed and n < 8:
+            top = np.int64(1) << (8 * n - 1)
+            v = np.where(v >= top, v - (top << 1), v)
+        return v
+
+    return {"position": positions.astype(np.int64), "size": be(8, 4) + 12, "magic": h[:, 16].astype(np.int64),
+            "crc": be(17, 4, False), "attributes": be(21, 2), "base_offset": be(0, 8),
+            "base_timestamp": be(27, 8), "max_timestamp": be(35, 8), "record_count": be(57, 4),
+            "count": int(h.shape[0])}
+
+
+def _check_parsed(seg: LogSegment, bodies: np.ndarray, bstart: np.ndarray, bend: np.ndarray, scan: dict[str, Any],
+                  positions: np.ndarray, cand_k: np.ndarray, cand_loc: np.ndarray, kb: list[bytes],
+                  header: str | None, lo: int, hi: int, stats: KeyQueryStats) -> list[tuple[int, KeyMatch]] | None:
+    base = seg.base_offset
+    where = str(seg.key_index_path)
     logappend = (scan["attributes"] & 0x08) != 0
     res = parse_bodies(bodies, bstart, bend, scan["record_count"], scan["base_offset"], scan["base_timestamp"],
                        scan["max_timestamp"], logappend, -(1 << 63), (1 << 63) - 1)
@@ -166,7 +193,6 @@ def _check_compiled(seg: LogSegment, cand_k: np.ndarray, cand_loc: np.ndarray, k
             b = qbuf[qstart[cand_k[sel]][:, None] + span]
             keep[sel] = (a == b).all(axis=1)
     else:
-        raw = bodies.tobytes()
         name = header.encode("utf-8")
         for c in np.nonzero(keep)[0].tolist():
             q = kb[int(cand_k[c])]
@@ -175,7 +201,8 @@ def _check_compiled(seg: LogSegment, cand_k: np.ndarray, cand_loc: np.ndarray, k
             for x in range(int(res["header_first"][rr]), int(res["header_first"][rr + 1])):
                 ks, kn = int(res["hkey_start"][x]), int(res["hkey_len"][x])
                 vs, vn = int(res["hvalue_start"][x]), int(res["hvalue_len"][x])
-                if kn == len(name) and vn == len(q) and raw[ks : ks + kn] == name and raw[vs : vs + vn] == q:
+                if (kn == len(name) and vn == len(q) and bodies[ks : ks + kn].tobytes() == name
+                        and bodies[vs : vs + vn].tobytes() == q):
                     hit = True
                     break
             keep[c] = hit
