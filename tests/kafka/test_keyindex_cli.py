@@ -124,3 +124,20 @@ def test_stray_keyindex_is_a_verify_note(logdir: Path) -> None:
     rep = json.loads(out)
     assert code == 0 and "stray_keyindex" in [n["kind"] for n in rep["notes"]]
     assert "unknown_file" not in [n["kind"] for n in rep["notes"]]
+
+
+def test_verify_of_a_live_writer_notes_a_key_index_behind(tmp_path: Path) -> None:
+    d = tmp_path / "live-0"
+    log = PartitionLog.open(d, LogConfig(key_index=True))
+    try:
+        for i in range(50):
+            log.append_records([SimpleRecord(b"v", key=b"k%d" % i)], timestamp=1000 + i)
+        log.flush()  # the key index holds all 50
+        log.append_records([SimpleRecord(b"v", key=b"late")], timestamp=2000)  # not yet put
+        code, out, _ = run("verify", str(d), "--json")
+        rep = json.loads(out)
+        assert code == 0, rep["problems"]
+        assert [n["kind"] for n in rep["notes"] if n["kind"].startswith("keyindex")] == ["keyindex_behind"]
+        assert log.offsets_for_key("late") == [50]  # a lookup puts the pending keys first
+    finally:
+        log.close()

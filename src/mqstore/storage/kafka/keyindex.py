@@ -577,6 +577,7 @@ class KeyIndexCheck:
     expected_entries: int
     problem: str | None
     position: int | None = None
+    behind: bool = False  # sound, but holds only the first entries (a live writer's index between puts)
 
 
 def verify_keyindex(keyindex: str | os.PathLike[str], log_path: str | os.PathLike[str]) -> KeyIndexCheck:
@@ -597,6 +598,10 @@ def verify_keyindex(keyindex: str | os.PathLike[str], log_path: str | os.PathLik
     want = build_keyindex(entries, slots=t.hash_slot_num, index_num=t.index_num, header_name=t.header_name)
     if want == data:
         return KeyIndexCheck(str(kp), held, len(entries), None)
+    if held < len(entries):
+        part = KeyEntries(entries.key_hash[:held], entries.location[:held], entries.timestamp[:held])
+        if build_keyindex(part, slots=t.hash_slot_num, index_num=t.index_num, header_name=t.header_name) == data:
+            return KeyIndexCheck(str(kp), held, len(entries), None, behind=True)
     a = np.frombuffer(data, np.uint8)
     b = np.frombuffer(want, np.uint8)
     first = int(np.nonzero(a != b)[0][0])

@@ -354,8 +354,10 @@ def verify_segment(log_path: Path, report: VerifyReport, *, strict: bool = False
             valid_oi.close()
 
 
-def verify_segment_keyindex(log_path: Path, report: VerifyReport) -> None:
-    """The segment's ``.keyindex``, when there is one, against a rebuild of the ``.log``."""
+def verify_segment_keyindex(log_path: Path, report: VerifyReport, *, active: bool = False) -> None:
+    """The segment's ``.keyindex``, when there is one, against a rebuild of the ``.log``.  The
+    active segment's may hold only the first entries (a live writer puts appended keys in
+    groups): a note, not a problem."""
     from mqstore.storage.kafka.keyindex import keyindex_path, verify_keyindex
 
     kp = keyindex_path(log_path)
@@ -363,7 +365,13 @@ def verify_segment_keyindex(log_path: Path, report: VerifyReport) -> None:
         return
     check = verify_keyindex(kp, log_path)
     report.key_index_entries += check.entries
-    if check.problem is not None:
+    if check.behind:
+        msg = f"key index holds the first {check.entries} of the log's {check.expected_entries} key entries"
+        if active:
+            report.note("keyindex_behind", kp, None, msg + " (a live writer's index between puts)")
+        else:
+            report.add("keyindex_mismatch", kp, None, msg)
+    elif check.problem is not None:
         kind = "keyindex_unreadable" if check.problem.startswith("unreadable") else "keyindex_mismatch"
         report.add(kind, kp, check.position, check.problem)
 
@@ -389,7 +397,7 @@ def verify_path(path: str | os.PathLike[str], *, strict: bool = False,
         if not f.exists():
             raise StoreNotFoundError("segment log file not found", path=str(f))
         verify_segment(f, report, strict=strict, progress=progress, active=last is not None and f == last)
-        verify_segment_keyindex(f, report)
+        verify_segment_keyindex(f, report, active=last is not None and f == last)
     if p.is_dir():
         from mqstore.storage.kafka.txn import verify_txn_indexes
 
