@@ -45,6 +45,7 @@ SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[Healt
 
 # ----------------------------------------------------------------------------- codec
 def test_key_hash_is_the_indexfile_hash_of_the_text() -> None:
+    assert key_hash(b"Aa") == key_hash(b"BB") and key_hash(b"AaBB") == key_hash(b"BBAa")
     assert key_hash(b"order-123") == abs(java_string_hashcode("order-123"))
     assert header_hash("trace", b"abc") == abs(java_string_hashcode("trace#abc"))
     assert key_hash(b"") == 0
@@ -151,7 +152,8 @@ def test_batch_walk_over_a_keyindex(select, tmp_path: Path) -> None:
 
 
 # ----------------------------------------------------------------------------- partition logs
-_KEYS = [b"a", b"b", b"order-1", b"order-2", "ü".encode(), b"\xff", b""]
+# "Aa"/"BB" and "AaBB"/"BBAa" have equal Java hash codes: true hash collisions, not only shared slots
+_KEYS = [b"a", b"b", b"order-1", b"order-2", "ü".encode(), b"\xff", b"", b"Aa", b"BB", b"AaBB", b"BBAa"]
 
 
 @st.composite
