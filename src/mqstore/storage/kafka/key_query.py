@@ -209,14 +209,14 @@ def _check_parsed(seg: LogSegment, bodies: np.ndarray, bstart: np.ndarray, bend:
     sel = np.nonzero(keep)[0]
     if sel.shape[0] == 0:
         return []
-    pairs = np.unique(np.stack([cand_k[sel], want[sel], sel]), axis=1)  # (key, offset) once each
-    first = np.ones(pairs.shape[1], bool)
-    first[1:] = (pairs[0, 1:] != pairs[0, :-1]) | (pairs[1, 1:] != pairs[1, :-1])
-    pairs = pairs[:, first]
-    pos = (cand_loc[pairs[2]] & 0xFFFFFFFF).tolist()
-    tss = ts[pairs[2]].tolist()
-    return [(k, KeyMatch(o, t, base, p)) for k, o, t, p in zip(pairs[0].tolist(), pairs[1].tolist(), tss, pos,
-                                                                  strict=True)]
+    o = np.lexsort((want[sel], cand_k[sel]))  # (key, offset) once each
+    idx = sel[o]
+    first = np.ones(idx.shape[0], bool)
+    first[1:] = (cand_k[idx[1:]] != cand_k[idx[:-1]]) | (want[idx[1:]] != want[idx[:-1]])
+    idx = idx[first]
+    pos = (cand_loc[idx] & 0xFFFFFFFF).tolist()
+    return [(k, KeyMatch(off, t, base, p))
+            for k, off, t, p in zip(cand_k[idx].tolist(), want[idx].tolist(), ts[idx].tolist(), pos, strict=True)]
 
 
 class _BatchCache:
