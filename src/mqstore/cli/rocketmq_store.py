@@ -16,25 +16,29 @@ from typing import Any
 
 import click
 
-#: (--commitlog, --readonly-commitlog) of the running command (set by :func:`commitlog_options`)
-_COMMITLOG: contextvars.ContextVar[tuple[str | None, str | None]] = contextvars.ContextVar(
-    "mqstore_rocketmq_commitlog", default=(None, None))
+#: (--commitlog, --readonly-commitlog, --store-type) of the running command (set by :func:`commitlog_options`)
+_COMMITLOG: contextvars.ContextVar[tuple[str | None, str | None, str | None]] = contextvars.ContextVar(
+    "mqstore_rocketmq_commitlog", default=(None, None, None))
 
 
 def commitlog_options(f: Any) -> Any:
-    """``--commitlog DIR[,DIR...]`` and ``--readonly-commitlog DIR[,DIR...]`` for a command: the
-    broker's ``storePathCommitLog`` and ``readOnlyCommitLogStorePaths``, seen by every
-    :func:`store_config` call the command makes."""
+    """``--commitlog DIR[,DIR...]``, ``--readonly-commitlog DIR[,DIR...]`` and ``--store-type`` for
+    a command: the broker's ``storePathCommitLog``, ``readOnlyCommitLogStorePaths`` and
+    ``storeType``, seen by every :func:`store_config` call the command makes."""
 
     @functools.wraps(f)
     def wrapper(*args: Any, commitlog: str | None = None, readonly_commitlog: str | None = None,
-                **kwargs: Any) -> Any:
-        token = _COMMITLOG.set((commitlog, readonly_commitlog))
+                store_type: str | None = None, **kwargs: Any) -> Any:
+        token = _COMMITLOG.set((commitlog, readonly_commitlog, store_type))
         try:
             return f(*args, **kwargs)
         finally:
             _COMMITLOG.reset(token)
 
+    wrapper = click.option("--store-type", "store_type", type=click.Choice(["default", "defaultRocksDB"]),
+                           default=None,
+                           help="storeType: where the ConsumeQueue lives (default: files; defaultRocksDB: the "
+                                "RocksDB database in consumequeue/, read only). Default: detected from the files.")(wrapper)
     wrapper = click.option("--readonly-commitlog", "readonly_commitlog", default=None, metavar="DIR[,DIR...]",
                            help="readOnlyCommitLogStorePaths: CommitLog directories read but never written.")(wrapper)
     return click.option("--commitlog", "commitlog", default=None, metavar="DIR[,DIR...]",
@@ -54,10 +58,11 @@ def store_config(store: Any, commitlog_file_size: int | None = None, slots: int 
         raise StoreNotFoundError(f"store directory {p} does not exist")
     if not p.is_dir():
         raise StoreNotFoundError(f"{p} is not a directory (a RocketMQ store is one)")
-    commitlog, readonly = _COMMITLOG.get()
+    commitlog, readonly, store_type = _COMMITLOG.get()
     return resolve_config(p, None, background_services=False, commit_log_file_size=commitlog_file_size,
                           hash_slot_num=slots, index_num=items, consume_queue_file_size=cq_file_size,
-                          store_path_commit_log=commitlog, read_only_commit_log_store_paths=readonly)
+                          store_path_commit_log=commitlog, read_only_commit_log_store_paths=readonly,
+                          store_type=store_type)
 
 
 def open_store(store: Path, read_only: bool = True, cfg: Any = None) -> Any:

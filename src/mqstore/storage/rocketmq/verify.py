@@ -30,11 +30,223 @@ class VerifyReport:
         return not self.problems
 
 
+@dataclass(slots=True)
+class _Records:
+    """What the CommitLog says of its records, as columns sorted by offset."""
+
+    starts: np.ndarray  # int64
+    sizes: np.ndarray  # int64
+    topic_id: np.ndarray  # int64, index into ``topics``
+    queue_id: np.ndarray  # int64
+    queue_offset: np.ndarray  # int64
+    tags_code: np.ndarray  # int64
+    store_ts: np.ndarray  # int64
+    topics: dict[str, int]
+    pair_keys: np.ndarray  # sorted ``record index << 32 | key hash`` of every (record, IndexFile key)
+    has_keys: np.ndarray  # bool per record: at least one key
+
+    n: int  # records; every column has one more row, a sentinel that matches nothing
+
+    def find(self, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(index of the record starting at each offset — the sentinel row where none does —,
+        whether there is one)."""
+        i = np.minimum(np.searchsorted(self.starts[:self.n], offsets), self.n)
+        ok = (i < self.n) & (self.starts[i] == offsets)
+        return i, ok
+
+
+def _pair_key(rec: np.ndarray, key_hash: np.ndarray) -> np.ndarray:
+    return (rec.astype(np.int64) << 32) | (key_hash.astype(np.int64) & 0xFFFFFFFF)
+
+
+def _java_div_1000(d: np.ndarray) -> np.ndarray:
+    return np.where(d >= 0, d // 1000, -((-d) // 1000))
+
+
+def _time_diffs(store_ts: np.ndarray, begin: int) -> np.ndarray:
+    """:func:`~mqstore.formats.rocketmq.indexfile.time_diff_seconds` of many store times."""
+    if begin <= 0:
+        return np.zeros(store_ts.shape[0], np.int64)
+    return np.clip(_java_div_1000(store_ts - begin), 0, INT_MAX)
+
+
+_ITEM_DTYPE = np.dtype([("hash", ">i4"), ("phy", ">i8"), ("diff", ">i4"), ("prev", ">i4")])
+
+
 def verify_store(root: str | Path, config=None, *, max_problems: int = 1000,
                  progress: Callable[[int, int], None] | None = None) -> VerifyReport:
     """CRC of every record, every ConsumeQueue unit against the CommitLog, every IndexFile item
     against the CommitLog (offset of a real record with a matching key hash) and chain links.
-    ``progress(done, total)`` is called after each scanned batch with CommitLog bytes."""
+    ``progress(done, total)`` is called after each scanned batch with CommitLog bytes.
+
+    Every check runs over columns (the CommitLog scan's, the ConsumeQueue units', the IndexFile
+    items'): Python only formats the problems.  :func:`verify_store_reference` is the same
+    verification one element at a time (the tests hold the two equal)."""
+    rep = VerifyReport()
+    store = RocketMQStore(root, config, read_only=True)
+
+    def problem(text: str) -> None:
+        if len(rep.problems) < max_problems:
+            rep.problems.append(text)
+
+    try:
+        cl = store.commit_log
+        recs = _scan_records(cl, rep, problem, progress)
+        end = store.recovery.commit_log_end
+        if store.rocksdb_cq is not None:  # the RocksDB ConsumeQueue (storeType=defaultRocksDB)
+            _verify_rocksdb_columns(store.rocksdb_cq, rep, problem, recs, cl.min_offset, end)
+        for (topic, qid), cq in sorted(store.consume_queues.items() if store.rocksdb_cq is None else ()):
+            for mf in cq.queue.files:
+                _check_cq_file(mf, topic, qid, cq, recs, cl.min_offset, end, rep, problem)
+        from mqstore.storage.rocketmq.timeindex import verify_sidecars
+
+        def times_at(offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            i, ok = recs.find(np.asarray(offsets, np.int64))
+            return recs.store_ts[i], ok
+
+        for text in verify_sidecars(Path(root), store.consume_queues, times_at, cl.min_offset):
+            problem(text)
+        for f in store.index.files:
+            _check_index_file(f, recs, cl.min_offset, rep, problem)
+        for text in store.index.verify_chains():
+            problem(f"index/{text}")
+        from mqstore.formats.rocketmq.timer import TIMER_TOPIC
+
+        n = recs.n
+        tid = recs.topics.get(TIMER_TOPIC, -1)
+        _verify_config_and_timer(Path(root), recs.starts[:n], recs.sizes[:n], recs.starts[:n][recs.topic_id[:n] == tid],
+                                 cl.min_offset, end, problem)
+    finally:
+        store.close()
+    return rep
+
+
+def _scan_records(cl, rep: VerifyReport, problem: Callable[[str], None],
+                  progress: Callable[[int, int], None] | None) -> _Records:
+    topics: dict[str, int] = {}
+    cols: dict[str, list[np.ndarray]] = {k: [] for k in ("starts", "sizes", "topic_id", "queue_id", "queue_offset",
+                                                         "tags_code", "store_ts", "key_off", "key_hash")}
+    for batch in cl.scan(cl.min_offset, cl.max_offset, check_crc=True, skip_length_mismatch=False):
+        rep.messages += len(batch)
+        if progress is not None:
+            progress(batch.next_offset - cl.min_offset, cl.max_offset - cl.min_offset)
+        remap = np.array([topics.setdefault(t, len(topics)) for t in batch.topics] or [0], np.int64)
+        cols["starts"].append(batch.commit_log_offset.astype(np.int64))
+        cols["sizes"].append(batch.size.astype(np.int64))
+        cols["topic_id"].append(remap[batch.topic_id] if len(batch) else np.empty(0, np.int64))
+        cols["queue_id"].append(batch.queue_id.astype(np.int64))
+        cols["queue_offset"].append(batch.queue_offset.astype(np.int64))
+        cols["tags_code"].append(batch.tags_code.astype(np.int64))
+        cols["store_ts"].append(batch.store_timestamp.astype(np.int64))
+        cols["key_off"].append(batch.commit_log_offset[batch.key_row].astype(np.int64))
+        cols["key_hash"].append(batch.key_hash.astype(np.int64))
+        if batch.stop == STOP_INVALID:
+            problem(f"commitlog: invalid record at offset {batch.next_offset}: {batch.error}")
+    c = {k: np.concatenate(v) if v else np.empty(0, np.int64) for k, v in cols.items()}
+    n = int(c["starts"].shape[0])
+    order = np.argsort(c["starts"], kind="stable")
+
+    def col(name: str) -> np.ndarray:  # sorted by offset, plus the sentinel row
+        return np.append(c[name][order], -1)
+
+    recs = _Records(col("starts"), col("sizes"), col("topic_id"), col("queue_id"), col("queue_offset"),
+                    col("tags_code"), col("store_ts"), topics, np.empty(0, np.int64), np.zeros(n + 1, bool), n)
+    recs.topic_id[n] = -2  # no topic
+    rec_of_key, _ = recs.find(c["key_off"])
+    recs.pair_keys = np.sort(_pair_key(rec_of_key, c["key_hash"]))  # (duplicates do not matter)
+    recs.has_keys[rec_of_key] = True
+    return recs
+
+
+def _check_cq_file(mf, topic: str, qid: int, cq, recs: _Records, cl_min: int, end: int, rep: VerifyReport,
+                   problem: Callable[[str], None]) -> None:
+    n = mf.wrote_position // CQ_UNIT_SIZE
+    units = np.frombuffer(mf.mm, dtype=CQ_DTYPE, count=n)
+    rep.cq_units += n
+    off = units["offset"].astype(np.int64)
+    size = units["size"].astype(np.int64)
+    tags = units["tags_code"].astype(np.int64)
+    del units
+    live = ~((off == 0) & (size == INT_MAX)) & (off >= cl_min)
+    ri, found = recs.find(off)
+    is_rec = live & found & (recs.sizes[ri] == size)
+    ext = is_rec & (tags <= MAX_ADDR)
+    rep.ext_units += int(ext.sum())
+    first = mf.file_from_offset // CQ_UNIT_SIZE
+    qoff = first + np.arange(n, dtype=np.int64)
+    tid = recs.topics.get(topic, -1)
+    same = (recs.topic_id[ri] == tid) & (recs.queue_id[ri] == qid) & (recs.queue_offset[ri] == qoff)
+    wrong = is_rec & ~ext & ~(same & (recs.tags_code[ri] == tags))
+    names = {v: k for k, v in recs.topics.items()}
+    for i in np.nonzero((live & ~is_rec) | ext | wrong)[0].tolist():
+        o, sz, tag, q, r = int(off[i]), int(size[i]), int(tags[i]), first + i, int(ri[i])
+        where = f"consumequeue/{topic}/{qid}: unit {q}"
+        if not is_rec[i]:
+            problem(f"consumequeue/{topic}/{qid}: unit {q} points at offset {o} size {sz}, "
+                    f"which is not a record of the CommitLog (valid end {end})")
+            continue
+        if ext[i]:
+            try:
+                e = cq.ext.get(tag) if cq.ext is not None else None
+            except MqStoreError as exc:
+                problem(f"{where}: ext address {tag} (ext offset {undecorate(tag)}): {exc.message}")
+                continue
+            if e is None:
+                problem(f"{where}: tags code {tag} is a ConsumeQueueExt address but the store has no "
+                        f"consumequeue_ext/{topic}/{qid} files")
+                continue
+            if e.msg_store_time != int(recs.store_ts[r]):
+                problem(f"{where}: ext unit at {undecorate(tag)} has store time {e.msg_store_time}, "
+                        f"the message at offset {o} {int(recs.store_ts[r])}")
+            tag = e.tags_code
+        if not same[i] or int(recs.tags_code[r]) != tag:
+            problem(f"{where} (tags code {tag}) points at offset {o}, a record of "
+                    f"{names[int(recs.topic_id[r])]}/{int(recs.queue_id[r])} queue offset "
+                    f"{int(recs.queue_offset[r])} tags code {int(recs.tags_code[r])}")
+
+
+def _check_index_file(f, recs: _Records, cl_min: int, rep: VerifyReport, problem: Callable[[str], None]) -> None:
+    h = f.header
+    buf = f.buffer
+    count = max(min(h.index_count, buf.index_num), 1) - 1  # items 1 .. count
+    items = np.frombuffer(f.mm, dtype=_ITEM_DTYPE, count=count, offset=buf.item_position(1))
+    rep.index_items += count
+    key_hash = items["hash"].astype(np.int64)
+    phy = items["phy"].astype(np.int64)
+    diff = items["diff"].astype(np.int64)
+    prev = items["prev"].astype(np.int64)
+    del items
+    item_no = np.arange(1, count + 1, dtype=np.int64)
+    live = phy >= cl_min
+    ri, found = recs.find(phy)
+    keyed = found & recs.has_keys[ri]
+    pk = _pair_key(ri, key_hash)
+    pairs = np.append(recs.pair_keys, -1)  # a sentinel again: no key pair is negative
+    j = np.minimum(np.searchsorted(recs.pair_keys, pk), recs.pair_keys.shape[0])
+    hash_ok = keyed & (pairs[j] == pk)
+    time_bad = hash_ok & (item_no >= 2) & (diff != _time_diffs(recs.store_ts[ri], h.begin_timestamp))
+    bad = (live & (~keyed | ~hash_ok | time_bad)) | (prev < 0) | (prev >= item_no) | (diff < 0)
+    for k in np.nonzero(bad)[0].tolist():
+        item, p, d = k + 1, int(phy[k]), int(diff[k])
+        if live[k]:
+            if not keyed[k]:
+                problem(f"index/{f.name}: item {item} points at offset {p}, which is not a record start")
+            elif not hash_ok[k]:
+                problem(f"index/{f.name}: item {item} hash {int(key_hash[k])} matches no key of the message at {p}")
+            elif time_bad[k]:
+                problem(f"index/{f.name}: item {item} time difference {d} s does not match the store time "
+                        f"of the message at {p}")
+        if prev[k] < 0 or prev[k] >= item:
+            problem(f"index/{f.name}: item {item} links to item {int(prev[k])} (must be older)")
+        if d < 0:
+            problem(f"index/{f.name}: item {item} has a negative time difference")
+
+
+def verify_store_reference(root: str | Path, config=None, *, max_problems: int = 1000,
+                           progress: Callable[[int, int], None] | None = None) -> VerifyReport:
+    """:func:`verify_store` one record, unit and item at a time with dictionaries: the plain
+    statement of every check, and the twin the vectorised version is tested against (same
+    problems, same order, same counts)."""
     rep = VerifyReport()
     store = RocketMQStore(root, config, read_only=True)
 
@@ -66,7 +278,12 @@ def verify_store(root: str | Path, config=None, *, max_problems: int = 1000,
         all_starts = np.concatenate(starts) if starts else np.empty(0, np.int64)
         all_sizes = np.concatenate(sizes) if sizes else np.empty(0, np.int32)
         size_of = dict(zip(all_starts.tolist(), all_sizes.tolist(), strict=True))
-        for (topic, qid), cq in sorted(store.consume_queues.items()):
+        if store.rocksdb_cq is not None:
+            def record_ref(off: int) -> tuple[int, str, int, int, int, int] | None:
+                return (size_of[off], *fields_of[off]) if off in size_of else None
+
+            _verify_rocksdb(store.rocksdb_cq, rep, problem, record_ref, cl.min_offset, end)
+        for (topic, qid), cq in sorted(store.consume_queues.items() if store.rocksdb_cq is None else ()):
             for mf in cq.queue.files:
                 n = mf.wrote_position // CQ_UNIT_SIZE
                 units = np.frombuffer(mf.mm, dtype=CQ_DTYPE, count=n)
@@ -104,10 +321,19 @@ def verify_store(root: str | Path, config=None, *, max_problems: int = 1000,
                         problem(f"{where} (tags code {tag}) points at offset "
                                 f"{off}, a record of {t}/{q} queue offset {o} tags code {tc}")
                 del units
+        from mqstore.storage.rocketmq.timeindex import verify_sidecars
+
+        def times_at_ref(offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            got = [fields_of.get(int(o)) for o in offsets.tolist()]
+            return (np.array([-1 if g is None else g[4] for g in got], np.int64),
+                    np.array([g is not None for g in got], bool))
+
+        for text in verify_sidecars(Path(root), store.consume_queues, times_at_ref, cl.min_offset):
+            problem(text)
         for f in store.index.files:
             h = f.header
             buf = f.buffer
-            for item in range(1, max(h.index_count, 1)):
+            for item in range(1, max(min(h.index_count, buf.index_num), 1)):
                 key_hash, phy, diff, prev = buf.read_item(item)
                 rep.index_items += 1
                 if phy < cl.min_offset:
@@ -124,20 +350,192 @@ def verify_store(root: str | Path, config=None, *, max_problems: int = 1000,
                     problem(f"index/{f.name}: item {item} links to item {prev} (must be older)")
                 if diff < 0:
                     problem(f"index/{f.name}: item {item} has a negative time difference")
-            for text in store.index.verify_chains():
-                problem(f"index/{text}")
-        for c in list_config_files(Path(root)):
-            if c.error is not None:
-                problem(f"config/{c.name}: {c.error}")
-        # timer messages (5.x): timerlog units against these records, the wheel's slot chains
+        for text in store.index.verify_chains():
+            problem(f"index/{text}")
         from mqstore.formats.rocketmq.timer import TIMER_TOPIC
-        from mqstore.storage.rocketmq.timer import verify_timer
 
         order = np.argsort(all_starts, kind="stable")
         timer_starts = np.array(sorted(o for o, f in fields_of.items() if f[0] == TIMER_TOPIC), np.int64)
-        for text in verify_timer(Path(root), all_starts[order], all_sizes[order].astype(np.int64), timer_starts,
-                                 cl.min_offset, end):
-            problem(text)
+        _verify_config_and_timer(Path(root), all_starts[order], all_sizes[order].astype(np.int64), timer_starts,
+                                 cl.min_offset, end, problem)
     finally:
         store.close()
     return rep
+
+
+#: (size, topic, queue id, queue offset, tags code, store time) of the record at a CommitLog offset
+RecordLookup = Callable[[int], "tuple[int, str, int, int, int, int] | None"]
+_ROCKS = "consumequeue (RocksDB)"
+
+
+def _verify_rocksdb(db, rep: VerifyReport, problem: Callable[[str], None], record: RecordLookup,
+                    min_offset: int, end: int) -> None:
+    """The RocksDB ConsumeQueue against the CommitLog, one entry at a time (the twin of
+    :func:`_verify_rocksdb_columns`): every ``default`` entry decodes and points at the record of
+    its topic/queue/offset (size, tags code, store time); then :func:`_rocksdb_queue_problems`."""
+    from mqstore.formats.rocketmq.rocksdb_cq import decode_cq_key, decode_cq_value
+
+    for text in db.bad_offset_keys:
+        problem(f"{_ROCKS} offset family: {text}")
+    seen: dict[tuple[str, int], int] = {}
+    first: dict[tuple[str, int], int] = {}
+    last: dict[tuple[str, int], int] = {}
+    for key, value in db.iter_units():
+        rep.cq_units += 1
+        try:
+            topic, qid, qoff = decode_cq_key(key)
+            u = decode_cq_value(value)
+        except MqStoreError as exc:
+            problem(f"{_ROCKS}: entry {bytes(key)[:48].hex()}: {exc.message}")
+            continue
+        k = (topic, qid)
+        if u.commit_log_offset < min_offset:
+            continue  # points into a deleted segment (the compaction filter drops these later)
+        mx = db.offsets[k].max if k in db.offsets else None
+        if mx is None or qoff <= mx.queue_offset:
+            seen[k] = seen.get(k, 0) + 1
+            first[k] = min(first.get(k, qoff), qoff)
+        last[k] = max(last.get(k, qoff), qoff)
+        at = f"{_ROCKS} {topic}/{qid}: unit {qoff}"
+        rec = record(u.commit_log_offset)
+        if rec is None or rec[0] != u.size:
+            problem(f"{at} points at offset {u.commit_log_offset} size {u.size}, which is not a record of the "
+                    f"CommitLog (valid end {end})")
+            continue
+        _size, t, q, o, tc, ts = rec
+        if (t, q, o, tc, ts) != (topic, qid, qoff, u.tags_code, u.store_timestamp):
+            problem(f"{at} (tags code {u.tags_code}, store time {u.store_timestamp}) points at offset "
+                    f"{u.commit_log_offset}, a record of {t}/{q} queue offset {o} tags code {tc} store time {ts}")
+    _rocksdb_queue_problems(db, problem, seen, first, last, min_offset, end)
+
+
+def _verify_rocksdb_columns(db, rep: VerifyReport, problem: Callable[[str], None], recs: _Records,
+                            min_offset: int, end: int) -> None:
+    """:func:`_verify_rocksdb` over columns: the entries are decoded in one pass, checked against
+    the CommitLog's columns at once, and the problems reported in the same order."""
+    from mqstore.formats.rocketmq.rocksdb_cq import (
+        UNIT_VALUE_SIZE,
+        decode_cq_key,
+        decode_cq_value,
+        decode_cq_values,
+    )
+
+    for text in db.bad_offset_keys:
+        problem(f"{_ROCKS} offset family: {text}")
+    events: list[tuple[int, str]] = []  # (entry number, problem)
+    codes: dict[tuple[str, int], int] = {}
+    kcode: list[int] = []
+    qoffs: list[int] = []
+    vals: list[bytes] = []
+    index: list[int] = []
+    total = 0
+    for n, (key, value) in enumerate(db.iter_units()):
+        total = n + 1
+        try:
+            topic, qid, qoff = decode_cq_key(key)
+            if len(value) != UNIT_VALUE_SIZE:
+                decode_cq_value(value)  # raises the typed error
+        except MqStoreError as exc:
+            events.append((n, f"{_ROCKS}: entry {bytes(key)[:48].hex()}: {exc.message}"))
+            continue
+        kcode.append(codes.setdefault((topic, qid), len(codes)))
+        qoffs.append(qoff)
+        vals.append(value)
+        index.append(n)
+    rep.cq_units += total
+    queues = list(codes)
+    u = decode_cq_values(vals)
+    kc = np.array(kcode, np.int64)
+    qo = np.array(qoffs, np.int64)
+    off, size = u["offset"].astype(np.int64), u["size"].astype(np.int64)
+    tags, ts = u["tags_code"].astype(np.int64), u["store_time"].astype(np.int64)
+    live = off >= min_offset
+    nq = len(queues)
+    mxq = np.array([db.offsets[k].max.queue_offset if k in db.offsets and db.offsets[k].max is not None else -1
+                    for k in queues] or [0], np.int64)
+    has_max = np.array([k in db.offsets and db.offsets[k].max is not None for k in queues] or [False], bool)
+    counted = live & (~has_max[kc] | (qo <= mxq[kc])) if len(kc) else live
+    seen_a = np.bincount(kc[counted], minlength=nq)
+    first_a = np.full(max(nq, 1), np.iinfo(np.int64).max, np.int64)
+    np.minimum.at(first_a, kc[counted], qo[counted])
+    last_a = np.full(max(nq, 1), np.iinfo(np.int64).min, np.int64)
+    np.maximum.at(last_a, kc[live], qo[live])
+    seen = {queues[c]: int(seen_a[c]) for c in range(nq) if seen_a[c]}
+    first = {queues[c]: int(first_a[c]) for c in range(nq) if seen_a[c]}
+    has_live = np.bincount(kc[live], minlength=nq)
+    last = {queues[c]: int(last_a[c]) for c in range(nq) if has_live[c]}
+    ri, found = recs.find(off)
+    is_rec = found & (recs.sizes[ri] == size)
+    tid = np.array([recs.topics.get(t, -1) for t, _q in queues] or [-1], np.int64)
+    qid_of = np.array([q for _t, q in queues] or [0], np.int64)
+    same = ((recs.topic_id[ri] == tid[kc]) & (recs.queue_id[ri] == qid_of[kc]) & (recs.queue_offset[ri] == qo)
+            & (recs.tags_code[ri] == tags) & (recs.store_ts[ri] == ts)) if len(kc) else live
+    names = {v: k for k, v in recs.topics.items()}
+    for i in np.nonzero(live & ~(is_rec & same))[0].tolist():
+        topic, qid = queues[int(kc[i])]
+        o, sz, q = int(off[i]), int(size[i]), int(qo[i])
+        at = f"{_ROCKS} {topic}/{qid}: unit {q}"
+        if not is_rec[i]:
+            events.append((index[i], f"{at} points at offset {o} size {sz}, which is not a record of the "
+                                     f"CommitLog (valid end {end})"))
+            continue
+        r = int(ri[i])
+        events.append((index[i], f"{at} (tags code {int(tags[i])}, store time {int(ts[i])}) points at offset {o}, "
+                                 f"a record of {names[int(recs.topic_id[r])]}/{int(recs.queue_id[r])} queue offset "
+                                 f"{int(recs.queue_offset[r])} tags code {int(recs.tags_code[r])} store time "
+                                 f"{int(recs.store_ts[r])}"))
+    for _n, text in sorted(events, key=lambda e: e[0]):
+        problem(text)
+    _rocksdb_queue_problems(db, problem, seen, first, last, min_offset, end)
+
+
+def _rocksdb_queue_problems(db, problem: Callable[[str], None], seen: dict[tuple[str, int], int],
+                            first: dict[tuple[str, int], int], last: dict[tuple[str, int], int],
+                            min_offset: int, end: int) -> None:
+    """Per queue: its ``max`` entry names its last unit, no unit is missing between the first live
+    unit and the max, no unit lies past the max; queues with units but no ``max`` entry; the
+    dispatch checkpoint not past the CommitLog's end."""
+    for (topic, qid), cq in sorted(db.queues().items()):
+        m = cq.offsets.max
+        at = f"{_ROCKS} {topic}/{qid}"
+        if m is None:
+            problem(f"{at}: a min entry but no max entry in the offset family")
+            continue
+        cq.correct_min_offset(min_offset)
+        try:
+            unit = cq.get_unit(m.queue_offset)
+        except MqStoreError:
+            unit = None  # its entry was reported above
+        if unit is None:
+            problem(f"{at}: the max entry names queue offset {m.queue_offset}, which has no unit")
+        elif unit.commit_log_offset != m.commit_log_offset:
+            problem(f"{at}: the max entry says offset {m.queue_offset} is at CommitLog offset "
+                    f"{m.commit_log_offset}, its unit says {unit.commit_log_offset}")
+        lo = first.get((topic, qid), cq.min_offset_in_queue)
+        live = max(0, m.queue_offset + 1 - lo)
+        got = seen.get((topic, qid), 0)
+        if got < live:
+            problem(f"{at}: {live - got} of the units between its first live unit {lo} and its max entry's "
+                    f"offset {m.queue_offset} are missing (the queue's min offset reads as "
+                    f"{cq.min_offset_in_queue})")
+        if last.get((topic, qid), -1) > m.queue_offset:
+            problem(f"{at}: units past the max entry's queue offset {m.queue_offset} (up to "
+                    f"{last[(topic, qid)]}): the offset family is behind")
+    for k in sorted(set(last) - set(db.offsets)):
+        problem(f"{_ROCKS} {k[0]}/{k[1]}: units but no max entry in the offset family")
+    if db.dispatched_phy_offset > end:
+        problem(f"{_ROCKS}: the dispatch checkpoint ({db.dispatched_phy_offset}) is past the CommitLog's valid "
+                f"end {end}")
+
+
+def _verify_config_and_timer(root: Path, starts: np.ndarray, sizes: np.ndarray, timer_starts: np.ndarray,
+                             cl_min: int, end: int, problem: Callable[[str], None]) -> None:
+    """The ``config/`` files, then the timer files (5.x: timerlog units against the CommitLog
+    records, ``starts``/``sizes`` sorted by offset, and the wheel's slot chains)."""
+    from mqstore.storage.rocketmq.timer import verify_timer
+
+    for c in list_config_files(root):
+        if c.error is not None:
+            problem(f"config/{c.name}: {c.error}")
+    for text in verify_timer(root, starts, sizes, timer_starts, cl_min, end):
+        problem(text)
