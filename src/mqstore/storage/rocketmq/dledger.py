@@ -1,0 +1,591 @@
+"""The DLedger CommitLog of a RocketMQ store (``enableDLegerCommitLog=true``): where its files are,
+how its entries are walked, and a read-only :class:`DLedgerCommitLog` that every reader of the
+CommitLog (inspect, dump, get, verify, rebuild-index, the API) uses in place of the classic one.
+
+Layout (docs/formats/rocketmq-dledger.md)::
+
+    <root>/dledger-<selfId>/data/<20-digit offset>    entries (all files one size: mappedFileSizeCommitLog)
+    <root>/dledger-<selfId>/index/<20-digit offset>   32-byte index units (default 160 MiB files)
+    <root>/dledger-<selfId>/checkpoint                endIndex / committedIndex (Java properties)
+    <root>/dledger-<selfId>/currterm                  currTerm / voteLeader (Java properties)
+
+DLedger 0.1 (RocketMQ 4.5) names the home ``<dLegerGroup>-<selfId>`` instead, and
+``storePathDLedgerCommitLog`` may put ``data/`` elsewhere.  The wrapped CommitLog records sit in
+the data files at their own physical offsets (entry position + 48), so a ConsumeQueue unit or an
+IndexFile item points straight at them: reading by offset is the classic CommitLog's; only the
+walk from record to record differs (48-byte headers between records, a blank filler of magic -1
+at the end of each data file), which :meth:`DLedgerCommitLog.scan` does.
+
+mqstore reads DLedger stores only; :class:`DLedgerWriter` makes them (tests, demos) as DLedger and
+the broker's append hook do.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from mqstore.errors import (
+    CorruptDataError,
+    GeometryMismatchError,
+    InvalidArgumentError,
+    ReadOnlyStoreError,
+)
+from mqstore.formats.rocketmq import dledger as fmt
+from mqstore.formats.rocketmq.record import (
+    POS_PHYSICALOFFSET,
+    TRANSACTION_MASK,
+    TRANSACTION_PREPARED_TYPE,
+    TRANSACTION_ROLLBACK_TYPE,
+    MessageRecord,
+    encode_record,
+)
+from mqstore.kernels.rocketmq.scan import (
+    STOP_BLANK,
+    STOP_END,
+    STOP_INVALID,
+    STOP_LIMIT,
+    DispatchBatch,
+    scan_segment,
+)
+from mqstore.storage.layout import offset_files, offset_name
+from mqstore.storage.mapped import MappedFileQueue, MultiPathMappedFileQueue
+from mqstore.storage.rocketmq.commitlog import DEFAULT_COMMIT_LOG_FILE_SIZE, CommitLog, RecoveryResult
+from mqstore.storage.rocketmq.config import StoreConfig
+from mqstore.storage.rocketmq.layout import (
+    CURRTERM_FILE,
+    DLEDGER_CHECKPOINT_FILE,
+    DLEDGER_DATA_DIR,
+    DLEDGER_HOME_PREFIX,
+    DLEDGER_INDEX_DIR,
+    DLedgerHome,
+    commit_log_dirs,
+    detect_dledger,
+    dledger_home,
+    find_dledger_homes,
+    is_dledger_store,
+)
+
+
+def read_properties_file(path: Path) -> dict[str, str] | None:
+    """A DLedger ``checkpoint`` / ``currterm`` file (``None`` when it does not exist)."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise CorruptDataError(f"cannot read {path.name}: {exc}", path=str(path)) from exc
+    return fmt.parse_properties(data)
+
+
+def _int_value(props: dict[str, str] | None, key: str) -> int | None:
+    if not props or key not in props:
+        return None
+    try:
+        return int(props[key])
+    except ValueError:
+        return None
+
+
+# =============================================================================== entries
+@dataclass(slots=True)
+class EntryWalk:
+    """Every entry of the data files that DLedger's recovery accepts, in order."""
+
+    pos: np.ndarray  # int64, global position of each entry
+    size: np.ndarray  # int64, whole entry size
+    index: np.ndarray  # int64
+    term: np.ndarray  # int64
+    body_crc: np.ndarray  # int64 (DLedger's own field; 0 as written)
+    end: int  # global end of the last accepted entry (where new entries would go)
+    error: str | None = None  # why the walk stopped before the end of the written data
+    error_at: int | None = None  # where
+    blanks: list[tuple[int, int]] = field(default_factory=list)  # (global position, stated length)
+
+    def __len__(self) -> int:
+        return len(self.pos)
+
+
+def walk_entries(files: Sequence, file_size: int) -> EntryWalk:
+    """Walk the entries of the data files ``files`` (:class:`~mqstore.storage.mapped.MappedFile`,
+    ascending) by DLedger's recovery rules: a header must be valid (magic 1, size = body + 48,
+    ``pos`` = its own position), indexes consecutive, terms never decreasing; magic -1 closes a
+    file; zeros end the data.  The walk stops at the first entry that breaks a rule (``error``)."""
+    pos_l: list[int] = []
+    size_l: list[int] = []
+    idx_l: list[int] = []
+    term_l: list[int] = []
+    crc_l: list[int] = []
+    blanks: list[tuple[int, int]] = []
+    end = files[0].file_from_offset if files else 0
+    error = error_at = None
+    prev_index = prev_term = -1
+    unpack = fmt.EntryHeader.decode
+    for k, mf in enumerate(files):
+        if k and mf.file_from_offset != files[k - 1].file_from_offset + file_size:
+            error, error_at = (f"data file {mf.path.name} does not follow {files[k - 1].path.name} "
+                               f"(files of {file_size} bytes)"), mf.file_from_offset
+            break
+        mm = mf.mm
+        base = mf.file_from_offset
+        p = 0
+        closed = False
+        while p + 4 <= file_size:
+            magic = fmt.peek_magic(mm, p)
+            if magic == fmt.BLANK_MAGIC:
+                n = int.from_bytes(mm[p + 4 : p + 8], "big", signed=True) if p + 8 <= file_size else -1
+                blanks.append((base + p, n))
+                closed = True
+                end = base + file_size
+                break
+            if magic == 0 and not any(mm[p : min(p + fmt.ENTRY_HEADER_SIZE, file_size)]):
+                end = base + p
+                break  # the end of the written data
+            if p + fmt.ENTRY_HEADER_SIZE > file_size:
+                error, error_at = f"DLedger entry header cut by the end of data file {mf.path.name}", base + p
+                break
+            h = unpack(mm, p)
+            why = h.problem(base + p)
+            if why is None and p + h.size > file_size:
+                why = f"entry of {h.size} bytes runs past the end of data file {mf.path.name}"
+            if why is None and prev_index != -1 and h.index != prev_index + 1:
+                why = f"entry index {h.index} does not follow {prev_index}"
+            if why is None and h.term < prev_term:
+                why = f"entry term {h.term} is lower than the previous entry's {prev_term}"
+            if why is not None:
+                error, error_at = f"DLedger entry at position {base + p}: {why}", base + p
+                break
+            pos_l.append(base + p)
+            size_l.append(h.size)
+            idx_l.append(h.index)
+            term_l.append(h.term)
+            crc_l.append(h.body_crc)
+            prev_index, prev_term = h.index, h.term
+            p += h.size
+            end = base + p
+        if error is not None or not closed:
+            break
+    i64 = np.int64
+    return EntryWalk(np.array(pos_l, i64), np.array(size_l, i64), np.array(idx_l, i64), np.array(term_l, i64),
+                     np.array(crc_l, i64), end, error, error_at, blanks)
+
+
+def _read_i32(arr: np.ndarray, at: np.ndarray) -> np.ndarray:
+    b = arr[at[:, None] + np.arange(4)].astype(np.int64)
+    v = (b[:, 0] << 24) | (b[:, 1] << 16) | (b[:, 2] << 8) | b[:, 3]
+    return np.where(v >= 1 << 31, v - (1 << 32), v)
+
+
+def _read_i64(arr: np.ndarray, at: np.ndarray) -> np.ndarray:
+    b = arr[at[:, None] + np.arange(8)].astype(np.uint64)
+    v = np.zeros(len(at), np.uint64)
+    for i in range(8):
+        v = (v << np.uint64(8)) | b[:, i]
+    return v.view(np.int64)
+
+
+# =============================================================================== the log
+class DLedgerCommitLog(CommitLog):
+    """The DLedger data files read as a CommitLog (read-only).
+
+    Offsets are the broker's: a message is at its entry's position + 48, which is what its
+    PHYSICALOFFSET field, the ConsumeQueue units and the IndexFile items say.  ``max_offset`` is
+    the end of the last entry DLedger's recovery accepts (:func:`walk_entries`)."""
+
+    def __init__(self, home: DLedgerHome, file_size: int = DEFAULT_COMMIT_LOG_FILE_SIZE, *,
+                 read_only: bool = True) -> None:
+        if not read_only:
+            raise ReadOnlyStoreError("mqstore reads DLedger CommitLogs but does not write them: open the store "
+                                     "read-only", path=str(home.home))
+        if file_size < 64:
+            raise InvalidArgumentError(f"DLedger data file size {file_size} is too small")
+        self.home = home
+        self.file_size = file_size
+        dirs = list(home.data_dirs)
+        if len(dirs) > 1:
+            self.queue: MappedFileQueue = MultiPathMappedFileQueue(dirs, [], file_size, read_only=True)
+        else:
+            self.queue = MappedFileQueue(Path(dirs[0]), file_size, read_only=True)
+        self.directory = self.queue.directory
+        self.read_only = True
+        self._warmed = (-1, 0)
+        self.walk: EntryWalk | None = None
+
+    def load(self) -> None:
+        if self.walk is not None:  # loaded once (the store's recovery calls it again)
+            return
+        self.queue.load()
+        self.walk = walk_entries(self.queue.files, self.file_size)
+        self.queue.set_positions(self.walk.end)
+
+    def entries(self) -> EntryWalk:
+        if self.walk is None:
+            self.load()
+        assert self.walk is not None
+        return self.walk
+
+    # ------------------------------------------------------------------ what DLedger keeps aside
+    def checkpoint(self) -> dict[str, str] | None:
+        return read_properties_file(self.home.checkpoint)
+
+    def committed_index(self) -> int | None:
+        return _int_value(self.checkpoint(), "committedIndex")
+
+    def current_term(self) -> int | None:
+        return _int_value(read_properties_file(self.home.currterm), "currTerm")
+
+    def index_files(self) -> list[Path]:
+        return offset_files(self.home.index_dir)
+
+    def entry_at(self, offset: int) -> fmt.EntryHeader | None:
+        """The header of the entry whose message starts at physical ``offset`` (``None``: none)."""
+        w = self.entries()
+        i = int(np.searchsorted(w.pos, offset - fmt.ENTRY_HEADER_SIZE))
+        if i >= len(w) or int(w.pos[i]) != offset - fmt.ENTRY_HEADER_SIZE:
+            return None
+        mf = self.segment_for(int(w.pos[i]))
+        return fmt.EntryHeader.decode(mf.mm, int(w.pos[i]) - mf.file_from_offset)
+
+    # ------------------------------------------------------------------ recovery (read-only)
+    def choose_recovery_segment(self, *, normal: bool, dispatch_from_phy: int, min_timestamp: int,
+                                check_crc: bool) -> int:
+        return 0
+
+    def find_valid_end(self, start_index: int, *, check_crc: bool) -> RecoveryResult:
+        w = self.entries()
+        start = self.queue.files[0].file_from_offset if self.queue.files else 0
+        return RecoveryResult(w.end, start, 0, w.error)
+
+    def truncate_dirty(self, offset: int) -> int:
+        raise ReadOnlyStoreError("a DLedger CommitLog is read-only here", path=str(self.home.home))
+
+    def append_records(self, sizes, encode_at):  # type: ignore[override]
+        raise ReadOnlyStoreError("a DLedger CommitLog is read-only here", path=str(self.home.home))
+
+    def append_encoded(self, sizes, write):  # type: ignore[override]
+        raise ReadOnlyStoreError("a DLedger CommitLog is read-only here", path=str(self.home.home))
+
+    # ------------------------------------------------------------------ the dispatch walk
+    def scan(self, start: int, end: int | None = None, *, check_crc: bool = False, max_records: int | None = None,
+             skip_length_mismatch: bool = True) -> Iterator[DispatchBatch]:
+        """Dispatch batches of the messages whose entries lie in [start, end) (entry position +
+        48 >= ``start``), as the broker's reput reads a DLedger CommitLog: one message per entry,
+        the blank filler leading to the next data file.  The batches are those of the classic
+        scan over the same records; ``next_offset`` is the end of the last entry consumed (at a
+        stop: the position of the entry that stopped it)."""
+        w = self.entries()
+        end = self.max_offset if end is None else min(end, self.max_offset)
+        if not len(w):
+            if w.error is not None:
+                yield DispatchBatch.empty(int(w.error_at or 0), STOP_INVALID, w.error)
+            return
+        body = w.pos + fmt.ENTRY_HEADER_SIZE
+        lo = int(np.searchsorted(body, start, side="left"))
+        hi = int(np.searchsorted(w.pos + w.size, end, side="right"))
+        limit = max_records if max_records is not None and max_records > 0 else None
+        i = lo
+        while i < hi:
+            mf = self.segment_for(int(w.pos[i]))
+            seg_end = mf.file_from_offset + self.file_size
+            j = int(np.searchsorted(w.pos, seg_end, side="left"))
+            j = min(j, hi)
+            if limit is not None:
+                j = min(j, i + limit)
+            batch = self._scan_entries(mf, w, i, j, check_crc, skip_length_mismatch)
+            if batch.stop == STOP_INVALID:
+                yield batch
+                return
+            if j < hi:
+                batch.stop = STOP_LIMIT if int(w.pos[j]) < seg_end else STOP_BLANK
+            elif w.error is not None and (end >= self.max_offset):
+                batch.stop, batch.error, batch.next_offset = STOP_INVALID, w.error, int(w.error_at or batch.next_offset)
+            yield batch
+            if batch.stop == STOP_INVALID:
+                return
+            i = j
+        if lo >= hi and w.error is not None and end >= self.max_offset and start <= int(w.error_at or 0):
+            yield DispatchBatch.empty(int(w.error_at or 0), STOP_INVALID, w.error)
+
+    def _scan_entries(self, mf, w: EntryWalk, i: int, j: int, check_crc: bool,
+                      skip_length_mismatch: bool) -> DispatchBatch:
+        """The classic scan over the bodies of entries ``i:j`` (one data file), gathered into one
+        buffer, its offsets mapped back to the data files."""
+        arr = mf.array
+        base = mf.file_from_offset
+        pos = w.pos[i:j] - base
+        bstart = pos + fmt.ENTRY_HEADER_SIZE
+        blen = w.size[i:j] - fmt.ENTRY_HEADER_SIZE
+        # the record inside must fill the body and say where it is: else the entry is corrupt
+        small = blen < POS_PHYSICALOFFSET + 8
+        total = np.full(len(blen), -1, np.int64)
+        phy = np.full(len(blen), -1, np.int64)
+        if (~small).any():
+            total[~small] = _read_i32(arr, bstart[~small])
+            phy[~small] = _read_i64(arr, bstart[~small] + POS_PHYSICALOFFSET)
+        wrong = np.flatnonzero(small | (total != blen) | (phy != bstart + base))
+        bad = None
+        if len(wrong):
+            k = int(wrong[0])
+            if small[k]:
+                why = f"body of {int(blen[k])} bytes holds no message record"
+            elif total[k] != blen[k]:
+                why = f"message TOTALSIZE {int(total[k])} is not the entry body length {int(blen[k])}"
+            else:
+                why = f"message says it is at offset {int(phy[k])}, its entry puts it at {int(bstart[k] + base)}"
+            bad = (k, why)
+        n_ok = bad[0] if bad is not None else j - i
+        if n_ok:
+            compact = np.concatenate([arr[a : a + n] for a, n in zip(bstart[:n_ok].tolist(), blen[:n_ok].tolist(),
+                                                                       strict=True)])
+        else:
+            compact = np.empty(0, np.uint8)
+        cstart = np.concatenate([[0], np.cumsum(blen[:n_ok])]).astype(np.int64)
+        batch = scan_segment(compact, 0, 0, len(compact), check_crc=check_crc,
+                             skip_length_mismatch=skip_length_mismatch)
+        real = bstart[:n_ok] + base
+
+        def to_real(c: np.ndarray) -> np.ndarray:
+            return real[np.searchsorted(cstart[:-1], c)]
+
+        batch.commit_log_offset = to_real(batch.commit_log_offset).astype(np.int64)
+        batch.skipped = [(int(to_real(np.array([o]))[0]), why) for o, why in batch.skipped]
+        if batch.stop == STOP_INVALID or (batch.stop == STOP_END and batch.next_offset < len(compact)):
+            k = int(np.searchsorted(cstart[:-1], batch.next_offset, side="right")) - 1
+            batch.stop = STOP_INVALID
+            batch.error = batch.error or "message record cut short inside its entry"
+            batch.next_offset = int(real[max(k, 0)])
+            return batch
+        if batch.stop == STOP_BLANK:  # a blank record inside an entry body: not a message
+            k = int(np.searchsorted(cstart[:-1], batch.next_offset, side="right")) - 1
+            return _cut(batch, int(real[max(k, 0)]), "CommitLog blank record inside a DLedger entry")
+        if bad is not None:
+            batch.stop, batch.error = STOP_INVALID, f"DLedger entry at position {int(pos[bad[0]]) + base}: {bad[1]}"
+            batch.next_offset = int(pos[bad[0]]) + base
+            return batch
+        batch.next_offset = int(w.pos[j - 1] + w.size[j - 1])
+        batch.stop = STOP_END
+        return batch
+
+    # ------------------------------------------------------------------ verification
+    def problems(self, max_problems: int = 1000) -> list[str]:
+        """What is wrong with the DLedger files themselves besides the walk's stop (which
+        :meth:`scan` reports as an invalid record): blank fillers, the index units against the
+        entries (magic, pos, size, index, term), units past the data, files of another size."""
+        out: list[str] = []
+        w = self.entries()
+        home = self.home.home
+
+        def add(text: str) -> None:
+            if len(out) < max_problems:
+                out.append(text)
+
+        for at, n in w.blanks:
+            if n != self.file_size - at % self.file_size:
+                add(f"dledger: blank filler at position {at} says {n} bytes, {self.file_size - at % self.file_size} "
+                    "remain in its data file")
+        files = self.index_files()
+        if not files:
+            if len(w):
+                add(f"dledger: {home.name}/index has no index files for {len(w)} entries")
+            return out
+        sizes = [p.stat().st_size for p in files]
+        isize = max(set(sizes), key=lambda n: (sizes.count(n), n))
+        if isize <= 0 or isize % fmt.INDEX_UNIT_SIZE:
+            add(f"dledger: index files of {isize} bytes are not whole {fmt.INDEX_UNIT_SIZE}-byte units")
+            return out
+        units: dict[int, np.ndarray] = {}
+        for p, n in zip(files, sizes, strict=True):
+            if n != isize:
+                add(f"dledger: index file {p.name} is {n} bytes, the others {isize}")
+                continue
+            if int(p.name) % fmt.INDEX_UNIT_SIZE:
+                add(f"dledger: index file {p.name} does not start on a unit")
+                continue
+            units[int(p.name) // fmt.INDEX_UNIT_SIZE] = np.fromfile(p, dtype=fmt.INDEX_DTYPE)
+        if not len(w):
+            return out
+        first, last = int(w.index[0]), int(w.index[-1])
+        got = np.zeros(len(w), dtype=fmt.INDEX_DTYPE)
+        have = np.zeros(len(w), bool)
+        for start_unit, arr in units.items():
+            a = max(first, start_unit)
+            b = min(last + 1, start_unit + len(arr))
+            if b > a:
+                got[a - first : b - first] = arr[a - start_unit : b - start_unit]
+                have[a - first : b - first] = True
+        missing = np.flatnonzero(~have)
+        if len(missing):
+            add(f"dledger: no index unit for entries {int(w.index[missing[0]])}..{int(w.index[missing[-1]])} "
+                f"({len(missing)} entries)")
+        magic = np.full(len(w), fmt.CURRENT_MAGIC, np.int64)
+        for name, want in (("magic", magic), ("pos", w.pos), ("size", w.size), ("index", w.index), ("term", w.term)):
+            diff = np.flatnonzero(have & (got[name].astype(np.int64) != want))
+            for k in diff[:20].tolist():
+                add(f"dledger: index unit {int(w.index[k])} says {name} {int(got[name][k])}, the entry at "
+                    f"position {int(w.pos[k])} {int(want[k])}")
+            if len(diff) > 20:
+                add(f"dledger: ... {len(diff) - 20} more index units with a wrong {name}")
+        # units past the last entry that point into or past the data (left by a lost tail)
+        for start_unit, arr in units.items():
+            k0 = max(last + 1 - start_unit, 0)
+            tail = arr[k0:]
+            live = np.flatnonzero(tail["magic"] != 0)
+            if len(live):
+                k = int(live[0]) + start_unit + k0
+                u = tail[int(live[0])]
+                add(f"dledger: index unit {k} (magic {int(u['magic'])}, pos {int(u['pos'])}) is past the last entry "
+                    f"{last}" + (f" and points past the data end {w.end}" if int(u["pos"]) >= w.end else ""))
+                break
+        return out
+
+
+def _cut(batch: DispatchBatch, at: int, why: str) -> DispatchBatch:
+    batch.stop, batch.error, batch.next_offset = STOP_INVALID, why, at
+    return batch
+
+
+def open_dledger_commit_log(root: str | os.PathLike[str], config: StoreConfig) -> DLedgerCommitLog:
+    """The store's DLedger CommitLog, read-only (loaded: entries walked).  A store that also has
+    classic ``commitlog/`` segments (the broker's migration to DLedger keeps reading them below
+    ``dividedCommitlogOffset``) is refused with :class:`GeometryMismatchError` rather than read
+    in part."""
+    home = dledger_home(root, config)
+    if offset_files(Path(root) / "commitlog") and not config.store_path_commit_log:
+        raise GeometryMismatchError(
+            f"{root} has both classic commitlog/ segments and a DLedger CommitLog ({home.home.name}): a store "
+            "migrated to DLedger is not supported (open the classic part with --no-dledger)", path=str(root))
+    cl = DLedgerCommitLog(home, config.commit_log_file_size)
+    try:
+        cl.load()
+    except BaseException:
+        cl.close()
+        raise
+    return cl
+
+
+def open_commit_log(root: str | os.PathLike[str], config: StoreConfig, *, read_only: bool = True) -> CommitLog:
+    """The store's CommitLog, classic or DLedger (``config.enable_dledger_commit_log``), loaded:
+    the one place every reader (the store, rebuild-index, the batch-queue commands) gets it."""
+    if config.enable_dledger_commit_log:
+        return open_dledger_commit_log(root, config)
+    paths, ro = commit_log_dirs(root, config.store_path_commit_log, config.read_only_commit_log_store_paths)
+    cl = CommitLog(Path(paths[0]), config.commit_log_file_size, read_only=read_only, paths=paths, readonly_paths=ro)
+    try:
+        cl.load()
+    except BaseException:
+        cl.close()
+        raise
+    return cl
+
+
+# =============================================================================== a writer
+@dataclass(slots=True)
+class WrittenEntry:
+    index: int
+    pos: int  # entry position
+    offset: int  # the message's physical offset (pos + 48)
+    size: int  # the message's TOTALSIZE
+    queue_offset: int
+
+
+class DLedgerWriter:
+    """Writes a DLedger CommitLog as a RocketMQ broker with ``enableDLegerCommitLog`` leaves it
+    (for tests and demos; the store is otherwise read-only here): each message encoded by
+    :func:`~mqstore.formats.rocketmq.record.encode_record` with PHYSICALOFFSET = entry position +
+    48 (the broker's append hook), one entry per message, indexes from 0, a blank filler when an
+    entry and 8 spare bytes do not fit, one index unit per entry.  ``legacy_group``: the DLedger
+    0.1 home name ``<group>-<selfId>``.  Queue offsets are assigned per (topic, queue) as the
+    broker does (0 and not advanced for PREPARED/ROLLBACK transaction messages)."""
+
+    def __init__(self, root: str | os.PathLike[str], self_id: str = "n0", *,
+                 file_size: int = fmt.DEFAULT_DATA_FILE_SIZE, index_file_size: int = fmt.DEFAULT_INDEX_FILE_SIZE,
+                 term: int = 0, legacy_group: str | None = None) -> None:
+        if index_file_size % fmt.INDEX_UNIT_SIZE:
+            raise InvalidArgumentError("index_file_size must be a multiple of 32")
+        self.root = Path(root)
+        name = f"{legacy_group}-{self_id}" if legacy_group else DLEDGER_HOME_PREFIX + self_id
+        self.home = self.root / name
+        self.data_dir = self.home / DLEDGER_DATA_DIR
+        self.index_dir = self.home / DLEDGER_INDEX_DIR
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.index_dir.mkdir(parents=True, exist_ok=True)
+        self.file_size = file_size
+        self.index_file_size = index_file_size
+        self.term = term
+        self.next_index = 0
+        self.write_pos = 0
+        self.queue_offsets: dict[tuple[str, int], int] = {}
+
+    def _file(self, directory: Path, size: int, offset: int) -> Path:
+        base = offset - offset % size
+        p = directory / offset_name(base)
+        if not p.exists():
+            with open(p, "wb") as fh:
+                fh.truncate(size)
+        return p
+
+    def _write(self, directory: Path, size: int, offset: int, data: bytes) -> None:
+        p = self._file(directory, size, offset)
+        with open(p, "r+b") as fh:
+            fh.seek(offset % size)
+            fh.write(data)
+
+    def append_body(self, body: bytes) -> tuple[int, int]:
+        """Append one entry with ``body`` as is; returns ``(index, position)``."""
+        n = fmt.ENTRY_HEADER_SIZE + len(body)
+        if n + fmt.MIN_BLANK_LEN > self.file_size:
+            raise InvalidArgumentError(f"an entry of {n} bytes does not fit in data files of {self.file_size} bytes")
+        room = self.file_size - self.write_pos % self.file_size
+        if n + fmt.MIN_BLANK_LEN > room:
+            self._write(self.data_dir, self.file_size, self.write_pos, fmt.encode_blank(room))
+            self.write_pos += room
+        pos, index = self.write_pos, self.next_index
+        self._write(self.data_dir, self.file_size, pos, fmt.encode_entry(index, self.term, pos, body))
+        unit = fmt.IndexUnit(fmt.CURRENT_MAGIC, pos, n, index, self.term).encode()
+        self._write(self.index_dir, self.index_file_size, index * fmt.INDEX_UNIT_SIZE, unit)
+        self.write_pos += n
+        self.next_index += 1
+        return index, pos
+
+    def append(self, records: Sequence[MessageRecord], *, store_timestamp: int | None = None) -> list[WrittenEntry]:
+        """Append messages (queue offsets assigned; ``store_timestamp`` stamped when given, else
+        each record's own)."""
+        out = []
+        for rec in records:
+            tx = rec.sys_flag & TRANSACTION_MASK
+            key = (rec.topic, rec.queue_id)
+            if tx in (TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE):
+                rec.queue_offset = 0
+            else:
+                rec.queue_offset = self.queue_offsets.get(key, 0)
+                self.queue_offsets[key] = rec.queue_offset + 1
+            if store_timestamp is not None:
+                rec.store_timestamp = store_timestamp
+            size = len(encode_record(rec))  # the entry's place depends on its size only
+            room = self.file_size - self.write_pos % self.file_size
+            pos = self.write_pos if fmt.ENTRY_HEADER_SIZE + size + fmt.MIN_BLANK_LEN <= room else self.write_pos + room
+            rec.physical_offset = pos + fmt.ENTRY_HEADER_SIZE
+            data = encode_record(rec)
+            index, at = self.append_body(data)
+            assert at == pos
+            out.append(WrittenEntry(index, at, at + fmt.ENTRY_HEADER_SIZE, len(data), rec.queue_offset))
+        return out
+
+    def close(self, *, committed_index: int | None = None, checkpoint: bool = True) -> None:
+        """Write ``checkpoint`` (endIndex, committedIndex: default the last index) and
+        ``currterm`` as DLedger does at shutdown."""
+        if not checkpoint:
+            return
+        last = self.next_index - 1
+        (self.home / DLEDGER_CHECKPOINT_FILE).write_bytes(fmt.encode_properties(
+            {"endIndex": last, "committedIndex": last if committed_index is None else committed_index}))
+        (self.home / CURRTERM_FILE).write_bytes(fmt.encode_properties({"currTerm": self.term, "voteLeader": ""}))
+
+
+__all__ = ["DLedgerCommitLog", "DLedgerHome", "DLedgerWriter", "EntryWalk", "WrittenEntry", "detect_dledger",
+           "dledger_home", "find_dledger_homes", "is_dledger_store", "open_commit_log", "open_dledger_commit_log",
+           "walk_entries"]
