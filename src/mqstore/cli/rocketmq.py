@@ -114,6 +114,8 @@ def inspect(store: Path, as_json: bool) -> None:
     from mqstore.cli.rocketmq_bcq import inspect_section, print_inspect_section
     from mqstore.cli.rocketmq_timer import print_timer_info, timer_info
 
+    if hasattr(cl, "info"):  # a DLedger CommitLog (enableDLegerCommitLog)
+        info["dledger"] = cl.info()
     info["timer"] = timer_info(store)  # None without timer files; problems listed, not raised
     batch = inspect_section(store)
     if batch is not None:
@@ -123,10 +125,13 @@ def inspect(store: Path, as_json: bool) -> None:
         return
     click.echo(f"store {store}: {'clean' if info['cleanShutdown'] else 'UNCLEAN'} shutdown")
     c = info["commitLog"]
-    click.echo(f"commitlog: {len(c['segments'])} segments of {c['segmentSize']} bytes, offsets [{c['minOffset']}, {c['maxOffset']})")
+    what = "commitlog (DLedger data files)" if "dledger" in info else "commitlog"
+    click.echo(f"{what}: {len(c['segments'])} segments of {c['segmentSize']} bytes, offsets [{c['minOffset']}, {c['maxOffset']})")
     if len(c["dirs"]) > 1 or c["readOnlyDirs"] or c["dirs"] != [str((store / "commitlog").resolve())]:
         click.echo(f"commitlog directories: {', '.join(c['dirs'])}"
                    + (f"; read-only: {', '.join(c['readOnlyDirs'])}" if c["readOnlyDirs"] else ""))
+    if "dledger" in info:
+        _print_dledger(info["dledger"])
     x = info["consumeQueueExt"]
     if x["enabled"] or x["queues"]:
         click.echo(f"consumequeue_ext: {x['queues']} queues with ext files of {x['fileSize']} bytes")
@@ -146,6 +151,23 @@ def inspect(store: Path, as_json: bool) -> None:
         print_timer_info(info["timer"])
     if batch is not None:
         print_inspect_section(batch)
+
+
+def _print_dledger(d: dict) -> None:
+    click.echo(f"dledger: member {d['selfId']} at {d['home']}: {d['entries']} entries"
+               + (f" (index {d['firstIndex']}..{d['lastIndex']}, term {d['firstTerm']}..{d['lastTerm']})"
+                  if d["entries"] else "")
+               + f", {len(d['dataFiles'])} data files of {d['dataFileSize']} bytes, {len(d['indexFiles'])} index files,"
+               f" data end {d['dataEnd']}")
+    click.echo(f"dledger checkpoint: endIndex {d['checkpointEndIndex']}, committedIndex {d['committedIndex']}, "
+               f"currTerm {d['currTerm']}")
+    if d["uncommittedEntries"]:
+        click.echo(f"dledger: {d['uncommittedEntries']} entries past the committed index (read and dispatched "
+                   "here; the broker dispatches them once committed)")
+    if d["stoppedAt"]:
+        click.echo(f"dledger: the entry walk stopped early: {d['stoppedAt']}")
+    if d["fileError"]:
+        click.echo(f"dledger: {d['fileError']}")
 
 
 @group.command()
@@ -196,7 +218,11 @@ def dump(store: Path, topic: str | None, from_offset: int, limit: int | None, fr
                     continue
                 m = Message.from_record(rec)
                 if as_json:
-                    click.echo(to_json(_json_message(m, decode)))
+                    row = _json_message(m, decode)
+                    entry = cl.entry_at(off) if hasattr(cl, "entry_at") else None
+                    if entry is not None:  # a DLedger CommitLog: the entry that wraps the message
+                        row["dledger"] = {"index": entry.index, "term": entry.term, "pos": entry.pos}
+                    click.echo(to_json(row))
                 else:
                     out.append(m)
                 n += 1

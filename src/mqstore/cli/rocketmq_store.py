@@ -19,22 +19,34 @@ import click
 #: (--commitlog, --readonly-commitlog) of the running command (set by :func:`commitlog_options`)
 _COMMITLOG: contextvars.ContextVar[tuple[str | None, str | None]] = contextvars.ContextVar(
     "mqstore_rocketmq_commitlog", default=(None, None))
+#: (--dledger/--no-dledger, --dledger-id) of the running command: the DLedger CommitLog settings
+_DLEDGER: contextvars.ContextVar[tuple[bool | None, str | None]] = contextvars.ContextVar(
+    "mqstore_rocketmq_dledger", default=(None, None))
 
 
 def commitlog_options(f: Any) -> Any:
     """``--commitlog DIR[,DIR...]`` and ``--readonly-commitlog DIR[,DIR...]`` for a command: the
-    broker's ``storePathCommitLog`` and ``readOnlyCommitLogStorePaths``, seen by every
+    broker's ``storePathCommitLog`` and ``readOnlyCommitLogStorePaths``; ``--dledger/--no-dledger``
+    and ``--dledger-id ID``: ``enableDLegerCommitLog`` and ``dLegerSelfId``; all seen by every
     :func:`store_config` call the command makes."""
 
     @functools.wraps(f)
     def wrapper(*args: Any, commitlog: str | None = None, readonly_commitlog: str | None = None,
-                **kwargs: Any) -> Any:
+                dledger: bool | None = None, dledger_id: str | None = None, **kwargs: Any) -> Any:
         token = _COMMITLOG.set((commitlog, readonly_commitlog))
+        token2 = _DLEDGER.set((dledger, dledger_id))
         try:
             return f(*args, **kwargs)
         finally:
+            _DLEDGER.reset(token2)
             _COMMITLOG.reset(token)
 
+    wrapper = click.option("--dledger-id", "dledger_id", default=None, metavar="ID",
+                           help="dLegerSelfId: the DLedger member whose CommitLog to read (STORE/dledger-ID; "
+                                "default: the store's only one).")(wrapper)
+    wrapper = click.option("--dledger/--no-dledger", "dledger", default=None,
+                           help="The CommitLog is a DLedger one (enableDLegerCommitLog: STORE/dledger-<id>/data), "
+                                "or not (default: detected from the files).")(wrapper)
     wrapper = click.option("--readonly-commitlog", "readonly_commitlog", default=None, metavar="DIR[,DIR...]",
                            help="readOnlyCommitLogStorePaths: CommitLog directories read but never written.")(wrapper)
     return click.option("--commitlog", "commitlog", default=None, metavar="DIR[,DIR...]",
@@ -55,9 +67,13 @@ def store_config(store: Any, commitlog_file_size: int | None = None, slots: int 
     if not p.is_dir():
         raise StoreNotFoundError(f"{p} is not a directory (a RocketMQ store is one)")
     commitlog, readonly = _COMMITLOG.get()
+    dledger, dledger_id = _DLEDGER.get()
+    if dledger_id is not None and dledger is None:
+        dledger = True
     return resolve_config(p, None, background_services=False, commit_log_file_size=commitlog_file_size,
                           hash_slot_num=slots, index_num=items, consume_queue_file_size=cq_file_size,
-                          store_path_commit_log=commitlog, read_only_commit_log_store_paths=readonly)
+                          store_path_commit_log=commitlog, read_only_commit_log_store_paths=readonly,
+                          enable_dledger_commit_log=dledger, dledger_self_id=dledger_id)
 
 
 def open_store(store: Path, read_only: bool = True, cfg: Any = None) -> Any:

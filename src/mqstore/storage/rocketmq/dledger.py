@@ -250,6 +250,30 @@ class DLedgerCommitLog(CommitLog):
         mf = self.segment_for(int(w.pos[i]))
         return fmt.EntryHeader.decode(mf.mm, int(w.pos[i]) - mf.file_from_offset)
 
+    def info(self) -> dict:
+        """What ``inspect`` shows of the DLedger files (problems in the files are listed by
+        :meth:`problems` and the scan, not raised here)."""
+        w = self.entries()
+        try:
+            cp = self.checkpoint()
+            term_file = read_properties_file(self.home.currterm)
+            file_error = None
+        except CorruptDataError as exc:
+            cp, term_file, file_error = None, None, exc.message
+        committed = _int_value(cp, "committedIndex")
+        last = int(w.index[-1]) if len(w) else None
+        return {
+            "home": str(self.home.home), "selfId": self.home.self_id, "dataDirs": list(self.home.data_dirs),
+            "dataFileSize": self.file_size, "dataFiles": [f.path.name for f in self.queue.files],
+            "indexFiles": [p.name for p in self.index_files()],
+            "entries": len(w), "firstIndex": int(w.index[0]) if len(w) else None, "lastIndex": last,
+            "firstTerm": int(w.term[0]) if len(w) else None, "lastTerm": int(w.term[-1]) if len(w) else None,
+            "dataEnd": w.end, "checkpointEndIndex": _int_value(cp, "endIndex"), "committedIndex": committed,
+            "uncommittedEntries": (last - committed) if last is not None and committed is not None and last > committed
+            else 0,
+            "currTerm": _int_value(term_file, "currTerm"), "stoppedAt": w.error, "fileError": file_error,
+        }
+
     # ------------------------------------------------------------------ recovery (read-only)
     def choose_recovery_segment(self, *, normal: bool, dispatch_from_phy: int, min_timestamp: int,
                                 check_crc: bool) -> int:
