@@ -204,8 +204,9 @@ def _rebuild(root: Path, out: str | os.PathLike[str] | None, cfg: StoreConfig,
         commit_log.close()
     if in_place:
         swap_in(root, target)
-    return RebuildStats(messages, keys, last_stop.next_offset if last_stop else 0, n_cq, n_idx,
-                        last_stop.error if last_stop else None)
+    # (an empty batch is falsy: it has a length)
+    return RebuildStats(messages, keys, last_stop.next_offset if last_stop is not None else 0, n_cq, n_idx,
+                        last_stop.error if last_stop is not None else None)
 
 
 #: batches between two write-back requests for the files being built (0: none)
