@@ -7,7 +7,7 @@ import struct
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mqstore.errors import CorruptDataError
@@ -17,6 +17,7 @@ LONG = st.integers(-(2**63), 2**63 - 1)
 INT = st.integers(-(2**31), 2**31 - 1)
 
 
+@settings(suppress_health_check=[HealthCheck.too_slow], deadline=None)
 @given(INT, INT, LONG, LONG, LONG, INT, INT, INT, INT)
 def test_entry_header_round_trip(magic, size, index, term, pos, channel, chain, crc, blen):
     h = fmt.EntryHeader(magic, size, index, term, pos, channel, chain, crc, blen)
@@ -27,6 +28,7 @@ def test_entry_header_round_trip(magic, size, index, term, pos, channel, chain, 
     assert fmt.peek_magic(data) == magic
 
 
+@settings(suppress_health_check=[HealthCheck.too_slow], deadline=None)
 @given(INT, LONG, INT, LONG, LONG)
 def test_index_unit_round_trip(magic, pos, size, index, term):
     u = fmt.IndexUnit(magic, pos, size, index, term)
@@ -38,6 +40,7 @@ def test_index_unit_round_trip(magic, pos, size, index, term):
             int(arr["term"][0])) == (magic, pos, size, index, term)
 
 
+@settings(suppress_health_check=[HealthCheck.too_slow], deadline=None)
 @given(st.integers(0, 2**40), st.integers(0, 2**20), st.integers(0, 2**40), st.binary(max_size=300))
 def test_encode_entry_layout(index, term, pos, body):
     data = fmt.encode_entry(index, term, pos, body)
@@ -72,6 +75,7 @@ def test_truncated_decode_is_typed():
         fmt.EntryHeader.decode(b"\x00" * 60, 20)
 
 
+@settings(suppress_health_check=[HealthCheck.too_slow], deadline=None)
 @given(st.integers(8, 5000))
 def test_blank_filler(n):
     b = fmt.encode_blank(n)
@@ -86,6 +90,7 @@ def test_blank_too_small():
         fmt.encode_blank(7)
 
 
+@settings(suppress_health_check=[HealthCheck.too_slow], deadline=None)
 @given(st.dictionaries(st.text(alphabet="abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ", min_size=1,
                                max_size=12),
                        st.one_of(st.integers(-(2**63), 2**63 - 1).map(str), st.text(alphabet="n0123-", max_size=8)),

@@ -110,68 +110,99 @@ class EntryWalk:
         return len(self.pos)
 
 
+@dataclass(slots=True)
+class _FileWalk:
+    """The accepted entries of one data file (global positions) and how the walk ended there."""
+
+    pos: list[int] = field(default_factory=list)
+    size: list[int] = field(default_factory=list)
+    index: list[int] = field(default_factory=list)
+    term: list[int] = field(default_factory=list)
+    body_crc: list[int] = field(default_factory=list)
+    end: int = 0  # global end of the last accepted entry (or of the file after a filler)
+    blank: tuple[int, int] | None = None  # (global position, stated length) of the filler
+    error: str | None = None
+    error_at: int | None = None
+
+
+def walk_file(buf, base: int, file_size: int, *, start: int = 0, prev_index: int = -1, prev_term: int = -1,
+              name: str = "") -> _FileWalk:
+    """Walk the entries of one data file (``buf``, global position ``base``) from in-file
+    position ``start`` by DLedger's recovery rules: a header must be valid (magic 1, size = body
+    length + 48, ``pos`` = its own position) and fit in the file, indexes must follow
+    ``prev_index`` one by one and terms never go below ``prev_term``; magic -1 (the filler)
+    closes the file; zeros end the data.  Stops at the first entry that breaks a rule."""
+    w = _FileWalk(end=base + start)
+    p = start
+    unpack = fmt.EntryHeader.decode
+    where = f"data file {name}" if name else "the data file"
+    while p + 4 <= file_size:
+        magic = fmt.peek_magic(buf, p)
+        if magic == fmt.BLANK_MAGIC:
+            n = int.from_bytes(bytes(buf[p + 4 : p + 8]), "big", signed=True) if p + 8 <= file_size else -1
+            w.blank = (base + p, n)
+            w.end = base + file_size
+            return w
+        if magic == 0 and not any(bytes(buf[p : min(p + fmt.ENTRY_HEADER_SIZE, file_size)])):
+            return w  # the end of the written data
+        if p + fmt.ENTRY_HEADER_SIZE > file_size:
+            w.error, w.error_at = f"DLedger entry header cut by the end of {where}", base + p
+            return w
+        h = unpack(buf, p)
+        why = h.problem(base + p)
+        if why is None and p + h.size > file_size:
+            why = f"entry of {h.size} bytes runs past the end of {where}"
+        if why is None and prev_index != -1 and h.index != prev_index + 1:
+            why = f"entry index {h.index} does not follow {prev_index}"
+        if why is None and h.term < prev_term:
+            why = f"entry term {h.term} is lower than the previous entry's {prev_term}"
+        if why is not None:
+            w.error, w.error_at = f"DLedger entry at position {base + p}: {why}", base + p
+            return w
+        w.pos.append(base + p)
+        w.size.append(h.size)
+        w.index.append(h.index)
+        w.term.append(h.term)
+        w.body_crc.append(h.body_crc)
+        prev_index, prev_term = h.index, h.term
+        p += h.size
+        w.end = base + p
+    return w
+
+
 def walk_entries(files: Sequence, file_size: int) -> EntryWalk:
     """Walk the entries of the data files ``files`` (:class:`~mqstore.storage.mapped.MappedFile`,
-    ascending) by DLedger's recovery rules: a header must be valid (magic 1, size = body + 48,
-    ``pos`` = its own position), indexes consecutive, terms never decreasing; magic -1 closes a
-    file; zeros end the data.  The walk stops at the first entry that breaks a rule (``error``)."""
-    pos_l: list[int] = []
-    size_l: list[int] = []
-    idx_l: list[int] = []
-    term_l: list[int] = []
-    crc_l: list[int] = []
+    ascending) with :func:`walk_file`, file after file while each ends with a filler; files must
+    follow each other without a gap."""
+    parts: list[_FileWalk] = []
     blanks: list[tuple[int, int]] = []
     end = files[0].file_from_offset if files else 0
     error = error_at = None
     prev_index = prev_term = -1
-    unpack = fmt.EntryHeader.decode
     for k, mf in enumerate(files):
         if k and mf.file_from_offset != files[k - 1].file_from_offset + file_size:
             error, error_at = (f"data file {mf.path.name} does not follow {files[k - 1].path.name} "
                                f"(files of {file_size} bytes)"), mf.file_from_offset
             break
-        mm = mf.mm
-        base = mf.file_from_offset
-        p = 0
-        closed = False
-        while p + 4 <= file_size:
-            magic = fmt.peek_magic(mm, p)
-            if magic == fmt.BLANK_MAGIC:
-                n = int.from_bytes(mm[p + 4 : p + 8], "big", signed=True) if p + 8 <= file_size else -1
-                blanks.append((base + p, n))
-                closed = True
-                end = base + file_size
-                break
-            if magic == 0 and not any(mm[p : min(p + fmt.ENTRY_HEADER_SIZE, file_size)]):
-                end = base + p
-                break  # the end of the written data
-            if p + fmt.ENTRY_HEADER_SIZE > file_size:
-                error, error_at = f"DLedger entry header cut by the end of data file {mf.path.name}", base + p
-                break
-            h = unpack(mm, p)
-            why = h.problem(base + p)
-            if why is None and p + h.size > file_size:
-                why = f"entry of {h.size} bytes runs past the end of data file {mf.path.name}"
-            if why is None and prev_index != -1 and h.index != prev_index + 1:
-                why = f"entry index {h.index} does not follow {prev_index}"
-            if why is None and h.term < prev_term:
-                why = f"entry term {h.term} is lower than the previous entry's {prev_term}"
-            if why is not None:
-                error, error_at = f"DLedger entry at position {base + p}: {why}", base + p
-                break
-            pos_l.append(base + p)
-            size_l.append(h.size)
-            idx_l.append(h.index)
-            term_l.append(h.term)
-            crc_l.append(h.body_crc)
-            prev_index, prev_term = h.index, h.term
-            p += h.size
-            end = base + p
-        if error is not None or not closed:
+        fw = walk_file(mf.mm, mf.file_from_offset, file_size, prev_index=prev_index, prev_term=prev_term,
+                       name=mf.path.name)
+        parts.append(fw)
+        end = fw.end
+        if fw.index:
+            prev_index, prev_term = fw.index[-1], fw.term[-1]
+        if fw.blank is not None:
+            blanks.append(fw.blank)
+        if fw.error is not None:
+            error, error_at = fw.error, fw.error_at
             break
-    i64 = np.int64
-    return EntryWalk(np.array(pos_l, i64), np.array(size_l, i64), np.array(idx_l, i64), np.array(term_l, i64),
-                     np.array(crc_l, i64), end, error, error_at, blanks)
+        if fw.blank is None:
+            break
+
+    def col(name: str) -> np.ndarray:
+        return np.array([v for fw in parts for v in getattr(fw, name)], np.int64)
+
+    return EntryWalk(col("pos"), col("size"), col("index"), col("term"), col("body_crc"), end, error, error_at,
+                     blanks)
 
 
 def _read_i32(arr: np.ndarray, at: np.ndarray) -> np.ndarray:
@@ -336,63 +367,8 @@ class DLedgerCommitLog(CommitLog):
 
     def _scan_entries(self, mf, w: EntryWalk, i: int, j: int, check_crc: bool,
                       skip_length_mismatch: bool) -> DispatchBatch:
-        """The classic scan over the bodies of entries ``i:j`` (one data file), gathered into one
-        buffer, its offsets mapped back to the data files."""
-        arr = mf.array
-        base = mf.file_from_offset
-        pos = w.pos[i:j] - base
-        bstart = pos + fmt.ENTRY_HEADER_SIZE
-        blen = w.size[i:j] - fmt.ENTRY_HEADER_SIZE
-        # the record inside must fill the body and say where it is: else the entry is corrupt
-        small = blen < POS_PHYSICALOFFSET + 8
-        total = np.full(len(blen), -1, np.int64)
-        phy = np.full(len(blen), -1, np.int64)
-        if (~small).any():
-            total[~small] = _read_i32(arr, bstart[~small])
-            phy[~small] = _read_i64(arr, bstart[~small] + POS_PHYSICALOFFSET)
-        wrong = np.flatnonzero(small | (total != blen) | (phy != bstart + base))
-        bad = None
-        if len(wrong):
-            k = int(wrong[0])
-            if small[k]:
-                why = f"body of {int(blen[k])} bytes holds no message record"
-            elif total[k] != blen[k]:
-                why = f"message TOTALSIZE {int(total[k])} is not the entry body length {int(blen[k])}"
-            else:
-                why = f"message says it is at offset {int(phy[k])}, its entry puts it at {int(bstart[k] + base)}"
-            bad = (k, why)
-        n_ok = bad[0] if bad is not None else j - i
-        if n_ok:
-            compact = np.concatenate([arr[a : a + n] for a, n in zip(bstart[:n_ok].tolist(), blen[:n_ok].tolist(),
-                                                                       strict=True)])
-        else:
-            compact = np.empty(0, np.uint8)
-        cstart = np.concatenate([[0], np.cumsum(blen[:n_ok])]).astype(np.int64)
-        batch = scan_segment(compact, 0, 0, len(compact), check_crc=check_crc,
-                             skip_length_mismatch=skip_length_mismatch)
-        real = bstart[:n_ok] + base
-
-        def to_real(c: np.ndarray) -> np.ndarray:
-            return real[np.searchsorted(cstart[:-1], c)]
-
-        batch.commit_log_offset = to_real(batch.commit_log_offset).astype(np.int64)
-        batch.skipped = [(int(to_real(np.array([o]))[0]), why) for o, why in batch.skipped]
-        if batch.stop == STOP_INVALID or (batch.stop == STOP_END and batch.next_offset < len(compact)):
-            k = int(np.searchsorted(cstart[:-1], batch.next_offset, side="right")) - 1
-            batch.stop = STOP_INVALID
-            batch.error = batch.error or "message record cut short inside its entry"
-            batch.next_offset = int(real[max(k, 0)])
-            return batch
-        if batch.stop == STOP_BLANK:  # a blank record inside an entry body: not a message
-            k = int(np.searchsorted(cstart[:-1], batch.next_offset, side="right")) - 1
-            return _cut(batch, int(real[max(k, 0)]), "CommitLog blank record inside a DLedger entry")
-        if bad is not None:
-            batch.stop, batch.error = STOP_INVALID, f"DLedger entry at position {int(pos[bad[0]]) + base}: {bad[1]}"
-            batch.next_offset = int(pos[bad[0]]) + base
-            return batch
-        batch.next_offset = int(w.pos[j - 1] + w.size[j - 1])
-        batch.stop = STOP_END
-        return batch
+        return scan_entry_bodies(mf.array, mf.file_from_offset, w.pos[i:j], w.size[i:j], check_crc=check_crc,
+                                 skip_length_mismatch=skip_length_mismatch)
 
     # ------------------------------------------------------------------ verification
     def problems(self, max_problems: int = 1000) -> list[str]:
@@ -465,6 +441,69 @@ class DLedgerCommitLog(CommitLog):
                     f"{last}" + (f" and points past the data end {w.end}" if int(u["pos"]) >= w.end else ""))
                 break
         return out
+
+
+def scan_entry_bodies(arr: np.ndarray, base: int, entry_pos: np.ndarray, entry_size: np.ndarray, *,
+                      check_crc: bool = False, skip_length_mismatch: bool = True) -> DispatchBatch:
+    """The classic dispatch scan over the messages of consecutive entries of one data file
+    (``arr``: the file, global position ``base``; the entries' global positions and sizes),
+    gathered into one buffer and mapped back: the batch's offsets are the messages' own (entry
+    position + 48).  A message that does not fill its entry's body or does not name its own offset
+    stops the batch (``STOP_INVALID`` at the entry's position); ``next_offset`` is otherwise the
+    end of the last entry (``STOP_END``)."""
+    pos = entry_pos - base
+    bstart = pos + fmt.ENTRY_HEADER_SIZE
+    blen = entry_size - fmt.ENTRY_HEADER_SIZE
+    # the record inside must fill the body and say where it is: else the entry is corrupt
+    small = blen < POS_PHYSICALOFFSET + 8
+    total = np.full(len(blen), -1, np.int64)
+    phy = np.full(len(blen), -1, np.int64)
+    if (~small).any():
+        total[~small] = _read_i32(arr, bstart[~small])
+        phy[~small] = _read_i64(arr, bstart[~small] + POS_PHYSICALOFFSET)
+    wrong = np.flatnonzero(small | (total != blen) | (phy != bstart + base))
+    bad = None
+    if len(wrong):
+        k = int(wrong[0])
+        if small[k]:
+            why = f"body of {int(blen[k])} bytes holds no message record"
+        elif total[k] != blen[k]:
+            why = f"message TOTALSIZE {int(total[k])} is not the entry body length {int(blen[k])}"
+        else:
+            why = f"message says it is at offset {int(phy[k])}, its entry puts it at {int(bstart[k] + base)}"
+        bad = (k, why)
+    n_ok = bad[0] if bad is not None else len(entry_pos)
+    if n_ok:
+        compact = np.concatenate([arr[a : a + n] for a, n in zip(bstart[:n_ok].tolist(), blen[:n_ok].tolist(),
+                                                                   strict=True)])
+    else:
+        compact = np.empty(0, np.uint8)
+    cstart = np.concatenate([[0], np.cumsum(blen[:n_ok])]).astype(np.int64)
+    batch = scan_segment(compact, 0, 0, len(compact), check_crc=check_crc,
+                         skip_length_mismatch=skip_length_mismatch)
+    real = bstart[:n_ok] + base
+
+    def to_real(c: np.ndarray) -> np.ndarray:
+        return real[np.searchsorted(cstart[:-1], c)]
+
+    batch.commit_log_offset = to_real(batch.commit_log_offset).astype(np.int64)
+    batch.skipped = [(int(to_real(np.array([o]))[0]), why) for o, why in batch.skipped]
+    if batch.stop == STOP_INVALID or (batch.stop == STOP_END and batch.next_offset < len(compact)):
+        k = int(np.searchsorted(cstart[:-1], batch.next_offset, side="right")) - 1
+        batch.stop = STOP_INVALID
+        batch.error = batch.error or "message record cut short inside its entry"
+        batch.next_offset = int(real[max(k, 0)])
+        return batch
+    if batch.stop == STOP_BLANK:  # a blank record inside an entry body: not a message
+        k = int(np.searchsorted(cstart[:-1], batch.next_offset, side="right")) - 1
+        return _cut(batch, int(real[max(k, 0)]), "CommitLog blank record inside a DLedger entry")
+    if bad is not None:
+        batch.stop, batch.error = STOP_INVALID, f"DLedger entry at position {int(pos[bad[0]]) + base}: {bad[1]}"
+        batch.next_offset = int(pos[bad[0]]) + base
+        return batch
+    batch.next_offset = int(entry_pos[-1] + entry_size[-1]) if len(entry_pos) else base
+    batch.stop = STOP_END
+    return batch
 
 
 def _cut(batch: DispatchBatch, at: int, why: str) -> DispatchBatch:
