@@ -411,6 +411,8 @@ def test_garbage_home(tmp_path):
 def test_mixed_store_refused(store):
     root, _, _ = store
     (root / "commitlog").mkdir()
+    r = run("inspect", str(root), "--json")  # an empty commitlog/ next to the DLedger home: still DLedger
+    assert r.exit_code == 0 and json.loads(r.output)["dledger"]["entries"] == N
     (root / "commitlog" / f"{0:020d}").write_bytes(bytes(DATA_FILE))
     r = run("inspect", str(root))
     assert r.exit_code == 2 and "migrated to DLedger is not supported" in r.output
@@ -429,3 +431,16 @@ def test_walk_entries_empty():
     w = walk_entries([], DATA_FILE)
     assert len(w) == 0 and w.end == 0 and w.error is None
     assert np.asarray(w.pos).dtype == np.int64
+
+
+def test_index_files_missing_or_cut(store):
+    root, _, _ = store
+    idx = sorted((root / "dledger-n0" / "index").iterdir())
+    with open(idx[1], "r+b") as fh:
+        fh.truncate(100)
+    code, out = _verify(root)
+    assert code == 1 and f"index file {idx[1].name} is 100 bytes, the others {INDEX_FILE}" in out
+    assert "no index unit for entries 64..127 (64 entries)" in out
+    shutil.rmtree(root / "dledger-n0" / "index")
+    code, out = _verify(root)
+    assert code == 1 and f"has no index files for {N} entries" in out

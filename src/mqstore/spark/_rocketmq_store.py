@@ -54,9 +54,10 @@ def commit_log_dirs_of(store: str, commit_log: str | None = None) -> list[Path]:
 
 def dledger_data_dirs(store: str, commit_log: str | None = None) -> list[Path] | None:
     """The data directories of the store's DLedger CommitLog (``enableDLegerCommitLog``), or
-    ``None`` for a classic one: no ``commitLogPath`` given, no ``commitlog/`` and a DLedger home."""
-    if commit_log is not None or commitlog_dir(store).is_dir() or not is_dledger_store(store):
-        return None
+    ``None`` for a classic one: no ``commitLogPath`` given, no ``commitlog/`` segments and a DLedger
+    home."""
+    if commit_log is not None or segment_files(commitlog_dir(store)) or not is_dledger_store(store):
+        return None  # (an empty commitlog/ next to a DLedger home is not a classic CommitLog)
     home = dledger_home(store, StoreConfig(enable_dledger_commit_log=True))
     return [Path(d) for d in home.data_dirs]
 
