@@ -26,6 +26,7 @@ import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 
@@ -582,20 +583,21 @@ class DLedgerWriter:
         self.next_index = 0
         self.write_pos = 0
         self.queue_offsets: dict[tuple[str, int], int] = {}
-
-    def _file(self, directory: Path, size: int, offset: int) -> Path:
-        base = offset - offset % size
-        p = directory / offset_name(base)
-        if not p.exists():
-            with open(p, "wb") as fh:
-                fh.truncate(size)
-        return p
+        self._open: dict[Path, BinaryIO] = {}
 
     def _write(self, directory: Path, size: int, offset: int, data: bytes) -> None:
-        p = self._file(directory, size, offset)
-        with open(p, "r+b") as fh:
-            fh.seek(offset % size)
-            fh.write(data)
+        base = offset - offset % size
+        p = directory / offset_name(base)
+        fh = self._open.get(p)
+        if fh is None:
+            for old in [k for k in self._open if k.parent == directory]:  # one open file per directory
+                self._open.pop(old).close()
+            fh = open(p, "r+b" if p.exists() else "w+b")  # kept open until the writer moves to the next file
+            if os.fstat(fh.fileno()).st_size < size:
+                fh.truncate(size)
+            self._open[p] = fh
+        fh.seek(offset % size)
+        fh.write(data)
 
     def append_body(self, body: bytes) -> tuple[int, int]:
         """Append one entry with ``body`` as is; returns ``(index, position)``."""
@@ -641,6 +643,9 @@ class DLedgerWriter:
     def close(self, *, committed_index: int | None = None, checkpoint: bool = True) -> None:
         """Write ``checkpoint`` (endIndex, committedIndex: default the last index) and
         ``currterm`` as DLedger does at shutdown."""
+        for fh in self._open.values():
+            fh.close()
+        self._open.clear()
         if not checkpoint:
             return
         last = self.next_index - 1
