@@ -55,3 +55,8 @@ fi
 # every CLI start would compile them again: ~50 ms of a one-shot command).  Stale files are
 # ignored by Python, so this is only a speed-up.
 .venv/bin/python -m compileall -q src/mqstore >/dev/null || true
+# Compile the numba kernels once now (cached on disk next to their sources) so that the demo and
+# the first operator commands run compiled code from the start: ~1 minute the first time, a few
+# seconds when the cache is already there.  A failure here is reported, not fatal: the kernels
+# then compile on first use (and tests/test_warmup.py fails, telling why).
+.venv/bin/mqstore warm-up || log "warm-up failed: the kernels will compile on first use"

@@ -173,3 +173,73 @@ def test_threaded_crc_check_equals_single_thread(counts: list[int], flips: set[i
     finally:
         kk.PARALLEL_MIN_BATCHES = saved
     assert got.tolist() == kk.check_crcs_py(data, sc).tolist()
+
+
+# ----------------------------------------------------------------------------- verify's time-index check
+_CODECS = st.sampled_from([0, 1, 2, 3, 4])
+
+
+@st.composite
+def _log_buffers(draw: st.DrawFn) -> bytes:
+    from mqstore.formats.kafka.batch import SimpleRecord, encode_batch, encode_legacy_message
+
+    out = bytearray()
+    offset = 0
+    for _ in range(draw(st.integers(1, 12))):
+        kind = draw(st.sampled_from(["v2", "v2", "v2", "append_time", "legacy0", "legacy1"]))
+        if kind.startswith("legacy"):
+            out += encode_legacy_message(offset, b"v", b"k", magic=int(kind[-1]),
+                                         timestamp=draw(st.integers(0, 10**12)))
+            offset += 1
+            continue
+        ts = draw(st.lists(st.integers(0, 10**12), min_size=1, max_size=6))
+        recs = [SimpleRecord(value=b"x" * draw(st.integers(0, 40)), key=b"k%d" % i, timestamp=t)
+                for i, t in enumerate(ts)]
+        extra: dict[str, Any] = {}
+        if kind == "append_time":
+            extra = {"timestamp_type": 1, "max_timestamp": draw(st.integers(0, 10**12))}
+        out += encode_batch(recs, base_offset=offset, compression=draw(_CODECS), **extra)
+        offset += len(recs)
+    return bytes(out)
+
+
+@given(_log_buffers(), st.data())
+@settings(max_examples=120, deadline=None)
+def test_bulk_max_timestamps_equal_the_record_codec(buf: bytes, data: st.DataObject) -> None:
+    """verify's bulk time-index check (compiled record parser, chunks) gives the record codec's
+    largest timestamp for every batch, for any magic and codec, LogAppendTime included."""
+    from mqstore.kernels.kafka.batches import scan_batches
+    from mqstore.storage.kafka import tools
+
+    scan = scan_batches(memoryview(buf))
+    n = scan["count"]
+    ks = np.array(data.draw(st.lists(st.integers(0, n - 1), max_size=20)), np.int64)
+    got, errors = tools.batch_max_timestamps(buf, scan, ks, "x.log")
+    assert errors == {}
+    want = [tools._max_record_timestamp(buf, int(scan["position"][k]), int(scan["magic"][k]), "x.log")
+            for k in ks.tolist()]
+    assert got.tolist() == want
+
+
+def test_bulk_max_timestamps_report_undecodable_batches_like_the_codec(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A batch whose records do not parse (valid CRC, broken record length) is reported with the
+    record codec's message, and the other batches of its chunk still get their timestamps."""
+    import crc32c
+
+    from mqstore.errors import CorruptDataError
+    from mqstore.formats.kafka.batch import SimpleRecord, encode_batch
+    from mqstore.kernels.kafka.batches import scan_batches
+    from mqstore.storage.kafka import tools
+
+    good = encode_batch([SimpleRecord(value=b"a", timestamp=5), SimpleRecord(value=b"b", timestamp=9)], base_offset=0)
+    bad = bytearray(encode_batch([SimpleRecord(value=b"abc", timestamp=7)], base_offset=2))
+    bad[61] = 0x7E  # the record's length varint: 63, past the end of the batch
+    bad[17:21] = struct.pack(">I", crc32c.crc32c(bytes(bad[21:])))  # the CRC stays valid
+    buf = good + bytes(bad) + good
+    scan = scan_batches(memoryview(buf))
+    monkeypatch.setattr(tools, "_TS_CHUNK", 2)
+    got, errors = tools.batch_max_timestamps(buf, scan, np.arange(scan["count"], dtype=np.int64), "x.log")
+    assert got.tolist() == [9, -1, 9]
+    with pytest.raises(CorruptDataError) as exc_info:
+        tools._max_record_timestamp(buf, int(scan["position"][1]), 2, "x.log")
+    assert errors == {1: exc_info.value.message}

@@ -20,6 +20,7 @@ _LAZY_COMMANDS: dict[str, tuple[str, str]] = {
     "kafka": ("mqstore.cli.kafka", "group"),
     "spark": ("mqstore.cli.spark", "group"),
     "demo": ("mqstore.cli.demo", "demo"),
+    "warm-up": ("mqstore.cli.warmup", "warm_up"),
 }
 
 

@@ -24,6 +24,8 @@ import pyarrow as pa
 
 from mqstore.errors import CorruptDataError, CrcMismatchError, DataLossError, StoreNotFoundError
 from mqstore.formats.kafka.batch import (
+    ATTR_CONTROL,
+    ATTR_TIMESTAMP_TYPE,
     RECORD_BATCH_OVERHEAD,
     decode_batch,
     decode_batch_header,
@@ -63,8 +65,6 @@ _BASE_FIELDS = [
 KAFKA_ARROW_SCHEMA = pa.schema(_BASE_FIELDS)
 KAFKA_ARROW_SCHEMA_WITH_HEADERS = pa.schema([*_BASE_FIELDS, pa.field("headers", HEADERS_TYPE)])
 
-ATTR_LOG_APPEND_TIME = 0x08
-ATTR_CONTROL = 0x20
 WINDOW_BYTES = 8 << 20  # decode at most this many bytes of batches at a time
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -206,7 +206,7 @@ def _window_fast(view: memoryview, scan: dict[str, Any], idx: np.ndarray, lo: in
         bend[j] = at
     buf = np.frombuffer(b"".join(parts), np.uint8)
     del parts
-    logappend = (scan["attributes"][kept] & ATTR_LOG_APPEND_TIME) != 0
+    logappend = (scan["attributes"][kept] & ATTR_TIMESTAMP_TYPE) != 0
     res = parse_bodies(buf, bstart, bend, scan["record_count"][kept].astype(np.int64),
                        scan["base_offset"][kept], scan["base_timestamp"][kept], scan["max_timestamp"][kept],
                        logappend, lo, hi)
