@@ -193,8 +193,7 @@ def select_dledger_positions(
     """:func:`select_positions` for a DLedger data file: ``start`` is an entry boundary; the
     positions returned are those of the messages (entry + 48) of the entries ending by ``end``."""
     fw = walk_file(u8, base, len(u8), start=start, name=os.path.basename(path))
-    pos = np.array(fw.pos, np.int64)
-    size = np.array(fw.size, np.int64)
+    pos, size = fw.pos, fw.size
     keep = pos + size - base <= end
     pos, size = pos[keep], size[keep]
     if fw.error is not None and fw.error_at is not None and fw.error_at - base < end:

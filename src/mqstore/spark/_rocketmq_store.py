@@ -268,7 +268,7 @@ def split_range(seg: Segment, start: int, end: int, pieces: int, *, dledger: boo
     mm, u8 = open_segment(seg.path)
     try:
         if dledger:
-            positions = np.array(walk_file(u8, seg.base, len(u8), start=start).pos, np.int64) - seg.base
+            positions = walk_file(u8, seg.base, len(u8), start=start).pos - seg.base
             positions = positions[positions < end]
         else:
             positions, _sizes, _stop, _pos = record_positions(u8, start, min(end, len(u8)))

@@ -45,6 +45,9 @@ from mqstore.formats.rocketmq.record import (
     MessageRecord,
     encode_record,
 )
+from mqstore.kernels.endian import as_u8
+from mqstore.kernels.rocketmq import dledger as kd
+from mqstore.kernels.rocketmq.dledger import walk_dledger_entries
 from mqstore.kernels.rocketmq.scan import (
     STOP_BLANK,
     STOP_END,
@@ -115,11 +118,11 @@ class EntryWalk:
 class _FileWalk:
     """The accepted entries of one data file (global positions) and how the walk ended there."""
 
-    pos: list[int] = field(default_factory=list)
-    size: list[int] = field(default_factory=list)
-    index: list[int] = field(default_factory=list)
-    term: list[int] = field(default_factory=list)
-    body_crc: list[int] = field(default_factory=list)
+    pos: np.ndarray
+    size: np.ndarray
+    index: np.ndarray
+    term: np.ndarray
+    body_crc: np.ndarray
     end: int = 0  # global end of the last accepted entry (or of the file after a filler)
     blank: tuple[int, int] | None = None  # (global position, stated length) of the filler
     error: str | None = None
@@ -129,45 +132,39 @@ class _FileWalk:
 def walk_file(buf, base: int, file_size: int, *, start: int = 0, prev_index: int = -1, prev_term: int = -1,
               name: str = "") -> _FileWalk:
     """Walk the entries of one data file (``buf``, global position ``base``) from in-file
-    position ``start`` by DLedger's recovery rules: a header must be valid (magic 1, size = body
-    length + 48, ``pos`` = its own position) and fit in the file, indexes must follow
-    ``prev_index`` one by one and terms never go below ``prev_term``; magic -1 (the filler)
-    closes the file; zeros end the data.  Stops at the first entry that breaks a rule."""
-    w = _FileWalk(end=base + start)
+    position ``start`` by DLedger's recovery rules (the compiled
+    :func:`~mqstore.kernels.rocketmq.dledger.walk_dledger_entries`): a header must be valid
+    (magic 1, size = body length + 48, ``pos`` = its own position) and fit in the file, indexes
+    must follow ``prev_index`` one by one and terms never go below ``prev_term``; magic -1 (the
+    filler) closes the file; zeros end the data.  Stops at the first entry that breaks a rule,
+    with the reason in ``error``."""
+    u8 = as_u8(buf)
+    end = min(file_size, len(u8))
+    parts: list[tuple[np.ndarray, ...]] = []
     p = start
-    unpack = fmt.EntryHeader.decode
+    while True:
+        *cols, status, stop = walk_dledger_entries(u8, base, end, p, prev_index, prev_term)
+        parts.append(tuple(cols))
+        if len(cols[0]):
+            prev_index, prev_term = int(cols[2][-1]), int(cols[3][-1])
+        p = stop
+        if status != kd.W_LIMIT:
+            break
+    cat = [np.concatenate([c[k] for c in parts]) for k in range(5)]
+    w = _FileWalk(*cat, end=base + p)
     where = f"data file {name}" if name else "the data file"
-    while p + 4 <= file_size:
-        magic = fmt.peek_magic(buf, p)
-        if magic == fmt.BLANK_MAGIC:
-            n = int.from_bytes(bytes(buf[p + 4 : p + 8]), "big", signed=True) if p + 8 <= file_size else -1
-            w.blank = (base + p, n)
-            w.end = base + file_size
-            return w
-        if magic == 0 and not any(bytes(buf[p : min(p + fmt.ENTRY_HEADER_SIZE, file_size)])):
-            return w  # the end of the written data
-        if p + fmt.ENTRY_HEADER_SIZE > file_size:
-            w.error, w.error_at = f"DLedger entry header cut by the end of {where}", base + p
-            return w
-        h = unpack(buf, p)
-        why = h.problem(base + p)
-        if why is None and p + h.size > file_size:
-            why = f"entry of {h.size} bytes runs past the end of {where}"
-        if why is None and prev_index != -1 and h.index != prev_index + 1:
-            why = f"entry index {h.index} does not follow {prev_index}"
-        if why is None and h.term < prev_term:
-            why = f"entry term {h.term} is lower than the previous entry's {prev_term}"
-        if why is not None:
-            w.error, w.error_at = f"DLedger entry at position {base + p}: {why}", base + p
-            return w
-        w.pos.append(base + p)
-        w.size.append(h.size)
-        w.index.append(h.index)
-        w.term.append(h.term)
-        w.body_crc.append(h.body_crc)
-        prev_index, prev_term = h.index, h.term
-        p += h.size
-        w.end = base + p
+    if status == kd.W_BLANK:
+        n = int.from_bytes(bytes(u8[p + 4 : p + 8]), "big", signed=True) if p + 8 <= end else -1
+        w.blank, w.end = (base + p, n), base + file_size
+    elif status == kd.W_CUT:
+        w.error, w.error_at = f"DLedger entry header cut by the end of {where}", base + p
+    elif status != kd.W_END:
+        h = fmt.EntryHeader.decode(bytes(u8[p : p + fmt.ENTRY_HEADER_SIZE]))
+        why = {kd.W_HEADER: lambda: h.problem(base + p),
+               kd.W_PAST: lambda: f"entry of {h.size} bytes runs past the end of {where}",
+               kd.W_GAP: lambda: f"entry index {h.index} does not follow {prev_index}",
+               kd.W_TERM: lambda: f"entry term {h.term} is lower than the previous entry's {prev_term}"}[status]()
+        w.error, w.error_at = f"DLedger entry at position {base + p}: {why}", base + p
     return w
 
 
@@ -189,8 +186,8 @@ def walk_entries(files: Sequence, file_size: int) -> EntryWalk:
                        name=mf.path.name)
         parts.append(fw)
         end = fw.end
-        if fw.index:
-            prev_index, prev_term = fw.index[-1], fw.term[-1]
+        if len(fw.index):
+            prev_index, prev_term = int(fw.index[-1]), int(fw.term[-1])
         if fw.blank is not None:
             blanks.append(fw.blank)
         if fw.error is not None:
@@ -200,7 +197,7 @@ def walk_entries(files: Sequence, file_size: int) -> EntryWalk:
             break
 
     def col(name: str) -> np.ndarray:
-        return np.array([v for fw in parts for v in getattr(fw, name)], np.int64)
+        return np.concatenate([getattr(fw, name) for fw in parts]) if parts else np.empty(0, np.int64)
 
     return EntryWalk(col("pos"), col("size"), col("index"), col("term"), col("body_crc"), end, error, error_at,
                      blanks)
