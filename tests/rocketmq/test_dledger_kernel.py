@@ -82,3 +82,40 @@ def test_twins_agree(bodies, close, flips, cap):
     b = walk_dledger_entries_py(buf, SIZE * 3, SIZE, 0, -1, -1, cap)
     assert [x.tolist() if isinstance(x, np.ndarray) else x for x in a] == \
         [x.tolist() if isinstance(x, np.ndarray) else x for x in b]
+
+
+def wrapped_file(n: int) -> tuple[bytearray, np.ndarray, np.ndarray]:
+    """A data file of ``n`` entries whose bodies look like messages (TOTALSIZE, PHYSICALOFFSET)."""
+    buf = bytearray(SIZE)
+    pos, size = [], []
+    p = 0
+    for k in range(n):
+        body = bytearray(40 + 3 * k)
+        struct.pack_into(">i", body, 0, len(body))
+        struct.pack_into(">q", body, 28, SIZE + p + 48)
+        body[36:] = bytes([k]) * (len(body) - 36)
+        e = fmt.encode_entry(k, 1, SIZE + p, body)
+        buf[p : p + len(e)] = e
+        pos.append(SIZE + p)
+        size.append(len(e))
+        p += len(e)
+    return buf, np.array(pos, np.int64), np.array(size, np.int64)
+
+
+@pytest.mark.parametrize("gather", twins("rocketmq.gather_entry_bodies"))
+def test_gather(gather):
+    buf, pos, size = wrapped_file(6)
+    out, k, code, _v = gather(buf, SIZE, pos, size)
+    assert (k, code) == (6, kd.G_OK)
+    assert bytes(out) == b"".join(bytes(buf[p - SIZE + 48 : p - SIZE + s]) for p, s in zip(pos, size, strict=True))
+    for at, data, want, value in ((pos[3] - SIZE + 48, struct.pack(">i", 1), kd.G_TOTAL, 1),
+                                  (pos[3] - SIZE + 48 + 28, struct.pack(">q", 9), kd.G_PHYSICAL, 9)):
+        bad = bytearray(buf)
+        bad[at : at + len(data)] = data
+        out, k, code, v = gather(bad, SIZE, pos, size)
+        assert (k, code, v) == (3, want, value)
+        assert len(out) == int((size[:3] - 48).sum())
+    small = size.copy()
+    small[2] = 48 + 20
+    assert gather(buf, SIZE, pos, small)[1:] == (2, kd.G_SMALL, 20)
+    assert gather(buf, SIZE, pos[:0], size[:0])[1:] == (0, kd.G_OK, 0)

@@ -151,4 +151,63 @@ def walk_dledger_entries_py(buf, base: int, end: int, start: int = 0, prev_index
     return (*(np.array(c, np.int64) for c in cols), status, p)
 
 
+G_OK = 0  # every entry's message was gathered
+G_SMALL = 1  # the body is too short to hold a message record header
+G_TOTAL = 2  # the message's TOTALSIZE is not the body length
+G_PHYSICAL = 3  # the message's PHYSICALOFFSET is not its own position (entry position + 48)
+_POS_PHYSICALOFFSET = 28
+
+
+@njit(cache=True, nogil=True)
+def _gather(u8, base, entry_pos, entry_size, out):
+    o = 0
+    for k in range(entry_pos.shape[0]):
+        b = entry_pos[k] - base + HEADER
+        n = entry_size[k] - HEADER
+        if n < _POS_PHYSICALOFFSET + 8:
+            return k, o, G_SMALL, n
+        total = rd_i32(u8, b)
+        if total != n:
+            return k, o, G_TOTAL, total
+        phy = rd_i64(u8, b + _POS_PHYSICALOFFSET)
+        if phy != base + b:
+            return k, o, G_PHYSICAL, phy
+        out[o : o + n] = u8[b : b + n]
+        o += n
+    return entry_pos.shape[0], o, G_OK, 0
+
+
+def gather_entry_bodies(buf, base: int, entry_pos: np.ndarray, entry_size: np.ndarray):
+    """The messages of consecutive accepted entries of one data file (``buf``, global position
+    ``base``; the entries' global positions and sizes) copied back to back, as long as each one
+    fills its entry's body and names its own offset: ``(bytes as uint8, entries gathered, code,
+    value)``; ``code`` is ``G_OK`` or why entry ``entries gathered`` was not (with the value
+    found: the body length, TOTALSIZE or PHYSICALOFFSET)."""
+    u8 = as_u8(buf)
+    entry_pos = np.ascontiguousarray(entry_pos, np.int64)
+    entry_size = np.ascontiguousarray(entry_size, np.int64)
+    out = np.empty(int(np.maximum(entry_size - HEADER, 0).sum()), np.uint8)
+    k, o, code, value = _gather(u8, int(base), entry_pos, entry_size, out)
+    return out[:o], int(k), int(code), int(value)
+
+
+def gather_entry_bodies_py(buf, base: int, entry_pos: np.ndarray, entry_size: np.ndarray):
+    """Twin of :func:`gather_entry_bodies`."""
+    raw = memoryview(as_u8(buf))
+    parts: list[bytes] = []
+    for k, (p, size) in enumerate(zip(np.asarray(entry_pos).tolist(), np.asarray(entry_size).tolist(), strict=True)):
+        b, n = p - base + HEADER, size - HEADER
+        if n < _POS_PHYSICALOFFSET + 8:
+            return np.frombuffer(b"".join(parts), np.uint8), k, G_SMALL, n
+        total = int.from_bytes(raw[b : b + 4], "big", signed=True)
+        if total != n:
+            return np.frombuffer(b"".join(parts), np.uint8), k, G_TOTAL, total
+        phy = int.from_bytes(raw[b + _POS_PHYSICALOFFSET : b + _POS_PHYSICALOFFSET + 8], "big", signed=True)
+        if phy != base + b:
+            return np.frombuffer(b"".join(parts), np.uint8), k, G_PHYSICAL, phy
+        parts.append(bytes(raw[b : b + n]))
+    return np.frombuffer(b"".join(parts), np.uint8), len(parts), G_OK, 0
+
+
 register("rocketmq.walk_dledger_entries", walk_dledger_entries, walk_dledger_entries_py)
+register("rocketmq.gather_entry_bodies", gather_entry_bodies, gather_entry_bodies_py)

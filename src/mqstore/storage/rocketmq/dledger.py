@@ -38,7 +38,6 @@ from mqstore.errors import (
 )
 from mqstore.formats.rocketmq import dledger as fmt
 from mqstore.formats.rocketmq.record import (
-    POS_PHYSICALOFFSET,
     TRANSACTION_MASK,
     TRANSACTION_PREPARED_TYPE,
     TRANSACTION_ROLLBACK_TYPE,
@@ -47,7 +46,7 @@ from mqstore.formats.rocketmq.record import (
 )
 from mqstore.kernels.endian import as_u8
 from mqstore.kernels.rocketmq import dledger as kd
-from mqstore.kernels.rocketmq.dledger import walk_dledger_entries
+from mqstore.kernels.rocketmq.dledger import gather_entry_bodies, walk_dledger_entries
 from mqstore.kernels.rocketmq.scan import (
     STOP_BLANK,
     STOP_END,
@@ -201,20 +200,6 @@ def walk_entries(files: Sequence, file_size: int) -> EntryWalk:
 
     return EntryWalk(col("pos"), col("size"), col("index"), col("term"), col("body_crc"), end, error, error_at,
                      blanks)
-
-
-def _read_i32(arr: np.ndarray, at: np.ndarray) -> np.ndarray:
-    b = arr[at[:, None] + np.arange(4)].astype(np.int64)
-    v = (b[:, 0] << 24) | (b[:, 1] << 16) | (b[:, 2] << 8) | b[:, 3]
-    return np.where(v >= 1 << 31, v - (1 << 32), v)
-
-
-def _read_i64(arr: np.ndarray, at: np.ndarray) -> np.ndarray:
-    b = arr[at[:, None] + np.arange(8)].astype(np.uint64)
-    v = np.zeros(len(at), np.uint64)
-    for i in range(8):
-        v = (v << np.uint64(8)) | b[:, i]
-    return v.view(np.int64)
 
 
 # =============================================================================== the log
@@ -453,29 +438,14 @@ def scan_entry_bodies(arr: np.ndarray, base: int, entry_pos: np.ndarray, entry_s
     bstart = pos + fmt.ENTRY_HEADER_SIZE
     blen = entry_size - fmt.ENTRY_HEADER_SIZE
     # the record inside must fill the body and say where it is: else the entry is corrupt
-    small = blen < POS_PHYSICALOFFSET + 8
-    total = np.full(len(blen), -1, np.int64)
-    phy = np.full(len(blen), -1, np.int64)
-    if (~small).any():
-        total[~small] = _read_i32(arr, bstart[~small])
-        phy[~small] = _read_i64(arr, bstart[~small] + POS_PHYSICALOFFSET)
-    wrong = np.flatnonzero(small | (total != blen) | (phy != bstart + base))
+    compact, n_ok, code, value = gather_entry_bodies(arr, base, entry_pos, entry_size)
     bad = None
-    if len(wrong):
-        k = int(wrong[0])
-        if small[k]:
-            why = f"body of {int(blen[k])} bytes holds no message record"
-        elif total[k] != blen[k]:
-            why = f"message TOTALSIZE {int(total[k])} is not the entry body length {int(blen[k])}"
-        else:
-            why = f"message says it is at offset {int(phy[k])}, its entry puts it at {int(bstart[k] + base)}"
+    if code != kd.G_OK:
+        k = n_ok
+        why = {kd.G_SMALL: f"body of {value} bytes holds no message record",
+               kd.G_TOTAL: f"message TOTALSIZE {value} is not the entry body length {int(blen[k])}",
+               kd.G_PHYSICAL: f"message says it is at offset {value}, its entry puts it at {int(bstart[k] + base)}"}[code]
         bad = (k, why)
-    n_ok = bad[0] if bad is not None else len(entry_pos)
-    if n_ok:
-        compact = np.concatenate([arr[a : a + n] for a, n in zip(bstart[:n_ok].tolist(), blen[:n_ok].tolist(),
-                                                                   strict=True)])
-    else:
-        compact = np.empty(0, np.uint8)
     cstart = np.concatenate([[0], np.cumsum(blen[:n_ok])]).astype(np.int64)
     batch = scan_segment(compact, 0, 0, len(compact), check_crc=check_crc,
                          skip_length_mismatch=skip_length_mismatch)
