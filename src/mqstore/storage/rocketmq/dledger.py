@@ -142,7 +142,7 @@ def walk_file(buf, base: int, file_size: int, *, start: int = 0, prev_index: int
     parts: list[tuple[np.ndarray, ...]] = []
     p = start
     while True:
-        *cols, status, stop = walk_dledger_entries(u8, base, end, p, prev_index, prev_term)
+        *cols, status, stop = walk_dledger_entries(u8, base, end, p, prev_index, prev_term, 1 << 16)
         parts.append(tuple(cols))
         if len(cols[0]):
             prev_index, prev_term = int(cols[2][-1]), int(cols[3][-1])
