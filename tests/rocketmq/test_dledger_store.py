@@ -408,14 +408,94 @@ def test_garbage_home(tmp_path):
     assert r.exit_code == 0, r.output
 
 
-def test_mixed_store_refused(store):
+def test_empty_commitlog_dir(store):
     root, _, _ = store
     (root / "commitlog").mkdir()
     r = run("inspect", str(root), "--json")  # an empty commitlog/ next to the DLedger home: still DLedger
     assert r.exit_code == 0 and json.loads(r.output)["dledger"]["entries"] == N
-    (root / "commitlog" / f"{0:020d}").write_bytes(bytes(DATA_FILE))
-    r = run("inspect", str(root))
-    assert r.exit_code == 2 and "migrated to DLedger is not supported" in r.output
+    assert json.loads(r.output)["dledger"]["classicSegments"] == []
+
+
+def _migrated(root: Path) -> tuple[list, list, list]:
+    """A classic store switched to DLedger: its classic segments end with the broker's blank
+    record, the DLedger data begins right after (dividedCommitlogOffset), queues go on."""
+    from mqstore.formats.rocketmq.record import encode_blank
+
+    classic = make_records(50, seed=1)
+    cfg = StoreConfig(commit_log_file_size=DATA_FILE, background_services=False, dispatch_enabled=False)
+    with MessageStore.open(root, cfg) as s:
+        res = s.engine.append(classic)
+        qo = dict(s.engine.queue_offsets)
+        end = s.engine.commit_log.max_offset
+    last = sorted((root / "commitlog").iterdir())[-1]
+    _poke(last, end - int(last.name), encode_blank(DATA_FILE - (end - int(last.name))))
+    for f in ("abort", "lock", "checkpoint"):
+        (root / f).unlink(missing_ok=True)
+    divided = int(last.name) + DATA_FILE
+    w = DLedgerWriter(root, file_size=DATA_FILE, index_file_size=INDEX_FILE, term=1, start_pos=divided,
+                      queue_offsets=qo)
+    recs = make_records(60, seed=2)
+    entries = w.append(recs)
+    w.close()
+    return classic, res, list(zip(recs, entries, strict=True))
+
+
+def test_migrated_store(tmp_path):
+    root = tmp_path / "s"
+    classic, res, dl = _migrated(root)
+    r = run("inspect", str(root), "--json")
+    assert r.exit_code == 0, r.output
+    info = json.loads(r.output)["dledger"]
+    assert info["entries"] == 60 and info["classicSegments"] and info["dividedOffset"] == dl[0][1].pos
+    r = run("dump", str(root), "--json")
+    rows = [json.loads(x) for x in r.output.splitlines()]
+    assert [m["commitLogOffset"] for m in rows] == [x.commit_log_offset for x in res] + [e.offset for _, e in dl]
+    assert all("dledger" not in m for m in rows[:50]) and all("dledger" in m for m in rows[50:])
+    _rebuilt(root)
+    r = run("verify", str(root))
+    assert r.exit_code == 0, r.output
+    # the broker's ConsumeQueue units: the classic offsets, then the DLedger ones (entry + 48)
+    from .dledger_support import expected_columns
+    from .helpers import build_consume_queues
+
+    cols_dl = expected_columns([rec for rec, _ in dl], [e for _, e in dl])
+    cols_cl = {k: [] for k in cols_dl if k not in ("key_row", "key_hash")}
+    for rec, x in zip(classic, res, strict=True):
+        for k, v in (("off", x.commit_log_offset), ("size", x.size), ("qid", rec.queue_id), ("qoff", x.queue_offset),
+                     ("sys", rec.sys_flag), ("ts", x.store_timestamp), ("topic", rec.topic)):
+            cols_cl[k].append(v)
+    cols_cl["tags"] = expected_columns(classic, [type(dl[0][1])(0, x.commit_log_offset - 48, x.commit_log_offset,
+                                                                x.size, x.queue_offset) for x in res])["tags"]
+    merged = {k: cols_cl[k] + cols_dl[k] for k in cols_cl}
+    want = build_consume_queues(merged, CQ_FILE)
+    assert tree(root, ("consumequeue",)) == want
+    # get reads across the switch: a queue's classic units, then its DLedger ones
+    q = [(rec, x.queue_offset) for rec, x in zip(classic, res, strict=True)
+         if (rec.topic, rec.queue_id) == ("TopicA", 1) and rec.sys_flag & TRANSACTION_MASK in (0, 8)]
+    q += [(rec, e.queue_offset) for rec, e in dl
+          if (rec.topic, rec.queue_id) == ("TopicA", 1) and rec.sys_flag & TRANSACTION_MASK in (0, 8)]
+    r = run("get", str(root), "--topic", "TopicA", "--queue", "1", "--offset", "0", "--count", str(len(q)), "--json")
+    got = [json.loads(x) for x in r.output.splitlines()]
+    assert [m["queueOffset"] for m in got] == list(range(len(q))) == [o for _, o in q]
+    # --no-dledger: the classic part alone
+    r = run("inspect", str(root), "--no-dledger", "--json")
+    assert r.exit_code == 0 and "dledger" not in json.loads(r.output)
+    assert json.loads(r.output)["commitLog"]["maxOffset"] == dl[0][1].pos  # up to the blank the broker wrote
+
+
+def test_migrated_store_with_a_gap(tmp_path):
+    root = tmp_path / "s"
+    _migrated(root)
+    data = sorted((root / "dledger-n0" / "data").iterdir())
+    # move the DLedger data one file up: its entries no longer say where they are, and the
+    # classic part no longer ends where the DLedger data begins
+    for p in reversed(data):
+        p.rename(p.with_name(f"{int(p.name) + DATA_FILE:020d}"))
+    code, out = _verify(root)
+    assert code == 1
+    assert f"the classic CommitLog ends at {int(data[0].name)}, the DLedger data begins at " \
+        f"{int(data[0].name) + DATA_FILE}" in out
+    assert "entry says it is at position" in out
 
 
 def test_uncommitted_entries_shown(tmp_path):

@@ -46,7 +46,8 @@ def test_plan_and_read_without_spark(dstore):
     assert dledger_data_dirs(str(root)) == [root / "dledger-n0" / "data"]
     (root / "commitlog").mkdir()  # an empty commitlog/ does not make it a classic store
     assert dledger_data_dirs(str(root)) == [root / "dledger-n0" / "data"]
-    assert dledger_data_dirs(str(root), str(root / "commitlog")) is None
+    with pytest.raises(SourceOptionError, match="migrated to DLedger"):
+        dledger_data_dirs(str(root), str(root / "commitlog"))
     segs = list_segments(str(root))
     assert [s.base for s in segs] == [k * DATA_FILE for k in range(len(segs))]
     parts = plan_batch(parse_options({"path": str(root)}))

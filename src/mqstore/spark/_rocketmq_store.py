@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mqstore.errors import CorruptDataError, DataLossError, StoreNotFoundError
+from mqstore.errors import CorruptDataError, DataLossError, SourceOptionError, StoreNotFoundError
 from mqstore.formats.rocketmq.record import check_record
 from mqstore.kernels.rocketmq.framing import record_positions
 from mqstore.kernels.rocketmq.scan import STOP_BLANK, STOP_INVALID
@@ -54,10 +54,14 @@ def commit_log_dirs_of(store: str, commit_log: str | None = None) -> list[Path]:
 
 def dledger_data_dirs(store: str, commit_log: str | None = None) -> list[Path] | None:
     """The data directories of the store's DLedger CommitLog (``enableDLegerCommitLog``), or
-    ``None`` for a classic one: no ``commitLogPath`` given, no ``commitlog/`` segments and a DLedger
-    home."""
-    if commit_log is not None or segment_files(commitlog_dir(store)) or not is_dledger_store(store):
-        return None  # (an empty commitlog/ next to a DLedger home is not a classic CommitLog)
+    ``None`` for a classic one (no DLedger home); a store migrated to DLedger (classic segments or
+    a ``commitLogPath`` as well) is a :class:`SourceOptionError`, never read in part."""
+    if not is_dledger_store(store):
+        return None
+    if commit_log is not None or segment_files(commitlog_dir(store)):  # (an empty commitlog/ is no classic part)
+        raise SourceOptionError(f"{store} is a store migrated to DLedger (classic CommitLog segments below a DLedger "
+                                "CommitLog): the rocketmq Spark source does not read it; use mqstore rocketmq dump "
+                                "or MessageStore.open(..., read_only=True)")
     home = dledger_home(store, StoreConfig(enable_dledger_commit_log=True))
     return [Path(d) for d in home.data_dirs]
 

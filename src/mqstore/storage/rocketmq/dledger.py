@@ -208,10 +208,14 @@ class DLedgerCommitLog(CommitLog):
 
     Offsets are the broker's: a message is at its entry's position + 48, which is what its
     PHYSICALOFFSET field, the ConsumeQueue units and the IndexFile items say.  ``max_offset`` is
-    the end of the last entry DLedger's recovery accepts (:func:`walk_entries`)."""
+    the end of the last entry DLedger's recovery accepts (:func:`walk_entries`).
+
+    ``classic_dirs``: a store migrated to DLedger keeps its classic CommitLog segments below the
+    first DLedger data file (the broker's ``dividedCommitlogOffset``); they are read as the classic
+    CommitLog (records back to back, up to the blank record the broker wrote when it switched)."""
 
     def __init__(self, home: DLedgerHome, file_size: int = DEFAULT_COMMIT_LOG_FILE_SIZE, *,
-                 read_only: bool = True) -> None:
+                 read_only: bool = True, classic_dirs: Sequence[str] = ()) -> None:
         if not read_only:
             raise ReadOnlyStoreError("mqstore reads DLedger CommitLogs but does not write them: open the store "
                                      "read-only", path=str(home.home))
@@ -220,20 +224,35 @@ class DLedgerCommitLog(CommitLog):
         self.home = home
         self.file_size = file_size
         dirs = list(home.data_dirs)
-        if len(dirs) > 1:
-            self.queue: MappedFileQueue = MultiPathMappedFileQueue(dirs, [], file_size, read_only=True)
+        classic = [d for d in dict.fromkeys(str(x) for x in classic_dirs) if offset_files(d)]
+        if len(dirs) + len(classic) > 1:
+            self.queue: MappedFileQueue = MultiPathMappedFileQueue(classic + dirs, [], file_size, read_only=True)
         else:
             self.queue = MappedFileQueue(Path(dirs[0]), file_size, read_only=True)
+        self._data_dirs = {Path(d).resolve() for d in dirs}
         self.directory = self.queue.directory
         self.read_only = True
         self._warmed = (-1, 0)
         self.walk: EntryWalk | None = None
+        self.classic_files: list = []
+        #: where the DLedger data begins (the broker's dividedCommitlogOffset); 0 without classic files
+        self.divided = 0
 
     def load(self) -> None:
         if self.walk is not None:  # loaded once (the store's recovery calls it again)
             return
         self.queue.load()
-        self.walk = walk_entries(self.queue.files, self.file_size)
+        data = [f for f in self.queue.files if f.path.parent.resolve() in self._data_dirs]
+        self.classic_files = [f for f in self.queue.files if f.path.parent.resolve() not in self._data_dirs]
+        if self.classic_files and data and self.classic_files[-1].file_from_offset > data[0].file_from_offset:
+            raise GeometryMismatchError(
+                f"classic CommitLog segment {self.classic_files[-1].path.name} lies above the DLedger data file "
+                f"{data[0].path.name}", path=str(self.classic_files[-1].path))
+        if self.classic_files:
+            self.divided = data[0].file_from_offset if data else self.classic_files[-1].end_offset
+        self.walk = walk_entries(data, self.file_size)
+        if not data:
+            self.walk.end = self.divided
         self.queue.set_positions(self.walk.end)
 
     def entries(self) -> EntryWalk:
@@ -278,6 +297,7 @@ class DLedgerCommitLog(CommitLog):
         last = int(w.index[-1]) if len(w) else None
         return {
             "home": str(self.home.home), "selfId": self.home.self_id, "dataDirs": list(self.home.data_dirs),
+            "classicSegments": [f.path.name for f in self.classic_files], "dividedOffset": self.divided,
             "dataFileSize": self.file_size, "dataFiles": [f.path.name for f in self.queue.files],
             "indexFiles": [p.name for p in self.index_files()],
             "entries": len(w), "firstIndex": int(w.index[0]) if len(w) else None, "lastIndex": last,
@@ -317,6 +337,15 @@ class DLedgerCommitLog(CommitLog):
         stop: the position of the entry that stopped it)."""
         w = self.entries()
         end = self.max_offset if end is None else min(end, self.max_offset)
+        if self.classic_files and start < self.divided:  # a migrated store: the classic part first
+            for batch in CommitLog.scan(self, start, min(end, self.divided), check_crc=check_crc,
+                                        max_records=max_records, skip_length_mismatch=skip_length_mismatch):
+                yield batch
+                if batch.stop == STOP_INVALID:
+                    return
+            start = self.divided
+            if end <= start:
+                return
         if not len(w):
             if w.error is not None:
                 yield DispatchBatch.empty(int(w.error_at or 0), STOP_INVALID, w.error)
@@ -366,6 +395,9 @@ class DLedgerCommitLog(CommitLog):
             if len(out) < max_problems:
                 out.append(text)
 
+        if self.classic_files and self.classic_files[-1].end_offset != self.divided:
+            add(f"dledger: the classic CommitLog ends at {self.classic_files[-1].end_offset}, the DLedger data begins "
+                f"at {self.divided} (the broker continues right after the last classic segment)")
         for at, n in w.blanks:
             if n != self.file_size - at % self.file_size:
                 add(f"dledger: blank filler at position {at} says {n} bytes, {self.file_size - at % self.file_size} "
@@ -480,16 +512,11 @@ def _cut(batch: DispatchBatch, at: int, why: str) -> DispatchBatch:
 
 
 def open_dledger_commit_log(root: str | os.PathLike[str], config: StoreConfig) -> DLedgerCommitLog:
-    """The store's DLedger CommitLog, read-only (loaded: entries walked).  A store that also has
-    classic ``commitlog/`` segments (the broker's migration to DLedger keeps reading them below
-    ``dividedCommitlogOffset``) is refused with :class:`GeometryMismatchError` rather than read
-    in part."""
+    """The store's DLedger CommitLog, read-only (loaded: entries walked), with the classic
+    segments of a store migrated to DLedger below it (``commitlog/`` or ``storePathCommitLog``)."""
     home = dledger_home(root, config)
-    if offset_files(Path(root) / "commitlog") and not config.store_path_commit_log:
-        raise GeometryMismatchError(
-            f"{root} has both classic commitlog/ segments and a DLedger CommitLog ({home.home.name}): a store "
-            "migrated to DLedger is not supported (open the classic part with --no-dledger)", path=str(root))
-    cl = DLedgerCommitLog(home, config.commit_log_file_size)
+    paths, ro = commit_log_dirs(root, config.store_path_commit_log, config.read_only_commit_log_store_paths)
+    cl = DLedgerCommitLog(home, config.commit_log_file_size, classic_dirs=[p for p in paths + ro if Path(p).is_dir()])
     try:
         cl.load()
     except BaseException:
@@ -529,12 +556,15 @@ class DLedgerWriter:
     :func:`~mqstore.formats.rocketmq.record.encode_record` with PHYSICALOFFSET = entry position +
     48 (the broker's append hook), one entry per message, indexes from 0, a blank filler when an
     entry and 8 spare bytes do not fit, one index unit per entry.  ``legacy_group``: the DLedger
-    0.1 home name ``<group>-<selfId>``.  Queue offsets are assigned per (topic, queue) as the
+    0.1 home name ``<group>-<selfId>``.  ``start_pos`` / ``queue_offsets``: a store migrated to
+    DLedger, whose data begins after its last classic segment (``dividedCommitlogOffset``) and whose
+    queues go on from the classic ones.  Queue offsets are assigned per (topic, queue) as the
     broker does (0 and not advanced for PREPARED/ROLLBACK transaction messages)."""
 
     def __init__(self, root: str | os.PathLike[str], self_id: str = "n0", *,
                  file_size: int = fmt.DEFAULT_DATA_FILE_SIZE, index_file_size: int = fmt.DEFAULT_INDEX_FILE_SIZE,
-                 term: int = 0, legacy_group: str | None = None) -> None:
+                 term: int = 0, legacy_group: str | None = None, start_pos: int = 0,
+                 queue_offsets: dict[tuple[str, int], int] | None = None) -> None:
         if index_file_size % fmt.INDEX_UNIT_SIZE:
             raise InvalidArgumentError("index_file_size must be a multiple of 32")
         self.root = Path(root)
@@ -548,8 +578,8 @@ class DLedgerWriter:
         self.index_file_size = index_file_size
         self.term = term
         self.next_index = 0
-        self.write_pos = 0
-        self.queue_offsets: dict[tuple[str, int], int] = {}
+        self.write_pos = start_pos
+        self.queue_offsets: dict[tuple[str, int], int] = dict(queue_offsets or {})
         self._open: dict[Path, BinaryIO] = {}
 
     def _write(self, directory: Path, size: int, offset: int, data: bytes) -> None:

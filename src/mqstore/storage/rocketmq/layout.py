@@ -311,8 +311,9 @@ def dledger_home(root: str | os.PathLike[str], config: StoreConfig) -> DLedgerHo
 
 def detect_dledger(root: str | os.PathLike[str], given: dict) -> dict:
     """The DLedger settings a store's files tell (``enable_dledger_commit_log`` and the data file
-    size) when the settings ``given`` do not choose the classic CommitLog."""
-    if given.get("enable_dledger_commit_log") is False or given.get("store_path_commit_log"):
+    size) when the settings ``given`` do not choose the classic CommitLog.  (Classic segments
+    next to a DLedger home are those of a store migrated to DLedger: read below it.)"""
+    if given.get("enable_dledger_commit_log") is False:
         return {}
     if not given.get("enable_dledger_commit_log") and not is_dledger_store(root):
         return {}
@@ -329,8 +330,6 @@ def detect_dledger(root: str | os.PathLike[str], given: dict) -> dict:
     if sizes:
         out["commit_log_file_size"] = max(set(sizes), key=lambda n: (sizes.count(n), n))
     return out
-
-
 
 
 # =============================================================================== geometry
