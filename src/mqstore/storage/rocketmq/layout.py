@@ -10,7 +10,10 @@ geometry detection, used by the store, the CLI, the rebuilds and the Spark layer
     <root>/checkpoint, <root>/abort, <root>/lock
 
 The CommitLog may live elsewhere (``storePathCommitLog``: one directory or a comma-separated
-list, plus ``readOnlyCommitLogStorePaths``): :func:`commit_log_dirs` says where.
+list, plus ``readOnlyCommitLogStorePaths``): :func:`commit_log_dirs` says where.  A broker with
+``enableDLegerCommitLog`` keeps it as a DLedger log instead (``<root>/dledger-<selfId>/data`` and
+``index/``; DLedger 0.1: ``<group>-<selfId>``): :func:`dledger_home` says where, and
+:func:`detect_dledger` tells such a store from its files (docs/formats/rocketmq-dledger.md).
 
 Geometry is detected from headers first, then from file sizes: an IndexFile's geometry from the
 item count of a full file (every file but the newest), else the broker defaults when the size
