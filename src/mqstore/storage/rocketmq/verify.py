@@ -94,6 +94,9 @@ def verify_store(root: str | Path, config=None, *, max_problems: int = 1000,
         cl = store.commit_log
         recs = _scan_records(cl, rep, problem, progress)
         end = store.recovery.commit_log_end
+        if isinstance(cl, DLedgerCommitLog):  # the DLedger files themselves: index units, fillers
+            for text in cl.problems(max_problems):
+                problem(text)
         for (topic, qid), cq in sorted(store.consume_queues.items()):
             for mf in cq.queue.files:
                 _check_cq_file(mf, topic, qid, cq, recs, cl.min_offset, end, rep, problem)
