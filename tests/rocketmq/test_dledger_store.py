@@ -578,3 +578,22 @@ def test_verify_columns_equal_reference_on_dledger(built, tmp_path):
             except MqStoreError as exc:
                 outs.append(("error", exc.message))
         assert outs[0] == outs[1], trial
+
+
+@pytest.mark.parametrize("kind", ["data-file", "index-file", "home-file"])
+def test_hostile_homes(tmp_path, kind):
+    root = tmp_path / "s"
+    root.mkdir()
+    if kind == "home-file":
+        (root / "dledger-n0").write_bytes(b"x")
+    else:
+        home = root / "dledger-n0"
+        home.mkdir()
+        (home / "data").mkdir() if kind == "index-file" else (home / "data").write_bytes(b"x")
+        (home / "index").write_bytes(b"x") if kind == "index-file" else (home / "index").mkdir()
+    before = tree_hash(root)
+    for cmd in ("inspect", "verify", "dump", "rebuild-index"):
+        r = CliRunner().invoke(cli, ["rocketmq", cmd, str(root)])
+        assert r.exit_code == 2, (kind, cmd, r.output)
+        assert r.stderr.startswith("error: ") and len(r.stderr.splitlines()) == 1 and r.stdout == ""
+    assert tree_hash(root) == before

@@ -309,6 +309,10 @@ def dledger_home(root: str | os.PathLike[str], config: StoreConfig) -> DLedgerHo
         sid = home.name[len(DLEDGER_HOME_PREFIX):] if home.name.startswith(DLEDGER_HOME_PREFIX) else home.name.rsplit("-", 1)[1]
     home = ensure_inside(r, home)
     data = split_paths(config.store_path_dledger_commit_log) or [str(home / DLEDGER_DATA_DIR)]
+    for d in [*data, str(home / DLEDGER_INDEX_DIR)]:
+        if Path(d).exists() and not Path(d).is_dir():
+            raise StoreNotFoundError(f"{d} is not a directory (a DLedger member keeps data/ and index/ directories)",
+                                     path=d)
     return DLedgerHome(home, sid, tuple(data), home / DLEDGER_INDEX_DIR)
 
 
