@@ -268,7 +268,7 @@ def _looks_like_home(d: Path) -> bool:
 
 def find_dledger_homes(root: str | os.PathLike[str]) -> list[Path]:
     """The DLedger homes directly under a store root: ``dledger-<id>`` with a ``data/`` or
-    ``index/`` directory, and (DLedger 0.1) ``<group>-<id>`` with both."""
+    ``index/`` directory, and (DLedger 0.1) ``<group>-<id>`` with both and data files."""
     r = Path(root)
     if not r.is_dir():
         return []
@@ -277,7 +277,7 @@ def find_dledger_homes(root: str | os.PathLike[str]) -> list[Path]:
         if d.name.startswith(DLEDGER_HOME_PREFIX) and len(d.name) > len(DLEDGER_HOME_PREFIX) and _looks_like_home(d):
             out.append(d)
         elif (_LEGACY_HOME.match(d.name) and not d.name.startswith(".") and (d / DLEDGER_DATA_DIR).is_dir()
-              and (d / DLEDGER_INDEX_DIR).is_dir() and not d.is_symlink()):
+              and (d / DLEDGER_INDEX_DIR).is_dir() and not d.is_symlink() and offset_files(d / DLEDGER_DATA_DIR)):
             out.append(d)
     return out
 
