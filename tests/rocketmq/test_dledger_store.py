@@ -127,6 +127,13 @@ def test_detection(built, tmp_path):
         MessageStore.open(two, resolve_config(two, {"dledger_self_id": "n7"}), read_only=True)
     with pytest.raises(InvalidArgumentError):
         StoreConfig(dledger_self_id="../x")
+    # an unrelated <name>-<name>/{data,index} without data files is not a DLedger 0.1 home
+    other = tmp_path / "classic"
+    (other / "commitlog").mkdir(parents=True)
+    (other / "backup-old" / "data").mkdir(parents=True)
+    (other / "backup-old" / "index").mkdir()
+    assert find_dledger_homes(other) == []
+    assert resolve_config(other).enable_dledger_commit_log is False
 
 
 def test_write_open_refused(built):
