@@ -604,3 +604,23 @@ def test_hostile_homes(tmp_path, kind):
         assert r.exit_code == 2, (kind, cmd, r.output)
         assert r.stderr.startswith("error: ") and len(r.stderr.splitlines()) == 1 and r.stdout == ""
     assert tree_hash(root) == before
+
+
+def test_open_walks_only_the_newest_files(store):
+    """Opening walks the three newest data files, as DLedger's recovery: damage in an older file
+    does not cut the log for reads by offset, and the full scan (dump, verify) reports it."""
+    root, recs, entries = store
+    data = sorted((root / "dledger-n0" / "data").iterdir())
+    assert len(data) >= 5
+    e = entries[3]
+    _poke(data[0], e.pos + 8, struct.pack(">q", 999))  # index 999 after 2
+    with MessageStore.open(root, read_only=True) as s:
+        cl = s.engine.commit_log
+        assert cl.max_offset == entries[-1].pos + 48 + entries[-1].size
+        assert cl.read_record(entries[-1].offset).body == recs[-1].body
+        assert cl.info()["lastIndex"] == N - 1 and cl.info()["stoppedAt"] is None
+        assert cl.entry_at(entries[-2].offset).index == N - 2
+    code, out = _verify(root)
+    assert code == 1 and f"DLedger entry at position {e.pos}: entry index 999 does not follow 2" in out
+    r = run("dump", str(root), "--json")
+    assert len(r.output.splitlines()) == 4 and r.output.splitlines()[-1].startswith("error: invalid record")

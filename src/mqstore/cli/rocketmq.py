@@ -111,11 +111,11 @@ def inspect(store: Path, as_json: bool) -> None:
                            "masterFlushedOffset": eng.checkpoint.values.master_flushed_offset,
                            "confirmPhyOffset": eng.checkpoint.values.confirm_phy_offset},
         }
+        if hasattr(cl, "info"):  # a DLedger CommitLog (enableDLegerCommitLog)
+            info["dledger"] = cl.info()
     from mqstore.cli.rocketmq_bcq import inspect_section, print_inspect_section
     from mqstore.cli.rocketmq_timer import print_timer_info, timer_info
 
-    if hasattr(cl, "info"):  # a DLedger CommitLog (enableDLegerCommitLog)
-        info["dledger"] = cl.info()
     info["timer"] = timer_info(store)  # None without timer files; problems listed, not raised
     batch = inspect_section(store)
     if batch is not None:

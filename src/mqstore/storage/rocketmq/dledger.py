@@ -233,14 +233,23 @@ class DLedgerCommitLog(CommitLog):
         self.directory = self.queue.directory
         self.read_only = True
         self._warmed = (-1, 0)
-        self.walk: EntryWalk | None = None
+        self.walk: EntryWalk | None = None  # every entry, walked on demand (entries())
+        self.tail = EntryWalk(*(np.empty(0, np.int64),) * 5, 0)  # the recovery walk (load())
+        self.data_files: list = []
+        self._loaded = False
+        self._tail_from = 0
+        self._file_walk: tuple[int, _FileWalk] | None = None
         self.classic_files: list = []
         #: where the DLedger data begins (the broker's dividedCommitlogOffset); 0 without classic files
         self.divided = 0
 
     def load(self) -> None:
-        if self.walk is not None:  # loaded once (the store's recovery calls it again)
+        """Map the files and find the end of the log as DLedger's recovery does: walking from the
+        third newest data file on (older files hold entries DLedger does not re-check at start;
+        a full scan — dump, verify, rebuild — walks them as it reads them)."""
+        if self._loaded:  # loaded once (the store's recovery calls it again)
             return
+        self._loaded = True
         self.queue.load()
         data = [f for f in self.queue.files if f.path.parent.resolve() in self._data_dirs]
         self.classic_files = [f for f in self.queue.files if f.path.parent.resolve() not in self._data_dirs]
@@ -250,16 +259,45 @@ class DLedgerCommitLog(CommitLog):
                 f"{data[0].path.name}", path=str(self.classic_files[-1].path))
         if self.classic_files:
             self.divided = data[0].file_from_offset if data else self.classic_files[-1].end_offset
-        self.walk = walk_entries(data, self.file_size)
+        self.data_files = data
+        self._tail_from = max(len(data) - 3, 0)
+        self.tail = walk_entries(data[self._tail_from:], self.file_size)
         if not data:
-            self.walk.end = self.divided
-        self.queue.set_positions(self.walk.end)
+            self.tail.end = self.divided
+        self.queue.set_positions(self.tail.end)
 
     def entries(self) -> EntryWalk:
-        if self.walk is None:
+        """Every entry of the log, walked from the first data file (held in memory: verify and
+        the tests use it; the scan walks file by file)."""
+        if not self._loaded:
             self.load()
-        assert self.walk is not None
+        if self.walk is None:
+            self.walk = walk_entries(self.data_files, self.file_size)
+            if not self.data_files:
+                self.walk.end = self.divided
         return self.walk
+
+    def _walks(self, first: int = 0) -> Iterator[tuple[int, _FileWalk]]:
+        """``(data file number, its walk)`` from data file ``first`` on, each walk going on from
+        the previous one's last index and term, until a file that is not closed by a filler or
+        breaks a rule (a gap between files is such a rule)."""
+        prev_index = prev_term = -1
+        files = self.data_files
+        for k in range(first, len(files)):
+            mf = files[k]
+            if k > first and mf.file_from_offset != files[k - 1].file_from_offset + self.file_size:
+                e = np.empty(0, np.int64)
+                yield k, _FileWalk(e, e, e, e, e, end=mf.file_from_offset,
+                                   error=f"data file {mf.path.name} does not follow {files[k - 1].path.name} "
+                                         f"(files of {self.file_size} bytes)", error_at=mf.file_from_offset)
+                return
+            fw = walk_file(mf.mm, mf.file_from_offset, self.file_size, prev_index=prev_index, prev_term=prev_term,
+                           name=mf.path.name)
+            yield k, fw
+            if fw.error is not None or fw.blank is None:
+                return
+            if len(fw.index):
+                prev_index, prev_term = int(fw.index[-1]), int(fw.term[-1])
 
     # ------------------------------------------------------------------ what DLedger keeps aside
     def checkpoint(self) -> dict[str, str] | None:
@@ -276,17 +314,32 @@ class DLedgerCommitLog(CommitLog):
 
     def entry_at(self, offset: int) -> fmt.EntryHeader | None:
         """The header of the entry whose message starts at physical ``offset`` (``None``: none)."""
-        w = self.entries()
-        i = int(np.searchsorted(w.pos, offset - fmt.ENTRY_HEADER_SIZE))
-        if i >= len(w) or int(w.pos[i]) != offset - fmt.ENTRY_HEADER_SIZE:
+        at = offset - fmt.ENTRY_HEADER_SIZE
+        k = next((i for i, f in enumerate(self.data_files) if f.file_from_offset <= at < f.end_offset), None)
+        if k is None:
             return None
-        mf = self.segment_for(int(w.pos[i]))
-        return fmt.EntryHeader.decode(mf.mm, int(w.pos[i]) - mf.file_from_offset)
+        if self._file_walk is None or self._file_walk[0] != k:
+            mf = self.data_files[k]
+            self._file_walk = (k, walk_file(mf.mm, mf.file_from_offset, self.file_size, name=mf.path.name))
+        fw = self._file_walk[1]
+        i = int(np.searchsorted(fw.pos, at))
+        if i >= len(fw.pos) or int(fw.pos[i]) != at:
+            return None
+        mf = self.data_files[k]
+        return fmt.EntryHeader.decode(mf.mm, at - mf.file_from_offset)
 
     def info(self) -> dict:
-        """What ``inspect`` shows of the DLedger files (problems in the files are listed by
-        :meth:`problems` and the scan, not raised here)."""
-        w = self.entries()
+        """What ``inspect`` shows of the DLedger files, from the first entry and the recovery walk
+        (indexes are consecutive: their count is last - first + 1); problems in older files are
+        found by the scan and :meth:`problems`, not here."""
+        first = last = None
+        if self.data_files:
+            h = fmt.EntryHeader.decode(self.data_files[0].mm, 0)
+            if h.problem(self.data_files[0].file_from_offset) is None:
+                first = h
+        t = self.tail if len(self.tail) or self._tail_from == 0 else self.entries()
+        if len(t):
+            last = (int(t.index[-1]), int(t.term[-1]))
         try:
             cp = self.checkpoint()
             term_file = read_properties_file(self.home.currterm)
@@ -294,18 +347,19 @@ class DLedgerCommitLog(CommitLog):
         except CorruptDataError as exc:
             cp, term_file, file_error = None, None, exc.message
         committed = _int_value(cp, "committedIndex")
-        last = int(w.index[-1]) if len(w) else None
+        last_index = last[0] if last is not None else None
+        count = (last_index - first.index + 1) if first is not None and last_index is not None else 0
         return {
             "home": str(self.home.home), "selfId": self.home.self_id, "dataDirs": list(self.home.data_dirs),
             "classicSegments": [f.path.name for f in self.classic_files], "dividedOffset": self.divided,
             "dataFileSize": self.file_size, "dataFiles": [f.path.name for f in self.queue.files],
             "indexFiles": [p.name for p in self.index_files()],
-            "entries": len(w), "firstIndex": int(w.index[0]) if len(w) else None, "lastIndex": last,
-            "firstTerm": int(w.term[0]) if len(w) else None, "lastTerm": int(w.term[-1]) if len(w) else None,
-            "dataEnd": w.end, "checkpointEndIndex": _int_value(cp, "endIndex"), "committedIndex": committed,
-            "uncommittedEntries": (last - committed) if last is not None and committed is not None and last > committed
-            else 0,
-            "currTerm": _int_value(term_file, "currTerm"), "stoppedAt": w.error, "fileError": file_error,
+            "entries": count, "firstIndex": first.index if first is not None else None, "lastIndex": last_index,
+            "firstTerm": first.term if first is not None else None, "lastTerm": last[1] if last is not None else None,
+            "dataEnd": self.tail.end, "checkpointEndIndex": _int_value(cp, "endIndex"), "committedIndex": committed,
+            "uncommittedEntries": (last_index - committed)
+            if last_index is not None and committed is not None and last_index > committed else 0,
+            "currTerm": _int_value(term_file, "currTerm"), "stoppedAt": self.tail.error, "fileError": file_error,
         }
 
     # ------------------------------------------------------------------ recovery (read-only)
@@ -314,9 +368,8 @@ class DLedgerCommitLog(CommitLog):
         return 0
 
     def find_valid_end(self, start_index: int, *, check_crc: bool) -> RecoveryResult:
-        w = self.entries()
         start = self.queue.files[0].file_from_offset if self.queue.files else 0
-        return RecoveryResult(w.end, start, 0, w.error)
+        return RecoveryResult(self.tail.end, start, 0, self.tail.error)
 
     def truncate_dirty(self, offset: int) -> int:
         raise ReadOnlyStoreError("a DLedger CommitLog is read-only here", path=str(self.home.home))
@@ -335,7 +388,8 @@ class DLedgerCommitLog(CommitLog):
         the blank filler leading to the next data file.  The batches are those of the classic
         scan over the same records; ``next_offset`` is the end of the last entry consumed (at a
         stop: the position of the entry that stopped it)."""
-        w = self.entries()
+        if not self._loaded:
+            self.load()
         end = self.max_offset if end is None else min(end, self.max_offset)
         if self.classic_files and start < self.divided:  # a migrated store: the classic part first
             for batch in CommitLog.scan(self, start, min(end, self.divided), check_crc=check_crc,
@@ -346,41 +400,38 @@ class DLedgerCommitLog(CommitLog):
             start = self.divided
             if end <= start:
                 return
-        if not len(w):
-            if w.error is not None:
-                yield DispatchBatch.empty(int(w.error_at or 0), STOP_INVALID, w.error)
-            return
-        body = w.pos + fmt.ENTRY_HEADER_SIZE
-        lo = int(np.searchsorted(body, start, side="left"))
-        hi = int(np.searchsorted(w.pos + w.size, end, side="right"))
         limit = max_records if max_records is not None and max_records > 0 else None
-        i = lo
-        while i < hi:
-            mf = self.segment_for(int(w.pos[i]))
-            seg_end = mf.file_from_offset + self.file_size
-            j = int(np.searchsorted(w.pos, seg_end, side="left"))
-            j = min(j, hi)
-            if limit is not None:
-                j = min(j, i + limit)
-            batch = self._scan_entries(mf, w, i, j, check_crc, skip_length_mismatch)
-            if batch.stop == STOP_INVALID:
+        first = next((k for k, f in enumerate(self.data_files) if start < f.end_offset), len(self.data_files))
+        for k, fw in self._walks(first):
+            mf = self.data_files[k]
+            idx = np.flatnonzero((fw.pos + fmt.ENTRY_HEADER_SIZE >= start) & (fw.pos + fw.size <= end))
+            i, j = (int(idx[0]), int(idx[-1]) + 1) if len(idx) else (0, 0)
+            last_file = fw.error is not None or fw.blank is None or k + 1 >= len(self.data_files) or \
+                fw.end >= end
+            err_here = fw.error is not None and fw.error_at is not None and fw.error_at >= start and \
+                (fw.error_at < end or end >= self.max_offset)
+            while i < j:
+                b = min(j, i + limit) if limit is not None else j
+                batch = scan_entry_bodies(mf.array, mf.file_from_offset, fw.pos[i:b], fw.size[i:b],
+                                          check_crc=check_crc, skip_length_mismatch=skip_length_mismatch)
+                if batch.stop == STOP_INVALID:
+                    yield batch
+                    return
+                if b < j:
+                    batch.stop = STOP_LIMIT
+                elif err_here:
+                    batch.stop, batch.error, batch.next_offset = STOP_INVALID, fw.error, int(fw.error_at or 0)
+                elif not last_file:
+                    batch.stop = STOP_BLANK
                 yield batch
+                if batch.stop == STOP_INVALID:
+                    return
+                i = b
+            if len(idx) == 0 and err_here:
+                yield DispatchBatch.empty(int(fw.error_at or 0), STOP_INVALID, fw.error)
                 return
-            if j < hi:
-                batch.stop = STOP_LIMIT if int(w.pos[j]) < seg_end else STOP_BLANK
-            elif w.error is not None and (end >= self.max_offset):
-                batch.stop, batch.error, batch.next_offset = STOP_INVALID, w.error, int(w.error_at or batch.next_offset)
-            yield batch
-            if batch.stop == STOP_INVALID:
+            if last_file:
                 return
-            i = j
-        if lo >= hi and w.error is not None and end >= self.max_offset and start <= int(w.error_at or 0):
-            yield DispatchBatch.empty(int(w.error_at or 0), STOP_INVALID, w.error)
-
-    def _scan_entries(self, mf, w: EntryWalk, i: int, j: int, check_crc: bool,
-                      skip_length_mismatch: bool) -> DispatchBatch:
-        return scan_entry_bodies(mf.array, mf.file_from_offset, w.pos[i:j], w.size[i:j], check_crc=check_crc,
-                                 skip_length_mismatch=skip_length_mismatch)
 
     # ------------------------------------------------------------------ verification
     def problems(self, max_problems: int = 1000) -> list[str]:
