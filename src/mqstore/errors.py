@@ -118,6 +118,12 @@ class FlushError(StoreError, OSError):
     """Data could not be made durable (fsync failed, disk full)."""
 
 
+class RocksDBError(StoreError):
+    """A RocksDB directory of a store (the RocksDB ConsumeQueue, the RocksDB config stores) cannot
+    be read: the optional ``rocksdict`` binding is missing, the directory is not a readable RocksDB
+    database, or it is not the database the broker writes there."""
+
+
 class DataLossError(StoreError):
     """Requested data is no longer available (deleted by retention or truncated) and the
     caller asked to fail rather than skip it."""

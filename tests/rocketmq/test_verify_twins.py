@@ -96,3 +96,17 @@ def test_damaged_stores_give_the_same_problems(base_store: Path, tmp_path: Path,
     assert fast.problems == ref.problems
     assert (fast.messages, fast.cq_units, fast.ext_units, fast.index_items) == (
         ref.messages, ref.cq_units, ref.ext_units, ref.index_items)
+
+
+def test_index_count_past_the_capacity_is_a_verify_problem(base_store: Path, tmp_path: Path) -> None:
+    """A damaged header counting more items than the file holds (found by the property test above:
+    it made opening the store fail with a raw ``struct.error``) is reported by both verifiers."""
+    root = tmp_path / "copy"
+    shutil.copytree(base_store, root)
+    last = sorted((root / "index").iterdir())[-1]
+    with open(last, "r+b") as fh:
+        fh.seek(36)
+        fh.write((10**6).to_bytes(4, "big"))
+    fast = verify_store(root, _config())
+    assert fast.problems == verify_store_reference(root, _config()).problems
+    assert any("indexCount 1000000 outside 1..60" in p for p in fast.problems)

@@ -996,18 +996,37 @@ class MessageStore:
             out.setdefault(topic, []).append(qid)
         return out
 
-    def offset_for_time(self, topic: str, queue_id: int, timestamp: int, boundary: str = BOUNDARY_LOWER) -> int:
-        """``getOffsetInQueueByTime``: LOWER → first unit with store time ≥ timestamp; UPPER →
-        last unit with store time ≤ timestamp (spec §2.6)."""
+    def offset_for_time(self, topic: str, queue_id: int, timestamp: int, boundary: str = BOUNDARY_LOWER,
+                        semantics: str = "exact") -> int:
+        """The queue offset for a store time.  LOWER: the first unit whose store time is
+        ``>= timestamp`` (the max offset when none); UPPER: the last unit whose store time is
+        ``<= timestamp`` (the min offset when none).
+
+        ``semantics="exact"`` (default): exact for both boundaries, also within one millisecond and
+        across ConsumeQueue files; with the sparse time index (``consumequeue_timeindex/``) it reads
+        at most ``ceil(log2(time_index_interval))`` CommitLog records (one by default), without
+        it a binary search over the queue.  ``semantics="broker"``: the broker's
+        ``getOffsetInQueueByTime`` (spec §2.6), its quirks included."""
+        from mqstore.storage.rocketmq.timeindex import SEMANTICS_BROKER, SEMANTICS_EXACT, cq_offset_for_time
+
         validate_topic(topic)
         if boundary not in (BOUNDARY_LOWER, BOUNDARY_UPPER):
             raise InvalidArgumentError(f"boundary must be 'lower' or 'upper', not {boundary!r}")
+        if semantics not in (SEMANTICS_EXACT, SEMANTICS_BROKER):
+            raise InvalidArgumentError(f"semantics must be 'exact' or 'broker', not {semantics!r}")
+        if type(timestamp) is not int and not isinstance(timestamp, np.integer):
+            raise InvalidArgumentError(f"timestamp must be an integer (ms since the epoch), not {timestamp!r}")
+        if not isinstance(queue_id, (int, np.integer)) or isinstance(queue_id, bool) or queue_id < 0:
+            raise InvalidArgumentError(f"queue id must be a non-negative integer, not {queue_id!r}")
         self._sync()
         cq = self._engine.consume_queue(topic, queue_id)
         if cq is None:
             return 0
         cl = self._engine.commit_log
-        return cq.offset_in_queue_by_time(int(timestamp), boundary, cl.pickup_store_timestamp, cl.min_offset)
+        if semantics == SEMANTICS_BROKER:
+            return cq.offset_in_queue_by_time(int(timestamp), boundary, cl.pickup_store_timestamp, cl.min_offset)
+        tix = self._engine.writers.time_index_for_lookup(topic, queue_id)
+        return cq_offset_for_time(cq, tix, int(timestamp), boundary, cl.pickup_store_timestamp)
 
     # ------------------------------------------------------------------ queries by key
     def query_offsets_broker(self, topic: str, key: str, max_num: int = 64, begin: int = 0,

@@ -64,8 +64,15 @@ def inspect(store: Path, as_json: bool) -> None:
         cl = eng.commit_log
         cfg = eng.config
         cl_dirs, cl_ro = commit_log_dirs(store, cfg.store_path_commit_log, cfg.read_only_commit_log_store_paths)
+        rocks = eng.rocksdb_cq.describe() if eng.rocksdb_cq is not None else None
+        from mqstore.storage.rocketmq.layout import consumequeue_dir, is_rocksdb_dir
+
+        # a database beside the queue directories (a combined store, or one migrated back): named, not read
+        unread_db = (sorted(p.name for p in consumequeue_dir(store).iterdir() if p.is_file())
+                     if rocks is None and is_rocksdb_dir(consumequeue_dir(store)) else None)
         queues = [{"topic": t, "queueId": q, "minOffset": cq.min_offset_in_queue, "maxOffset": cq.max_offset_in_queue,
-                   "messages": cq.max_offset_in_queue - cq.min_offset_in_queue, "files": len(cq.queue.files),
+                   "messages": cq.max_offset_in_queue - cq.min_offset_in_queue,
+                   "files": len(cq.queue.files) if rocks is None else 0,
                    "extFiles": len(cq.ext.queue.files) if cq.ext is not None else 0}
                   for (t, q), cq in sorted(eng.consume_queues.items())]
         conf = [{"name": c.name, "size": c.size, "kind": c.kind, "entries": c.entries, "error": c.error}
@@ -94,6 +101,9 @@ def inspect(store: Path, as_json: bool) -> None:
             "commitLog": {"segmentSize": cl.file_size, "segments": [f.path.name for f in cl.queue.files],
                           "dirs": cl_dirs, "readOnlyDirs": cl_ro,
                           "minOffset": cl.min_offset, "maxOffset": cl.max_offset},
+            "storeType": eng.store_type,
+            "rocksdbConsumeQueue": rocks,
+            "rocksdbConsumeQueueNotRead": unread_db,
             "consumeQueueExt": {"enabled": cfg.enable_consume_queue_ext,
                                 "fileSize": cfg.mapped_file_size_consume_queue_ext,
                                 "queues": sum(1 for q in queues if q["extFiles"])},
@@ -115,8 +125,12 @@ def inspect(store: Path, as_json: bool) -> None:
             info["dledger"] = cl.info()
     from mqstore.cli.rocketmq_bcq import inspect_section, print_inspect_section
     from mqstore.cli.rocketmq_timer import print_timer_info, timer_info
+    from mqstore.storage.rocketmq.timeindex import inspect_sidecars
 
     info["timer"] = timer_info(store)  # None without timer files; problems listed, not raised
+    tix = inspect_sidecars(store)
+    if tix:
+        info["timeIndex"] = tix
     batch = inspect_section(store)
     if batch is not None:
         info["batchConsumeQueue"] = batch
@@ -132,6 +146,16 @@ def inspect(store: Path, as_json: bool) -> None:
                    + (f"; read-only: {', '.join(c['readOnlyDirs'])}" if c["readOnlyDirs"] else ""))
     if "dledger" in info:
         _print_dledger(info["dledger"])
+    if rocks is not None:
+        click.echo(f"consumequeue: RocksDB database (storeType=defaultRocksDB), column families "
+                   f"{', '.join(rocks['columnFamilies'])}, {rocks['queues']} queues, dispatched up to CommitLog "
+                   f"offset {rocks['dispatchedPhyOffset']}")
+        print_table("consumequeue/", ["name", "size"], [(f["name"], f["size"]) for f in rocks["files"]])
+        for text in rocks["badOffsetEntries"]:
+            click.echo(f"warning: consumequeue offset family: {text}", err=True)
+    if unread_db is not None:
+        click.echo(f"consumequeue/ also holds a RocksDB database (not read: the queue directories are; "
+                   f"--store-type defaultRocksDB reads it): {', '.join(unread_db)}")
     x = info["consumeQueueExt"]
     if x["enabled"] or x["queues"]:
         click.echo(f"consumequeue_ext: {x['queues']} queues with ext files of {x['fileSize']} bytes")
@@ -149,6 +173,11 @@ def inspect(store: Path, as_json: bool) -> None:
     print_table("checkpoint", list(info["checkpoint"]), [tuple(info["checkpoint"].values())])
     if info["timer"] is not None:
         print_timer_info(info["timer"])
+    if tix:
+        print_table("time index (consumequeue_timeindex/)", ["file", "kind", "topic", "queueId", "interval", "entries",
+                                                             "firstTimestamp", "lastTimestamp", "error"],
+                    [(f["file"], f["kind"], f["topic"], f["queueId"], f["interval"], f["entries"], f["firstTimestamp"],
+                      f["lastTimestamp"], f["error"]) for f in tix])
     if batch is not None:
         print_inspect_section(batch)
 
@@ -303,16 +332,21 @@ def query_key(store: Path, topic: str, key: str, begin: int | None, end: int | N
 @click.option("--topic", required=True)
 @click.option("--queue", "queue_id", type=click.IntRange(min=0), required=True)
 @click.option("--timestamp", type=int, required=True, help="Store time (ms).")
-@click.option("--boundary", type=click.Choice(["lower", "upper"]), default="lower", show_default=True)
+@click.option("--boundary", type=click.Choice(["lower", "upper"]), default="lower", show_default=True,
+              help="lower: first message stored at or after the time; upper: last one stored at or before it.")
+@click.option("--semantics", type=click.Choice(["exact", "broker"]), default="exact", show_default=True,
+              help="exact: the true boundary (sparse time index when present); broker: what "
+                   "getOffsetInQueueByTime returns, its quirks included.")
 @json_option
 @handle_errors
-def query_time(store: Path, topic: str, queue_id: int, timestamp: int, boundary: str, as_json: bool) -> None:
+def query_time(store: Path, topic: str, queue_id: int, timestamp: int, boundary: str, as_json: bool,
+               semantics: str = "exact") -> None:
     """The queue offset for a store time (ConsumeQueue time search)."""
     with _open(store) as s:
-        off = s.offset_for_time(topic, queue_id, timestamp, boundary)
+        off = s.offset_for_time(topic, queue_id, timestamp, boundary, semantics)
         if as_json:
             click.echo(to_json({"topic": topic, "queueId": queue_id, "timestamp": timestamp, "boundary": boundary,
-                                "queueOffset": off}))
+                                "semantics": semantics, "queueOffset": off}))
         else:
             click.echo(off)
 
@@ -357,23 +391,43 @@ def verify(store: Path, as_json: bool) -> None:
                    "scan keeps busy, at least 1, at most 4; 1 = sequential).")
 @click.option("--bcq-file-size", type=click.IntRange(min=46), default=None,
               help="BatchConsumeQueue file size (default: the store's, else 300000 units).")
+@click.option("--time-index/--no-time-index", "time_index", default=None,
+              help="Also write the sparse time index (consumequeue_timeindex/; default: when the store has one).")
+@click.option("--time-index-interval", type=click.IntRange(min=1, max=1 << 20), default=None,
+              help="Units between two time index entries (default 2: a time lookup reads at most one record).")
+@click.option("--to", "to", type=click.Choice(["file-cq"]), default=None,
+              help="file-cq: write the classic file ConsumeQueue (consumequeue/<topic>/<queueId>/); required "
+                   "for a store whose ConsumeQueue is in RocksDB (storeType=defaultRocksDB) migrating back to "
+                   "storeType=default: the database files stay beside the new queue directories.")
 @json_option
 @handle_errors
 def rebuild_index(store: Path, out: Path | None, commitlog_file_size: int | None, slots: int | None,
                   items: int | None, cq_file_size: int | None, threads: int | None, bcq_file_size: int | None,
-                  as_json: bool) -> None:
+                  as_json: bool, time_index: bool | None = None, time_index_interval: int | None = None,
+                  to: str | None = None) -> None:
     """Regenerate consumequeue/, index/ and (for queue.type=BatchCQ topics) batchconsumequeue/
     from the CommitLog alone."""
     import time
 
+    from mqstore.errors import RocksDBError
     from mqstore.storage.rocketmq.batch_consumequeue import rebuild_store_batch_queues
+    from mqstore.storage.rocketmq.config import STORE_TYPE_ROCKSDB
+    from mqstore.storage.rocketmq.layout import store_type_of
     from mqstore.storage.rocketmq.rebuild import rebuild_indexes
 
     cfg = _config(store, commitlog_file_size, slots, items, cq_file_size)
+    if to is None and store_type_of(store, cfg) == STORE_TYPE_ROCKSDB:
+        raise RocksDBError(f"{store} keeps its ConsumeQueue in RocksDB (storeType=defaultRocksDB), which mqstore "
+                           "does not write; `--to file-cq` writes the classic file ConsumeQueue (and index/) "
+                           "for a broker migrating back to storeType=default")
+    if time_index_interval is not None:
+        cfg.time_index_interval = time_index_interval
+        if time_index is None:
+            time_index = True
     t0 = time.perf_counter()
     # (an in-place rebuild takes the store's writer lock itself)
     with progress("rebuilding") as prog:
-        stats = rebuild_indexes(store, out, config=cfg, progress=prog, threads=threads)
+        stats = rebuild_indexes(store, out, config=cfg, progress=prog, threads=threads, time_index=time_index)
     bcq_queues, bcq_units, bcq_problems = rebuild_store_batch_queues(store, cfg, out, bcq_file_size)
     dt = time.perf_counter() - t0
     result = {"messages": stats.messages, "keys": stats.keys, "consumeQueues": stats.consume_queues,
@@ -403,8 +457,9 @@ def rebuild_index(store: Path, out: Path | None, commitlog_file_size: int | None
 @json_option
 @handle_errors
 def consumers(store: Path, group_name: str | None, as_json: bool) -> None:
-    """Consumer groups with their committed offsets (config/consumerOffset.json) and the lag
-    against each ConsumeQueue's max offset: mqadmin consumerProgress, offline."""
+    """Consumer groups with their committed offsets (config/consumerOffset.json, or the RocksDB
+    config stores config/rdb/ and config/consumerOffsets/ of 5.x) and the lag against each
+    ConsumeQueue's max offset (file or RocksDB ConsumeQueue): mqadmin consumerProgress, offline."""
     from mqstore.storage.rocketmq import config_files
 
     offsets = config_files.consumer_offsets(store)  # a bad file fails before the store is opened
@@ -423,7 +478,7 @@ def consumers(store: Path, group_name: str | None, as_json: bool) -> None:
                          "consumerOffset": r.consumer_offset, "minOffset": r.min_offset, "diff": r.diff} for r in rows)
         return
     if not rows:
-        click.echo("no committed consumer offsets (config/consumerOffset.json)")
+        click.echo("no committed consumer offsets (config/consumerOffset.json, config/rdb/, config/consumerOffsets/)")
         return
     groups: dict[str, list] = {}
     for r in rows:

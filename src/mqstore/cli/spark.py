@@ -129,12 +129,15 @@ def rebuild_index() -> None:
 @click.option("--items", type=int, default=None, help="IndexFile items per file (default: detected, else 20000000).")
 @click.option("--cq-file-size", type=int, default=None, help="ConsumeQueue segment size in bytes (default: detected).")
 @click.option("--check-crc", is_flag=True, help="Stop at a record whose body CRC is wrong (as recovery does).")
+@click.option("--time-index/--no-time-index", "time_index", default=None,
+              help="Also write the sparse time index (consumequeue_timeindex/; default: when the store has one).")
 @_cli_common.json_option
 @spark_options
 @_cli_common.handle_errors
 @handle_spark_errors
 def rebuild_index_rocketmq(store: _pathlib.Path, out: _pathlib.Path, slots: int | None, items: int | None, cq_file_size: int | None,
-                           check_crc: bool, as_json: bool, master: str, conf: tuple[str, ...]) -> None:
+                           check_crc: bool, as_json: bool, master: str, conf: tuple[str, ...],
+                           time_index: bool | None = None) -> None:
     """CommitLog → ConsumeQueues, IndexFiles and checkpoint on Spark (same bytes as
     `mqstore rocketmq rebuild-index`)."""
     from mqstore.cli.rocketmq import _config
@@ -149,7 +152,7 @@ def rebuild_index_rocketmq(store: _pathlib.Path, out: _pathlib.Path, slots: int 
         stats = rebuild_rocketmq(spark, store, out, hash_slot_num=cfg.hash_slot_num, index_num=cfg.index_num,
                                  cq_file_size=cfg.consume_queue_file_size,
                                  commit_log_file_size=cfg.commit_log_file_size, check_crc=check_crc,
-                                 progress=_progress_callback(prog))
+                                 progress=_progress_callback(prog), time_index=time_index)
     if as_json:
         click.echo(_cli_common.to_json(stats.as_dict()))
     else:

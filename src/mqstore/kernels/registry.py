@@ -45,6 +45,7 @@ _REGISTRY: dict[str, KernelImpls] = {}
 
 #: the modules that register kernels (imported by :func:`all_kernels` so the registry is complete)
 KERNEL_MODULES = (
+    "mqstore.kernels.arrays",
     "mqstore.kernels.crc",
     "mqstore.kernels.javahash",
     "mqstore.kernels.rocketmq.framing",

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from mqstore.errors import StoreNotFoundError
+from mqstore.kernels.arrays import unique
 from mqstore.storage.mapped import ReadOnlyMap
 
 DEFAULT_SPLIT_BYTES = 128 * 1024 * 1024
@@ -71,6 +72,7 @@ class ChunkScan:
     key_hash: np.ndarray
     key_phy: np.ndarray
     key_ts: np.ndarray
+    cq_store_ts: np.ndarray | None = None  # store times of the ConsumeQueue rows (the time index)
 
     def summary(self) -> ChunkSummary:
         n = len(self.key_hash)
@@ -141,7 +143,7 @@ def scan_chunk(c: ChunkDesc) -> ChunkScan:
         cq_topic_id=b.topic_id[rows], cq_queue_id=b.queue_id[rows], cq_offset=b.commit_log_offset[rows],
         cq_size=b.size[rows], cq_tags=b.tags_code[rows], cq_queue_offset=b.queue_offset[rows],
         last_cq_timestamp=int(b.store_timestamp[rows[-1]]) if len(rows) else None,
-        key_hash=key_hash, key_phy=key_phy, key_ts=key_ts,
+        key_hash=key_hash, key_phy=key_phy, key_ts=key_ts, cq_store_ts=b.store_timestamp[rows],
     )
 
 
@@ -257,7 +259,7 @@ def plan_index_files(total_keys: int, per_file: int, picks: Iterable[tuple[str, 
 # cluster: the same shared filesystem); the writer tasks map the slices they need.  Nothing large
 # goes through Spark's block manager or shuffle, and a retried task rewrites the same files.
 STAGE_DIR = ".spark-rebuild-stage"
-_CQ_COLS = ("cq_topic_id", "cq_queue_id", "cq_offset", "cq_size", "cq_tags", "cq_queue_offset")
+_CQ_COLS = ("cq_topic_id", "cq_queue_id", "cq_offset", "cq_size", "cq_tags", "cq_queue_offset", "cq_store_ts")
 _KEY_COLS = ("key_hash", "key_phy", "key_ts")
 
 
@@ -298,7 +300,7 @@ def scan_chunk_staged(c: ChunkDesc, stage: str) -> StagedChunk:
     if os.path.isdir(final):  # a retried task: its earlier output is replaced whole
         shutil.rmtree(final, ignore_errors=True)
     os.rename(tmp, final)
-    pairs = np.unique(scan.cq_topic_id.astype(np.int64) * (1 << 32) + scan.cq_queue_id.astype(np.int64))
+    pairs = unique(scan.cq_topic_id.astype(np.int64) * (1 << 32) + scan.cq_queue_id.astype(np.int64))
     queues = [(scan.topics[int(g >> 32)], int(g & 0xFFFFFFFF)) for g in pairs]
     return StagedChunk(scan.summary(), scan.topics, queues)
 
@@ -363,8 +365,9 @@ def plan_writes(staged: list[StagedChunk], included: list[ChunkSummary], starts:
 
 
 def write_task(task: WriteTask, stage: str, target: str, cq_file_size: int, hash_slot_num: int, index_num: int,
-               plans: dict[int, IndexFilePlan]) -> Iterator[tuple[Any, ...]]:
-    """Stage 3: write the ConsumeQueues or IndexFiles of one task from the staged columns."""
+               plans: dict[int, IndexFilePlan], time_index_interval: int = 0) -> Iterator[tuple[Any, ...]]:
+    """Stage 3: write the ConsumeQueues or IndexFiles of one task from the staged columns
+    (``time_index_interval`` > 0: with the queues' sparse time index sidecars)."""
     import json
     from pathlib import Path
 
@@ -389,8 +392,9 @@ def write_task(task: WriteTask, stage: str, target: str, cq_file_size: int, hash
                 if q in wanted:
                     parts.setdefault(q, []).append([cols[n][grp] for n in _CQ_COLS[2:]])
         for (topic, qid), pieces in sorted(parts.items()):
-            merged = [np.concatenate([p[k] for p in pieces]) for k in range(4)]
-            n = write_consume_queue(root, topic, qid, cq_file_size, *merged)
+            merged = [np.concatenate([p[k] for p in pieces]) for k in range(5)]
+            n = write_consume_queue(root, topic, qid, cq_file_size, *merged[:4], store_timestamps=merged[4],
+                                    time_index_interval=time_index_interval)
             yield "cq", f"{topic}/{qid}", n
         return
     for number in task.files:

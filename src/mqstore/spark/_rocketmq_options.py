@@ -47,6 +47,8 @@ class RocketMQOptions:
     stream_starting: str | dict[str, int] = "earliest"  # streaming: "earliest"/"latest"/{broker: offset}
     # commitLogPath: per store, its CommitLog directory or comma-separated directories (None: STORE/commitlog)
     commit_log_paths: tuple[str | None, ...] = ()
+    # storeType: where the stores' ConsumeQueues live (None: decided from each store's files)
+    store_type: str | None = None
 
     def commit_log_of(self, index: int) -> str | None:
         return self.commit_log_paths[index] if index < len(self.commit_log_paths) else None
@@ -235,6 +237,7 @@ def parse_options(options: Mapping[str, str], *, streaming: bool = False) -> Roc
         fail_on_data_loss=_parse_bool("failOnDataLoss", _get(options, "failOnDataLoss"), True),
         min_partitions=_parse_int("minPartitions", _get(options, "minPartitions"), minimum=1),
         commit_log_paths=commit_logs,
+        store_type=_store_type(_get(options, "storeType")),
     )
     if streaming:
         for name, value in (("endingOffsets", eo_text), ("startingTimestamp", st), ("endingTimestamp", et)):
@@ -383,3 +386,14 @@ def apportion(available: list[int], limit: int) -> list[int]:
             shares[i] += 1
             rest -= 1
     return shares
+
+
+def _store_type(text: str | None) -> str | None:
+    """The ``storeType`` option: ``default`` (file ConsumeQueues) or ``defaultRocksDB``."""
+    from mqstore.storage.rocketmq.config import STORE_TYPES
+
+    if text is None or not text.strip():
+        return None
+    if text.strip() not in STORE_TYPES:
+        raise SourceOptionError(f"option storeType must be one of {', '.join(STORE_TYPES)}, not {text.strip()!r}")
+    return text.strip()

@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from itertools import pairwise
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -25,7 +26,7 @@ from mqstore.kernels.rocketmq.framing import record_positions
 from mqstore.kernels.rocketmq.scan import STOP_BLANK, STOP_INVALID
 from mqstore.spark._rocketmq_read import close_map, open_segment
 from mqstore.storage.rocketmq.commitlog import CommitLog
-from mqstore.storage.rocketmq.config import StoreConfig
+from mqstore.storage.rocketmq.config import STORE_TYPE_ROCKSDB, StoreConfig
 from mqstore.storage.rocketmq.consumequeue import BOUNDARY_LOWER, ConsumeQueue
 from mqstore.storage.rocketmq.dledger import open_commit_log, walk_file
 from mqstore.storage.rocketmq.layout import (
@@ -33,11 +34,13 @@ from mqstore.storage.rocketmq.layout import (
     commitlog_dir,
     commitlog_segments,
     consume_queue_dirs,
+    consumequeue_dir,
     detect_cq_file_size,
     dledger_home,
     is_dledger_store,
     resolve_config,
     segment_files,
+    store_type_of,
 )
 
 Segment = SegmentFile
@@ -81,8 +84,10 @@ def list_segments(store: str, commit_log: str | None = None) -> list[Segment]:
 class StoreView:
     """A store opened read-only for planning (close it, or use it as a context manager)."""
 
-    def __init__(self, path: str, broker_name: str, *, with_queues: bool = True, commit_log: str | None = None) -> None:
+    def __init__(self, path: str, broker_name: str, *, with_queues: bool = True, commit_log: str | None = None,
+                 store_type: str | None = None) -> None:
         self.path = str(path)
+        self.store_type = store_type  # None: decided from the files (layout.store_type_of)
         self.broker_name = broker_name
         self.commit_log_option = commit_log
         self.dledger = dledger_data_dirs(self.path, commit_log) is not None
@@ -90,6 +95,7 @@ class StoreView:
         self.file_size = self.segments[0].size if self.segments else 0
         self.commit_log: CommitLog | None = None
         self.cqs: dict[tuple[str, int], ConsumeQueue] = {}
+        self.rocksdb: Any = None
         if with_queues:
             self._open_queues()
 
@@ -101,6 +107,15 @@ class StoreView:
             self.commit_log = CommitLog(Path(dirs[0]), self.file_size, read_only=True, paths=dirs)
             self.commit_log.load()
         min_phy = self.segments[0].base if self.segments else 0
+        if store_type_of(self.path, StoreConfig(store_type=self.store_type)) == STORE_TYPE_ROCKSDB:  # the RocksDB ConsumeQueue (read-only)
+            from mqstore.storage.rocketmq.rocksdb_cq import RocksDBConsumeQueueStore
+
+            self.rocksdb = RocksDBConsumeQueueStore(consumequeue_dir(self.path))
+            for key, rq in self.rocksdb.queues().items():
+                rq.recover()
+                rq.correct_min_offset(min_phy)
+                self.cqs[key] = rq  # type: ignore[assignment]
+            return
         cq_size = detect_cq_file_size(self.path)
         for topic, qid, qdir in consume_queue_dirs(self.path):
             if cq_size is None or not any(p.stat().st_size for p in segment_files(qdir)):
@@ -117,13 +132,24 @@ class StoreView:
         return {k: (cq.min_offset_in_queue, cq.max_offset_in_queue) for k, cq in self.cqs.items()}
 
     def offset_for_time(self, topic: str, queue_id: int, timestamp: int) -> int:
-        """First queue offset whose message was stored at or after ``timestamp`` (the broker's
-        LOWER-boundary ConsumeQueue search; the max offset when every message is older)."""
+        """First queue offset whose message was stored at or after ``timestamp`` (the max offset
+        when every message is older): exact, through the queue's sparse time index sidecars when
+        the store has them (at most one CommitLog record read with the default interval), else a
+        binary search over the ConsumeQueue."""
+        from mqstore.errors import CorruptIndexError
+        from mqstore.storage.rocketmq.timeindex import QueueTimeIndex, cq_offset_for_time, exists, queue_dir
+
         cq = self.cqs.get((topic, queue_id))
         if cq is None or self.commit_log is None:
             return 0
-        cl = self.commit_log
-        return cq.offset_in_queue_by_time(int(timestamp), BOUNDARY_LOWER, cl.pickup_store_timestamp, cl.min_offset)
+        tix: QueueTimeIndex | None = None
+        if exists(self.path):
+            tix = QueueTimeIndex(queue_dir(self.path, topic, queue_id), cq.file_size, read_only=True)
+            try:
+                tix.load()
+            except (CorruptIndexError, OSError):
+                tix = None  # unreadable sidecar: the ConsumeQueue search gives the same answer
+        return cq_offset_for_time(cq, tix, int(timestamp), BOUNDARY_LOWER, self.commit_log.pickup_store_timestamp)
 
     def physical_range(self, bounds: dict[tuple[str, int], tuple[int, int]]) -> tuple[int, int] | None:
         """``[first record, end of last record)`` in the CommitLog spanned by the queue-offset
@@ -146,6 +172,9 @@ class StoreView:
         for cq in self.cqs.values():
             cq.close()
         self.cqs = {}
+        if self.rocksdb is not None:
+            self.rocksdb.close()
+            self.rocksdb = None
         if self.commit_log is not None:
             self.commit_log.close()
             self.commit_log = None

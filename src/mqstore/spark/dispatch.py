@@ -368,13 +368,15 @@ def apply_dispatch(store: str | os.PathLike[str], batches: Sequence[DispatchBatc
     stats = ApplyStats()
     with StoreLock(root, DISPATCH_LOCK_FILE):
         index = IndexService(root / "index", config.hash_slot_num, config.index_num) if config.message_index_enable else None
-        writers = IndexWriters(root, config.mapped_file_size_consume_queue, index)
+        writers = IndexWriters(root, config.mapped_file_size_consume_queue, index,
+                               time_index_interval=config.time_index_interval if config.enable_time_index else 0)
         full_end_ts: list[int] = []
         checkpoint = StoreCheckpoint(root / "checkpoint")
         try:
             writers.load_consume_queues()
             for cq in writers.consume_queues.values():
                 cq.recover()
+            writers.sync_time_indexes()  # time index sidecars (when kept) follow the recovered queues
             if index is not None:
                 index.load(True, checkpoint.values.index_msg_timestamp)
                 index.on_file_full = full_end_ts.append
@@ -526,12 +528,19 @@ _GEOMETRY_FIELDS = ("commit_log_file_size", "consume_queue_file_size", "hash_slo
 def store_config_for(store: str | os.PathLike[str], config: StoreConfig | None = None) -> StoreConfig:
     """The geometry used to dispatch ``store``: ``config`` if given, else detected from the files
     (:func:`mqstore.storage.rocketmq.layout.resolve_config`)."""
-    from mqstore.storage.rocketmq.layout import resolve_config
+    from mqstore.errors import RocksDBError
+    from mqstore.storage.rocketmq.config import STORE_TYPE_ROCKSDB
+    from mqstore.storage.rocketmq.layout import resolve_config, store_type_of
 
     root = Path(store)
     if not (root / "commitlog").is_dir():
         raise StoreNotFoundError(f"{root} is not a RocketMQ store (no commitlog/ directory)")
-    return resolve_config(root, config)
+    cfg = resolve_config(root, config)
+    if store_type_of(root, cfg) == STORE_TYPE_ROCKSDB:
+        raise RocksDBError(f"{root} keeps its ConsumeQueue in RocksDB (storeType=defaultRocksDB): the dispatcher "
+                           "writes file ConsumeQueues only; migrate the store back first (rebuild-index --to file-cq)",
+                           path=str(root))
+    return cfg
 
 
 def start_dispatch(spark: SparkSession, store: str | os.PathLike[str], checkpoint: str | os.PathLike[str], *,

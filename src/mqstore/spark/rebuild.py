@@ -138,14 +138,16 @@ def _segments(root: Path, segment_size: int) -> list[Any]:
 def rebuild_rocketmq(spark: SparkSession, store: str | os.PathLike[str], out: str | os.PathLike[str], *,
                      hash_slot_num: int | None = None, index_num: int | None = None, cq_file_size: int | None = None,
                      commit_log_file_size: int | None = None, check_crc: bool = False,
-                     split_bytes: int | None = None, progress: ProgressFn | None = None) -> RocketMQRebuildStats:
+                     split_bytes: int | None = None, progress: ProgressFn | None = None,
+                     time_index: bool | None = None) -> RocketMQRebuildStats:
     """Regenerate ``consumequeue/``, ``index/`` and the checkpoint of ``store`` into ``out`` on Spark.
 
     The files are byte-identical to ``rebuild_indexes(store, out, config=...)`` with the same
     geometry (by default: the store defaults, CommitLog segment size detected from the files).
     ``out`` may be the store itself (built aside, swapped in at the end); otherwise it must not
     hold ``consumequeue/`` or ``index/`` files yet.  ``progress(phase, done, total)`` is called on
-    the driver with the tasks done.
+    the driver with the tasks done.  ``time_index``: also write the sparse time index sidecars
+    (``consumequeue_timeindex/``; ``None``: when the store has them), as the local rebuild.
     """
     from mqstore.spark import _rebuild_rocketmq as rr
     from mqstore.storage.locks import DISPATCH_LOCK_FILE, StoreLock
@@ -159,6 +161,14 @@ def rebuild_rocketmq(spark: SparkSession, store: str | os.PathLike[str], out: st
     _positive("split_bytes", split_bytes, 4096)
     split = split_bytes or rr.DEFAULT_SPLIT_BYTES
     cfg = _rocketmq_config(root, hash_slot_num, index_num, cq_file_size, commit_log_file_size)
+    from mqstore.errors import RocksDBError
+    from mqstore.storage.rocketmq.config import STORE_TYPE_ROCKSDB
+    from mqstore.storage.rocketmq.layout import store_type_of
+
+    if store_type_of(root, cfg) == STORE_TYPE_ROCKSDB:
+        raise RocksDBError(f"{root} keeps its ConsumeQueue in RocksDB (storeType=defaultRocksDB): the Spark rebuild "
+                           "writes file ConsumeQueues only; migrate the store back with `mqstore rocketmq "
+                           "rebuild-index --to file-cq`", path=str(root))
     if cfg.enable_consume_queue_ext:
         # the Spark writer produces plain ConsumeQueue units: on an ext store it would drop the
         # consumequeue_ext/ files and the tag codes they hold
@@ -170,16 +180,24 @@ def rebuild_rocketmq(spark: SparkSession, store: str | os.PathLike[str], out: st
     # the local rebuild (StoreLockedError)
     locks = [StoreLock(root), StoreLock(root, DISPATCH_LOCK_FILE)] if in_place else []
     try:
-        return _rebuild_rocketmq(spark, root, out, in_place, cfg, split, check_crc, progress, t0)
+        return _rebuild_rocketmq(spark, root, out, in_place, cfg, split, check_crc, progress, t0, time_index)
     finally:
         for lock in reversed(locks):
             lock.release()
 
 
 def _rebuild_rocketmq(spark: SparkSession, root: Path, out: str | os.PathLike[str], in_place: bool, cfg: Any,
-                      split: int, check_crc: bool, progress: ProgressFn | None, t0: float) -> RocketMQRebuildStats:
+                      split: int, check_crc: bool, progress: ProgressFn | None, t0: float,
+                      time_index: bool | None = None) -> RocketMQRebuildStats:
     from mqstore.spark import _rebuild_rocketmq as rr
-    from mqstore.storage.rocketmq.rebuild import rebuild_target, swap_in, write_rebuild_checkpoint
+    from mqstore.storage.rocketmq.rebuild import (
+        rebuild_target,
+        swap_in,
+        time_index_interval_for,
+        write_rebuild_checkpoint,
+    )
+
+    tix_interval = time_index_interval_for(root, cfg, time_index)
 
     segments = _segments(root, cfg.commit_log_file_size)
     sc = spark.sparkContext
@@ -229,7 +247,8 @@ def _rebuild_rocketmq(spark: SparkSession, root: Path, out: str | os.PathLike[st
             slots, items = cfg.hash_slot_num, cfg.index_num
             with phase(sc, "write ConsumeQueues and IndexFiles", progress, timings):
                 written = sc.parallelize(tasks, max(len(tasks), 1)).flatMap(
-                    lambda task: rr.write_task(task, stage_s, target_s, cq_size, slots, items, plan_map)).collect()
+                    lambda task: rr.write_task(task, stage_s, target_s, cq_size, slots, items, plan_map,
+                                               tix_interval)).collect()
         shutil.rmtree(stage, ignore_errors=True)
         last_cq = [s.last_cq_timestamp for s in included if s.last_cq_timestamp is not None]
         index_ts = 0

@@ -175,7 +175,7 @@ class PushedFilters:
 def plan_batch(opts: RocketMQOptions, pushed: PushedFilters | None = None) -> list[CommitLogRange]:
     """The input partitions of a batch read (driver side; also usable without Spark)."""
     pushed = pushed or PushedFilters()
-    views = [StoreView(p, b, commit_log=opts.commit_log_of(i))
+    views = [StoreView(p, b, commit_log=opts.commit_log_of(i), store_type=opts.store_type)
              for i, (p, b) in enumerate(zip(opts.paths, opts.broker_names, strict=True))]
     try:
         known = {t for v in views for (t, _q) in v.cqs}

@@ -6,5 +6,6 @@
 * :mod:`.consumequeue` – 20-byte ConsumeQueue units;
 * :mod:`.indexfile`    – IndexFile header, slots, items, ``put_key`` / ``select_phy_offset``;
 * :mod:`.checkpoint`   – the 4096-byte StoreCheckpoint;
-* :mod:`.msgid`        – offset message ids and file names.
+* :mod:`.msgid`        – offset message ids and file names;
+* :mod:`.rocksdb_cq`   – keys and values of the RocksDB ConsumeQueue and RocksDB config stores (5.2+).
 """

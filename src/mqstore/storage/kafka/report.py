@@ -20,6 +20,7 @@ import numpy as np
 
 from mqstore.errors import CorruptDataError, InvalidArgumentError, MqStoreError, StoreNotFoundError
 from mqstore.formats.kafka.batch import batch_body, decode_batch_header, decode_control_record, iter_records
+from mqstore.kernels.arrays import unique
 from mqstore.kernels.report import backward_steps, log2_edges, log2_histogram
 from mqstore.storage.kafka.index import OffsetIndex, TimeIndex
 from mqstore.storage.kafka.rebuild import MappedLog, parse_base_offset, scan_log
@@ -137,7 +138,7 @@ def _segment(log_path: Path, index_interval: int, ratios: list[float], sample_ma
         # producers: batches, records, transactional batches, COMMIT / ABORT markers
         with_pid = np.flatnonzero(pid >= 0)
         if with_pid.shape[0]:
-            up, inv = np.unique(pid[with_pid], return_inverse=True)
+            up, inv = unique(pid[with_pid], return_inverse=True)
             nb = np.bincount(inv, minlength=up.shape[0])
             nr = np.bincount(inv, weights=counts[with_pid], minlength=up.shape[0])
             nt = np.bincount(inv, weights=txn[with_pid] & ~ctl[with_pid], minlength=up.shape[0])

@@ -12,6 +12,10 @@ from mqstore.formats.rocketmq.indexfile import check_geometry
 from mqstore.formats.rocketmq.javahash import DEFAULT_DELAY_LEVELS, parse_delay_levels
 
 FLUSH_ASYNC = "async"
+#: the broker's ``storeType`` values this tool reads
+STORE_TYPE_FILE = "default"
+STORE_TYPE_ROCKSDB = "defaultRocksDB"
+STORE_TYPES = (STORE_TYPE_FILE, STORE_TYPE_ROCKSDB)
 FLUSH_SYNC = "sync"
 
 
@@ -41,6 +45,11 @@ class StoreConfig:
     enable_consume_queue_ext: bool = False
     mapped_file_size_consume_queue_ext: int = 48 * 1024 * 1024
     bit_map_length_consume_queue_ext: int = 64
+    # mqstore's sparse time index (not a broker setting): consumequeue_timeindex/ sidecars with the
+    # store time of every time_index_interval-th ConsumeQueue unit; kept whenever the directory
+    # exists.  2: an exact time lookup reads at most one CommitLog record (docs/formats/rocketmq-timeindex.md)
+    enable_time_index: bool = False
+    time_index_interval: int = 2
     # storePathCommitLog: None = STORE/commitlog; else one directory or a comma-separated list
     # (the broker's MultiPathMappedFileQueue: segments spread round-robin over the sorted paths)
     store_path_commit_log: str | None = None
@@ -56,6 +65,10 @@ class StoreConfig:
     dledger_group: str | None = None
     # storePathDLedgerCommitLog: the data directory when it is not <home>/data
     store_path_dledger_commit_log: str | None = None
+    # storeType: where the ConsumeQueue lives.  None = decided from the files
+    # (layout.store_type_of); "default" = consumequeue/<topic>/<queueId>/ files;
+    # "defaultRocksDB" = the RocksDB database in consumequeue/ (read-only, optional extra)
+    store_type: str | None = None
     hash_slot_num: int = 5_000_000
     index_num: int = 5_000_000 * 4
     max_message_size: int = 4 * 1024 * 1024
@@ -98,6 +111,9 @@ class StoreConfig:
         if self.mapped_file_size_consume_queue_ext < 24:
             raise InvalidArgumentError("mapped_file_size_consume_queue_ext must be at least 24 bytes, "
                                        f"not {self.mapped_file_size_consume_queue_ext}")
+        from mqstore.formats.rocketmq.timeindex import check_interval
+
+        check_interval(self.time_index_interval)
         for name in ("store_path_commit_log", "read_only_commit_log_store_paths", "store_path_dledger_commit_log"):
             value = getattr(self, name)
             if value is not None and not isinstance(value, str):
@@ -109,6 +125,8 @@ class StoreConfig:
                 raise InvalidArgumentError(f"{name} must be a plain name (letters, digits, '_', '-', '.'), not {value!r}")
         if not isinstance(self.enable_dledger_commit_log, bool):
             raise InvalidArgumentError("enable_dledger_commit_log must be true or false")
+        if self.store_type not in (None, *STORE_TYPES):
+            raise InvalidArgumentError(f"store_type must be one of {', '.join(STORE_TYPES)}, not {self.store_type!r}")
         if self.max_message_size <= 0:
             raise InvalidArgumentError("max_message_size must be positive")
         try:

@@ -18,6 +18,9 @@ from mqstore.storage.rocketmq.consumequeue import ConsumeQueue
 from mqstore.storage.rocketmq.consumequeue_ext import ConsumeQueueExt
 from mqstore.storage.rocketmq.index import IndexFile, IndexService
 from mqstore.storage.rocketmq.layout import consume_queue_dirs
+from mqstore.storage.rocketmq.timeindex import QueueTimeIndex, StoreTimeLookup, TimesOf
+from mqstore.storage.rocketmq.timeindex import exists as time_index_exists
+from mqstore.storage.rocketmq.timeindex import queue_dir as time_index_dir
 
 
 class IndexWriters:
@@ -26,10 +29,16 @@ class IndexWriters:
 
     ``ext_enabled`` is ``enableConsumeQueueExt``: every queue gets ext files and new units carry
     ext addresses.  Without it a queue whose ext directory exists still reads through it (the
-    units a broker wrote with the ext on stay readable), and writes plain tags codes."""
+    units a broker wrote with the ext on stay readable), and writes plain tags codes.
+
+    ``time_index_interval`` (0: off) keeps the sparse time index sidecars of every queue
+    (``consumequeue_timeindex/``, :mod:`mqstore.storage.rocketmq.timeindex`); it is also kept
+    when that directory exists already.  ``store_time`` reads a record's store time from the
+    CommitLog (for units whose record is not in the batch at hand)."""
 
     def __init__(self, root: Path, cq_file_size: int, index: IndexService | None, *, read_only: bool = False,
-                 ext_enabled: bool = False, ext_file_size: int = DEFAULT_EXT_FILE_SIZE) -> None:
+                 ext_enabled: bool = False, ext_file_size: int = DEFAULT_EXT_FILE_SIZE,
+                 time_index_interval: int = 0, store_time: StoreTimeLookup | None = None) -> None:
         self.root = Path(root)
         self.cq_file_size = cq_file_size
         self.index = index
@@ -39,6 +48,10 @@ class IndexWriters:
         self.consume_queues: dict[tuple[str, int], ConsumeQueue] = {}
         self.last_logic_store_ts = 0
         self._released: set[Path] = set()  # files whose pages release_full_files dropped
+        self.time_index_interval = time_index_interval
+        self.time_index_on = time_index_interval > 0 or time_index_exists(self.root)
+        self.store_time = store_time
+        self.time_indexes: dict[tuple[str, int], QueueTimeIndex] = {}
 
     def cq_dir(self, topic: str, queue_id: int) -> Path:
         return ensure_inside(self.root, self.root / "consumequeue" / topic / str(queue_id))
@@ -65,6 +78,86 @@ class IndexWriters:
             self.consume_queues[key] = cq
         return cq
 
+    # ------------------------------------------------------------------ time index sidecars
+    def time_index(self, topic: str, queue_id: int) -> QueueTimeIndex | None:
+        """The sidecars of a queue (loaded on first use; ``None`` when the index is off)."""
+        if not self.time_index_on:
+            return None
+        key = (topic, queue_id)
+        tix = self.time_indexes.get(key)
+        if tix is None:
+            from mqstore.formats.rocketmq.timeindex import DEFAULT_INTERVAL
+
+            tix = QueueTimeIndex(time_index_dir(self.root, topic, queue_id), self.cq_file_size,
+                                 self.time_index_interval or DEFAULT_INTERVAL, read_only=self.read_only)
+            tix.load()
+            self.time_indexes[key] = tix
+        return tix
+
+    def time_index_for_lookup(self, topic: str, queue_id: int) -> QueueTimeIndex | None:
+        """The sidecars a time lookup may use: a reader sees what a writer appended since; a
+        sidecar that cannot be read is not used (the lookup falls back to the ConsumeQueue search,
+        ``verify`` reports the file)."""
+        from mqstore.errors import CorruptIndexError
+
+        if not self.time_index_on and not time_index_exists(self.root):
+            return None
+        self.time_index_on = True
+        try:
+            tix = self.time_index(topic, queue_id)
+            if tix is not None and self.read_only:
+                tix.refresh()
+            return tix
+        except (CorruptIndexError, OSError):
+            self.time_indexes.pop((topic, queue_id), None)
+            return None
+
+    def _pickup_times(self, offsets: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+        if self.store_time is None:
+            return np.full(len(offsets), -1, np.int64)
+        st = self.store_time
+        return np.array([st(int(o), int(s)) for o, s in zip(offsets.tolist(), sizes.tolist(), strict=True)], np.int64)
+
+    def sync_time_index(self, key: tuple[str, int], times_of: TimesOf | None = None, *, tail_only: bool = False) -> int:
+        """Make the sidecars of queue ``key`` agree with its ConsumeQueue files (the rule of
+        :meth:`QueueTimeIndex.sync`); store times from ``times_of``, else the CommitLog."""
+        cq = self.consume_queues.get(key)
+        tix = self.time_index(*key)
+        if tix is None or self.read_only:
+            return 0
+        if cq is None:
+            tix.destroy()
+            return 0
+        files = [(mf.file_from_offset, mf.mm, mf.wrote_position) for mf in cq.queue.files]
+        return tix.sync(files, times_of or self._pickup_times, tail_only=tail_only)
+
+    def sync_time_indexes(self) -> None:
+        """Every queue's sidecars after recovery or retention (and those of vanished queues go)."""
+        if not self.time_index_on or self.read_only:
+            return
+        from mqstore.storage.rocketmq.timeindex import all_sidecars
+
+        keys = set(self.consume_queues) | {(t, q) for t, q, _p in all_sidecars(self.root)}
+        for key in sorted(keys):
+            self.sync_time_index(key)
+
+    def check_time_index_tails(self) -> int:
+        """After an unclean shutdown: cut sidecar entries the CommitLog contradicts."""
+        if not self.time_index_on or self.read_only or self.store_time is None:
+            return 0
+        cut = 0
+        for key, cq in self.consume_queues.items():
+            tix = self.time_index(*key)
+            if tix is None:
+                continue
+
+            def unit(q: int, cq=cq) -> tuple[int, int] | None:
+                u = cq.get_unit(q, resolve_ext=False) if q >= 0 else None
+                return None if u is None else (u.commit_log_offset, u.size)
+
+            cut += tix.check_tail(self.store_time, unit)
+        return cut
+
     def load_consume_queues(self) -> None:
         for topic, qid, qdir in consume_queue_dirs(self.root):
             ensure_inside(self.root, qdir)
@@ -89,10 +182,30 @@ class IndexWriters:
                 assert cq is not None
                 cq.put_units(batch.commit_log_offset[r], batch.size[r], batch.tags_code[r], batch.queue_offset[r],
                              batch.store_timestamp[r])
+                if self.time_index_on:
+                    self.sync_time_index((cq.topic, cq.queue_id), self._batch_times(batch), tail_only=True)
             self.last_logic_store_ts = int(batch.store_timestamp[rows[-1]])
         if self.index is not None:
             self.index.build(batch)
         return len(batch)
+
+    def _batch_times(self, batch: DispatchBatch) -> TimesOf:
+        """Store times of units whose records are in ``batch`` (CommitLog order), the others
+        from the CommitLog."""
+        starts = batch.commit_log_offset
+        stamps = batch.store_timestamp
+
+        def times_of(offsets: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+            i = np.searchsorted(starts, offsets)
+            hit = i < len(starts)
+            hit[hit] = starts[i[hit]] == offsets[hit]
+            out = np.empty(len(offsets), np.int64)
+            out[hit] = stamps[i[hit]]
+            if not hit.all():
+                out[~hit] = self._pickup_times(offsets[~hit], sizes[~hit])
+            return out
+
+        return times_of
 
     def release_full_files(self) -> None:
         """Flush the ConsumeQueue and IndexFile files that are full and drop their pages from this
@@ -121,6 +234,8 @@ class IndexWriters:
             cq.flush(least_pages)
 
     def close(self) -> None:
+        for tix in self.time_indexes.values():
+            tix.close()
         for cq in self.consume_queues.values():
             cq.close()
         if self.index is not None:

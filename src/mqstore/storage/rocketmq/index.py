@@ -229,7 +229,9 @@ class IndexService:
                 self.resume_offset = h.end_phy_offset
             elif h.end_phy_offset != self.resume_offset:
                 break
-            n = h.index_count - 1
+            # a damaged header may count more items than the file holds: read only those it holds
+            # (verify reports the count, see verify_chains)
+            n = min(h.index_count, f.buffer.index_num) - 1
             count = 0
             for item in range(n, 0, -1):
                 _, phy, _, _ = f.buffer.read_item(item)

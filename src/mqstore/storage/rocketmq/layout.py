@@ -7,6 +7,8 @@ geometry detection, used by the store, the CLI, the rebuilds and the Spark layer
     <root>/consumequeue/<topic>/<queueId>/<20-digit offset>  ConsumeQueue files (all one size)
     <root>/consumequeue_ext/<topic>/<queueId>/<20-digit offset>  ConsumeQueueExt files (all one size)
     <root>/index/<yyyyMMddHHmmssSSS>                    IndexFiles (all one geometry)
+    <root>/consumequeue_timeindex/<topic>/<queueId>/<20-digit offset>.timeindex  mqstore's sparse
+                                                        time index (storage/rocketmq/timeindex.py)
     <root>/checkpoint, <root>/abort, <root>/lock
 
 The CommitLog may live elsewhere (``storePathCommitLog``: one directory or a comma-separated
@@ -51,7 +53,12 @@ from mqstore.formats.rocketmq.indexfile import (
 )
 from mqstore.storage.layout import is_offset_name, offset_files, offset_name
 from mqstore.storage.mapped import ensure_inside
-from mqstore.storage.rocketmq.config import StoreConfig, split_paths
+from mqstore.storage.rocketmq.config import (
+    STORE_TYPE_FILE,
+    STORE_TYPE_ROCKSDB,
+    StoreConfig,
+    split_paths,
+)
 
 COMMITLOG_DIR = "commitlog"
 CONSUMEQUEUE_DIR = "consumequeue"
@@ -189,6 +196,30 @@ def consume_queue_dirs(root: str | os.PathLike[str]) -> list[tuple[str, int, Pat
             if is_offset_name(qdir.name) and qdir.is_dir() and not qdir.is_symlink():
                 out.append((tdir.name, int(qdir.name), qdir))
     return out
+
+
+#: the file every RocksDB database directory has (names the current MANIFEST)
+ROCKSDB_MARKER = "CURRENT"
+
+
+def is_rocksdb_dir(directory: str | os.PathLike[str]) -> bool:
+    """Whether ``directory`` holds a RocksDB database (its ``CURRENT`` file)."""
+    return (Path(directory) / ROCKSDB_MARKER).is_file()
+
+
+def store_type_of(root: str | os.PathLike[str], config: StoreConfig | None = None) -> str:
+    """Where the ConsumeQueue of a store lives: the one rule every reader uses.  The configured
+    ``store_type`` (the broker's ``storeType``) wins; otherwise a RocksDB database in
+    ``consumequeue/`` (RocketMQ >= 5.2, ``storeType=defaultRocksDB``) makes it
+    ``defaultRocksDB``, unless ``consumequeue/`` also holds classic queue directories (a store
+    migrated back to files keeps its old database beside them; a combined store writes both):
+    then the files are read, as by a broker with ``storeType=default``."""
+    explicit = getattr(config, "store_type", None)
+    if explicit:
+        return str(explicit)
+    if not is_rocksdb_dir(consumequeue_dir(root)):
+        return STORE_TYPE_FILE
+    return STORE_TYPE_FILE if consume_queue_dirs(root) else STORE_TYPE_ROCKSDB
 
 
 @dataclass(frozen=True, slots=True)
@@ -422,7 +453,26 @@ def detect_geometry(root: str | os.PathLike[str], store_path_commit_log: str | N
     ix = detect_index_geometry(index_files(root))
     if ix is not None:
         out["hash_slot_num"], out["index_num"] = ix
+    interval = detect_time_index_interval(root)
+    if interval is not None:
+        out["enable_time_index"] = True
+        out["time_index_interval"] = interval
     return out
+
+
+def detect_time_index_interval(root: str | os.PathLike[str]) -> int | None:
+    """The interval of the newest readable time index sidecar (``None`` without sidecars)."""
+    from mqstore.errors import MqStoreError
+    from mqstore.formats.rocketmq.timeindex import HEADER_SIZE, TimeIndexHeader
+    from mqstore.storage.rocketmq.timeindex import all_sidecars
+
+    for _t, _q, p in reversed(all_sidecars(root)):
+        try:
+            with open(p, "rb") as fh:
+                return TimeIndexHeader.decode(fh.read(HEADER_SIZE)).interval
+        except (MqStoreError, OSError):
+            continue
+    return None
 
 
 def resolve_config(root: str | os.PathLike[str], config: StoreConfig | Mapping[str, Any] | None = None,

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from mqstore.kernels.arrays import unique
 from mqstore.kernels.rocketmq.scan import DispatchBatch
 
 QueueKey = tuple[str, int]
@@ -43,7 +44,7 @@ class _Columns:
         if len(rows) == 0:
             return
         local = (batch.topic_id[rows].astype(np.int64) << 32) | (batch.queue_id[rows].astype(np.int64) & 0xFFFFFFFF)
-        uniq, inv = np.unique(local, return_inverse=True)
+        uniq, inv = unique(local, return_inverse=True)
         glob = np.empty(len(uniq), np.int64)
         for j, c in enumerate(uniq.tolist()):
             key = (batch.topics[c >> 32], int(np.int32(np.uint32(c & 0xFFFFFFFF))))

@@ -25,7 +25,10 @@ from mqstore.storage.rocketmq.dispatch import IndexWriters
 from mqstore.storage.rocketmq.dledger import dledger_home, open_commit_log
 from mqstore.storage.rocketmq.index import IndexFile, IndexService
 from mqstore.storage.rocketmq.index import _bulk_put as bulk_put_into
-from mqstore.storage.rocketmq.layout import commit_log_dirs, resolve_config
+from mqstore.storage.rocketmq.layout import commit_log_dirs, is_rocksdb_dir, resolve_config
+from mqstore.storage.rocketmq.timeindex import TIMEINDEX_DIR, QueueTimeIndex
+from mqstore.storage.rocketmq.timeindex import exists as time_index_exists
+from mqstore.storage.rocketmq.timeindex import queue_dir as time_index_queue_dir
 
 
 @dataclass(slots=True)
@@ -50,10 +53,21 @@ def rebuild_target(root: Path, out: str | os.PathLike[str] | None) -> tuple[bool
 
 
 def swap_in(root: Path, target: Path) -> None:
-    """Replace the store's ``consumequeue/``, ``consumequeue_ext/``, ``index/`` and checkpoint by
-    the rebuilt ones."""
-    for name in ("consumequeue", "consumequeue_ext", "index"):
+    """Replace the store's ``consumequeue/``, ``consumequeue_ext/``, ``consumequeue_timeindex/``,
+    ``index/`` and checkpoint by the rebuilt ones (sidecars of the old ConsumeQueues never survive
+    them)."""
+    for name in ("consumequeue", "consumequeue_ext", TIMEINDEX_DIR, "index"):
         old = root / name
+        if name == "consumequeue" and is_rocksdb_dir(old):
+            # a RocksDB ConsumeQueue store migrating back to files: its database stays (the broker
+            # with storeType=default reads only the queue directories; remove it when done)
+            for d in old.iterdir():
+                if d.is_dir() and not d.is_symlink():
+                    shutil.rmtree(d)
+            if (target / name).exists():
+                for d in (target / name).iterdir():
+                    os.replace(d, old / d.name)
+            continue
         if old.exists():
             shutil.rmtree(old)
         if (target / name).exists():
@@ -81,11 +95,14 @@ def write_rebuild_checkpoint(root: Path, target: Path, logics_msg_timestamp: int
 
 
 def write_consume_queue(root: Path, topic: str, queue_id: int, cq_file_size: int, offsets: np.ndarray,
-                        sizes: np.ndarray, tags: np.ndarray, queue_offsets: np.ndarray) -> int:
+                        sizes: np.ndarray, tags: np.ndarray, queue_offsets: np.ndarray, *,
+                        store_timestamps: np.ndarray | None = None, time_index_interval: int = 0) -> int:
     """Write the whole ConsumeQueue ``consumequeue/<topic>/<queue_id>`` of a rebuild from its units
-    (CommitLog order), exactly as the dispatch would.  The queue directory is built under a
-    temporary name and renamed into place, so a retried task is idempotent: when the directory
-    already exists a previous attempt completed it and nothing is written.  Returns the units."""
+    (CommitLog order), exactly as the dispatch would; with ``time_index_interval`` > 0 (and the
+    units' ``store_timestamps``) also its time index sidecars.  The queue directory is built under
+    a temporary name and renamed into place (after the sidecars), so a retried task is idempotent:
+    when the directory already exists a previous attempt completed it and nothing is written.
+    Returns the units."""
     validate_topic(topic)
     base = ensure_inside(root, root / "consumequeue" / topic)
     final = ensure_inside(root, base / str(int(queue_id)))
@@ -93,11 +110,31 @@ def write_consume_queue(root: Path, topic: str, queue_id: int, cq_file_size: int
         return len(offsets)
     base.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{int(queue_id)}.", suffix=".tmp", dir=base))
+    tix_tmp: Path | None = None
     try:
         cq = ConsumeQueue(tmp, topic, int(queue_id), cq_file_size)
         try:
             cq.put_units(offsets, sizes, tags, queue_offsets)
             cq.flush()
+            if time_index_interval > 0:
+                if store_timestamps is None:
+                    raise InvalidArgumentError("the time index needs the store timestamps of the units")
+                tix_final = time_index_queue_dir(root, topic, int(queue_id))
+                tix_final.parent.mkdir(parents=True, exist_ok=True)
+                tix_tmp = Path(tempfile.mkdtemp(prefix=f".{int(queue_id)}.", suffix=".tmp", dir=tix_final.parent))
+                tix = QueueTimeIndex(tix_tmp, cq_file_size, time_index_interval)
+                order_offsets = np.asarray(offsets, np.int64)
+                stamps = np.asarray(store_timestamps, np.int64)
+
+                def times_of(offs: np.ndarray, _sizes: np.ndarray) -> np.ndarray:
+                    i = np.minimum(np.searchsorted(order_offsets, offs), len(order_offsets) - 1)
+                    return np.where(order_offsets[i] == offs, stamps[i], -1)
+
+                tix.sync([(mf.file_from_offset, mf.mm, mf.wrote_position) for mf in cq.queue.files], times_of)
+                if tix_final.exists():
+                    shutil.rmtree(tix_final)
+                os.rename(tix_tmp, tix_final)
+                tix_tmp = None
         finally:
             cq.close()
         try:
@@ -108,6 +145,8 @@ def write_consume_queue(root: Path, topic: str, queue_id: int, cq_file_size: int
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
+        if tix_tmp is not None and tix_tmp.exists():
+            shutil.rmtree(tix_tmp, ignore_errors=True)
     return len(offsets)
 
 
@@ -141,14 +180,19 @@ def write_index_file(index_dir: Path, name: str, hash_slot_num: int, index_num: 
 
 def rebuild_indexes(store: str | os.PathLike[str], out: str | os.PathLike[str] | None = None, *,
                     config: StoreConfig | None = None, progress: Callable[[int, int], None] | None = None,
-                    check_crc: bool = False, threads: int | None = None) -> RebuildStats:
+                    check_crc: bool = False, threads: int | None = None,
+                    time_index: bool | None = None) -> RebuildStats:
     """Regenerate the ConsumeQueues and IndexFiles of ``store`` into ``out`` (default: in place,
     built next to the old ones and swapped in when complete).  The CommitLog is only read.
 
     ``threads``: threads of the scan and of the IndexFile bulk build (``None``: the CPUs less the
     one the read-ahead scan keeps busy, at least 1 and at most 4, or ``MQSTORE_THREADS``; ``1``:
     the sequential kernels, the scan still reads ahead in one worker thread).  The files are the
-    same bytes whatever the count."""
+    same bytes whatever the count.
+
+    ``time_index``: also write the sparse time index sidecars (``consumequeue_timeindex/``, every
+    ``config.time_index_interval`` units); ``None``: when the configuration enables them or the
+    store has them (an in-place rebuild never keeps sidecars of the old ConsumeQueues)."""
     nthreads = resolve_threads(threads) if threads is not None else default_threads(reserve=1)
     root = Path(store)
     cfg = resolve_config(root, config)
@@ -161,12 +205,19 @@ def rebuild_indexes(store: str | os.PathLike[str], out: str | os.PathLike[str] |
     if out is None or Path(out).resolve() == root.resolve():
         # in place: no writer nor dispatcher may run while the files are rebuilt and swapped (StoreLockedError)
         with StoreLock(root), StoreLock(root, DISPATCH_LOCK_FILE):
-            return _rebuild(root, None, cfg, progress, check_crc, nthreads)
-    return _rebuild(root, out, cfg, progress, check_crc, nthreads)
+            return _rebuild(root, None, cfg, progress, check_crc, nthreads, time_index)
+    return _rebuild(root, out, cfg, progress, check_crc, nthreads, time_index)
+
+
+def time_index_interval_for(root: Path, cfg: StoreConfig, time_index: bool | None) -> int:
+    """The interval a rebuild writes sidecars with (0: none)."""
+    on = (cfg.enable_time_index or time_index_exists(root)) if time_index is None else time_index
+    return cfg.time_index_interval if on else 0
 
 
 def _rebuild(root: Path, out: str | os.PathLike[str] | None, cfg: StoreConfig,
-             progress: Callable[[int, int], None] | None, check_crc: bool, nthreads: int) -> RebuildStats:
+             progress: Callable[[int, int], None] | None, check_crc: bool, nthreads: int,
+             time_index: bool | None = None) -> RebuildStats:
     commit_log = open_commit_log(root, cfg)  # classic or DLedger: the scan below is the broker's dispatch walk
     try:
         in_place, target = rebuild_target(root, out)
@@ -176,7 +227,9 @@ def _rebuild(root: Path, out: str | os.PathLike[str] | None, cfg: StoreConfig,
     index = IndexService(target / "index", cfg.hash_slot_num, cfg.index_num)
     index.bulk_threads = nthreads
     writers = IndexWriters(target, cfg.mapped_file_size_consume_queue, index if cfg.message_index_enable else None,
-                           ext_enabled=cfg.enable_consume_queue_ext, ext_file_size=cfg.mapped_file_size_consume_queue_ext)
+                           ext_enabled=cfg.enable_consume_queue_ext, ext_file_size=cfg.mapped_file_size_consume_queue_ext,
+                           time_index_interval=time_index_interval_for(root, cfg, time_index),
+                           store_time=commit_log.pickup_store_timestamp)
     full_end_ts: list[int] = []
     index.on_file_full = full_end_ts.append
     messages = keys = 0
@@ -277,7 +330,10 @@ def _digest(path: Path) -> str:
     return h.hexdigest()
 
 
-def tree_files(root: Path, subdirs: tuple[str, ...] = ("consumequeue", "consumequeue_ext", "index")) -> dict[str, Path]:
+INDEX_TREES = ("consumequeue", "consumequeue_ext", TIMEINDEX_DIR, "index")
+
+
+def tree_files(root: Path, subdirs: tuple[str, ...] = INDEX_TREES) -> dict[str, Path]:
     out: dict[str, Path] = {}
     for sub in subdirs:
         base = root / sub
@@ -289,7 +345,7 @@ def tree_files(root: Path, subdirs: tuple[str, ...] = ("consumequeue", "consumeq
 
 
 def compare_trees(a: str | os.PathLike[str], b: str | os.PathLike[str],
-                  subdirs: tuple[str, ...] = ("consumequeue", "consumequeue_ext", "index")) -> list[str]:
+                  subdirs: tuple[str, ...] = INDEX_TREES) -> list[str]:
     """Differences between the index trees of two stores (empty list: byte-identical)."""
     fa, fb = tree_files(Path(a), subdirs), tree_files(Path(b), subdirs)
     diff = [f"only in {a}: {k}" for k in sorted(set(fa) - set(fb))]

@@ -23,6 +23,7 @@ import numpy as np
 
 from mqstore.errors import CorruptDataError
 from mqstore.formats.rocketmq.consumequeue import CQ_DTYPE, CQ_UNIT_SIZE, INT_MAX
+from mqstore.kernels.arrays import unique
 from mqstore.kernels.report import backward_steps, chain_depths, log2_edges, log2_histogram
 from mqstore.storage.rocketmq.config import StoreConfig
 from mqstore.storage.rocketmq.config_files import consumer_offsets
@@ -153,13 +154,13 @@ def _report(store: RocketMQStore, root: Path, progress: ProgressFn | None,
             tmap = np.array([topic_gid.setdefault(t, len(topic_gid)) for t in batch.topics], np.int64)
             tg = tmap[batch.topic_id] if tmap.shape[0] else np.zeros(n, np.int64)
             qcode = (tg << 32) | batch.queue_id.astype(np.int64)
-            ucodes, inv = np.unique(qcode, return_inverse=True)
+            ucodes, inv = unique(qcode, return_inverse=True)
             qmap = np.array([queue_gid.setdefault((int(c) >> 32, int(c) & 0xFFFFFFFF), len(queue_gid))
                              for c in ucodes.tolist()], np.int64)
             qg = qmap[inv]
             # traffic per (queue, second)
             code = (qg << 40) | (ts // 1000)
-            uc, ui = np.unique(code, return_inverse=True)
+            uc, ui = unique(code, return_inverse=True)
             agg_key.append(uc)
             agg_msgs.append(np.bincount(ui, minlength=uc.shape[0]))
             agg_bytes.append(np.bincount(ui, weights=sizes, minlength=uc.shape[0]).astype(np.int64))
@@ -225,6 +226,11 @@ def _report(store: RocketMQStore, root: Path, progress: ProgressFn | None,
     for (topic, qid), cq in sorted(store.consume_queues.items()):
         cq_max[(topic, qid)] = cq.max_offset_in_queue
         cq_end = max(cq_end, cq.max_physic_offset)
+        if getattr(cq, "kind", "file") == "rocksdb":  # the RocksDB ConsumeQueue: its max entry's unit
+            u = cq.get_unit(cq.max_offset_in_queue - 1) if cq.max_offset_in_queue > 0 else None
+            if u is not None:
+                last_cq_ts = max(last_cq_ts, cl.pickup_store_timestamp(u.commit_log_offset, u.size))
+            continue
         last = cq.queue.last()
         if last is not None and last.wrote_position >= CQ_UNIT_SIZE:
             units = np.frombuffer(last.mm, dtype=CQ_DTYPE, count=last.wrote_position // CQ_UNIT_SIZE)
@@ -338,7 +344,7 @@ def _index_figures(store: RocketMQStore) -> dict[str, Any]:
         chain_hist[: hist.shape[0]] += hist
         hashes = np.abs(items["hash"][1:].astype(np.int64))
         item_slot = hashes % slots_n
-        pairs = np.unique((item_slot << 32) | hashes)
+        pairs = unique((item_slot << 32) | hashes)
         distinct = np.bincount(pairs >> 32, minlength=slots_n)
         collision_slots = int((distinct >= 2).sum())
         n_used = int(used.sum())
@@ -356,7 +362,7 @@ def _index_figures(store: RocketMQStore) -> dict[str, Any]:
         for i in top.tolist():
             s = int(used_slots[i])
             members = np.flatnonzero(item_slot == s)
-            uh, uc = np.unique(hashes[members], return_counts=True)
+            uh, uc = unique(hashes[members], return_counts=True)
             order = np.argsort(-uc, kind="stable")[:5]
             longest.append({"file": f.name, "slot": s, "length": int(lengths[i]), "distinctHashes": int(uh.shape[0]),
                             "hashes": [{"hash": int(uh[j]), "items": int(uc[j])} for j in order.tolist()]})
@@ -399,6 +405,13 @@ def verify_summary(root: str | Path, config: StoreConfig | None = None, *,
         for p in sorted((root / "index").iterdir()):
             if p.is_file() and p.name.isdigit():
                 files[f"index/{p.name}"] = []
+    from mqstore.storage.rocketmq.timeindex import TIMEINDEX_DIR
+
+    tix_base = root / TIMEINDEX_DIR  # the sidecars of a queue: one entry, like its ConsumeQueue
+    if tix_base.is_dir():
+        for p in sorted(tix_base.glob("*/*")):
+            if p.is_dir():
+                files[f"{TIMEINDEX_DIR}/{p.parent.name}/{p.name}"] = []
     other: list[str] = []
     for text in rep.problems:
         head = text.split(":", 1)[0]
@@ -410,6 +423,8 @@ def verify_summary(root: str | Path, config: StoreConfig | None = None, *,
                 other.append(text)
         elif head in files:
             files[head].append(text)
+        elif head.startswith(TIMEINDEX_DIR + "/") and head.rsplit("/", 1)[0] in files:
+            files[head.rsplit("/", 1)[0]].append(text)
         else:
             other.append(text)
     return {"ok": rep.ok, "messages": rep.messages, "cqUnits": rep.cq_units, "indexItems": rep.index_items,

@@ -25,6 +25,7 @@ from mqstore.errors import (
     FlushError,
     MqStoreError,
     ReadOnlyStoreError,
+    RocksDBError,
     StoreClosedError,
     StoreNotFoundError,
 )
@@ -41,6 +42,7 @@ from mqstore.formats.rocketmq.record import (
     encode_record,
     record_length,
 )
+from mqstore.kernels.arrays import unique
 from mqstore.kernels.crc import crc32
 from mqstore.kernels.rocketmq.put import RecordColumns, encode_records_into, queue_ranks
 from mqstore.kernels.rocketmq.scan import DispatchBatch
@@ -49,11 +51,11 @@ from mqstore.storage.locks import DISPATCH_LOCK_FILE, StoreLock
 from mqstore.storage.mapped import MappedFile, ensure_inside
 from mqstore.storage.rocketmq.checkpoint import StoreCheckpoint
 from mqstore.storage.rocketmq.commitlog import CommitLog, RecoveryResult
-from mqstore.storage.rocketmq.config import FLUSH_SYNC, StoreConfig, split_paths
+from mqstore.storage.rocketmq.config import FLUSH_SYNC, STORE_TYPE_ROCKSDB, StoreConfig, split_paths
 from mqstore.storage.rocketmq.consumequeue import ConsumeQueue
 from mqstore.storage.rocketmq.dispatch import IndexWriters
 from mqstore.storage.rocketmq.index import IndexService
-from mqstore.storage.rocketmq.layout import commit_log_dirs
+from mqstore.storage.rocketmq.layout import commit_log_dirs, consumequeue_dir, store_type_of
 from mqstore.storage.rocketmq.queue_table import NextQueueOffsets
 
 OS_PAGE = 4096
@@ -130,6 +132,14 @@ class RocketMQStore:
         if not self.root.is_dir():
             raise StoreNotFoundError(f"{self.root} is not a directory")
         _check_layout(self.root, self.config, create=create and not read_only)
+        # where the ConsumeQueue lives (files, or the RocksDB database of storeType=defaultRocksDB)
+        self.store_type = store_type_of(self.root, self.config)
+        self.rocksdb_cq = None
+        if self.store_type == STORE_TYPE_ROCKSDB and not read_only:
+            raise RocksDBError(
+                f"{self.root} keeps its ConsumeQueue in RocksDB (storeType=defaultRocksDB): mqstore reads it "
+                "but never writes it; open the store read-only, or write the classic file ConsumeQueue with "
+                "`mqstore rocketmq rebuild-index --to file-cq` (a store migrating back to storeType=default)")
         if not read_only and not split_paths(self.config.store_path_commit_log):
             # what makes the directory a store, even before its first message
             ensure_inside(self.root, self.root / "commitlog").mkdir(exist_ok=True)
@@ -177,13 +187,18 @@ class RocketMQStore:
             self.writers = IndexWriters(self.root, self.config.mapped_file_size_consume_queue,
                                         self.index if self.config.message_index_enable else None, read_only=read_only,
                                         ext_enabled=self.config.enable_consume_queue_ext,
-                                        ext_file_size=self.config.mapped_file_size_consume_queue_ext)
+                                        ext_file_size=self.config.mapped_file_size_consume_queue_ext,
+                                        time_index_interval=self.config.time_index_interval
+                                        if self.config.enable_time_index else 0,
+                                        store_time=self.commit_log.pickup_store_timestamp)
             self.recovery = self._load_and_recover()
             self.reput_from_offset = self.commit_log.max_offset
             if not read_only and self.config.background_services:
                 self._start_services()
         except BaseException:
             self._release_lock()
+            if self.rocksdb_cq is not None:
+                self.rocksdb_cq.close()
             raise
 
     # ================================================================== files and lock
@@ -223,7 +238,13 @@ class RocketMQStore:
     def _load_and_recover(self) -> RecoveryReport:
         cfg = self.config
         self.commit_log.load()
-        self.writers.load_consume_queues()
+        if self.store_type == STORE_TYPE_ROCKSDB:
+            from mqstore.storage.rocketmq.rocksdb_cq import RocksDBConsumeQueueStore
+
+            self.rocksdb_cq = RocksDBConsumeQueueStore(consumequeue_dir(self.root))
+            self.writers.consume_queues.update(self.rocksdb_cq.queues())  # type: ignore[arg-type]
+        else:
+            self.writers.load_consume_queues()
         for cq in self.consume_queues.values():
             cq.recover()
         dispatch_from_phy = max((cq.max_physic_offset for cq in self.consume_queues.values()), default=-1)
@@ -252,6 +273,11 @@ class RocketMQStore:
             index_from = self.index.load(normal, cp.index_msg_timestamp, commit_log_end=end if not self.read_only else None)
         for cq in self.consume_queues.values():
             cq.correct_min_offset(self.commit_log.min_offset)
+        if not self.read_only and cfg.dispatch_enabled:
+            # the sidecars follow the recovered ConsumeQueues (cut, deleted, completed)
+            if not normal:
+                self.writers.check_time_index_tails()
+            self.writers.sync_time_indexes()
         redispatch = None
         tail = NextQueueOffsets()
         if not self.read_only and self.commit_log.queue.files:
@@ -498,7 +524,7 @@ class RocketMQStore:
             tid = {t: i for i, t in enumerate(names)}
             codes = (np.fromiter(map(tid.__getitem__, topics), np.int64, n) << 32) | queue_ids.astype(np.int64)
         idx = np.flatnonzero(takes)
-        uniq, inv, counts = np.unique(codes[idx], return_inverse=True, return_counts=True)
+        uniq, inv, counts = unique(codes[idx], return_inverse=True, return_counts=True)
         order = np.argsort(inv, kind="stable")
         starts = np.cumsum(counts) - counts
         rank = np.empty(len(idx), np.int64)
@@ -658,6 +684,7 @@ class RocketMQStore:
                 min_off = self.commit_log.min_offset
                 for cq in self.consume_queues.values():
                     cq.delete_expired(min_off)
+                self.writers.sync_time_indexes()
                 self.index.delete_expired(min_off)
                 self.reput_from_offset = max(self.reput_from_offset, min_off)
         return n
@@ -739,6 +766,8 @@ class RocketMQStore:
             self.writers.close()
             self.index.close()
             self.checkpoint.close()
+            if self.rocksdb_cq is not None:
+                self.rocksdb_cq.close()
             self._release_lock()
 
     @property

@@ -31,6 +31,7 @@ from mqstore.formats.rocketmq.timer import (
     UNIT_SIZE,
     TimerCheckpoint,
 )
+from mqstore.kernels.arrays import unique
 from mqstore.storage.mapped import ReadOnlyMap
 
 _NAME = re.compile(r"^\d{20}$")
@@ -203,7 +204,7 @@ class TimerState:
         mask = self.pending_mask()
         sec = u.delivery_ms[mask] // 1000
         dele = (u.magic[mask] & MAGIC_DELETE) != 0
-        secs, inv = np.unique(sec, return_inverse=True)
+        secs, inv = unique(sec, return_inverse=True)
         deletes = np.bincount(inv, weights=dele, minlength=len(secs)).astype(np.int64)
         total = np.bincount(inv, minlength=len(secs)).astype(np.int64)
         return [{"second": int(s), "messages": int(t - x), "deletes": int(x)}

@@ -97,9 +97,19 @@ def verify_store(root: str | Path, config=None, *, max_problems: int = 1000,
         if isinstance(cl, DLedgerCommitLog):  # the DLedger files themselves: index units, fillers
             for text in cl.problems(max_problems):
                 problem(text)
-        for (topic, qid), cq in sorted(store.consume_queues.items()):
+        if store.rocksdb_cq is not None:  # the RocksDB ConsumeQueue (storeType=defaultRocksDB)
+            _verify_rocksdb_columns(store.rocksdb_cq, rep, problem, recs, cl.min_offset, end)
+        for (topic, qid), cq in sorted(store.consume_queues.items() if store.rocksdb_cq is None else ()):
             for mf in cq.queue.files:
                 _check_cq_file(mf, topic, qid, cq, recs, cl.min_offset, end, rep, problem)
+        from mqstore.storage.rocketmq.timeindex import verify_sidecars
+
+        def times_at(offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            i, ok = recs.find(np.asarray(offsets, np.int64))
+            return recs.store_ts[i], ok
+
+        for text in verify_sidecars(Path(root), store.consume_queues, times_at, cl.min_offset):
+            problem(text)
         for f in store.index.files:
             _check_index_file(f, recs, cl.min_offset, rep, problem)
         for text in store.index.verify_chains():
@@ -275,7 +285,12 @@ def verify_store_reference(root: str | Path, config=None, *, max_problems: int =
         all_starts = np.concatenate(starts) if starts else np.empty(0, np.int64)
         all_sizes = np.concatenate(sizes) if sizes else np.empty(0, np.int32)
         size_of = dict(zip(all_starts.tolist(), all_sizes.tolist(), strict=True))
-        for (topic, qid), cq in sorted(store.consume_queues.items()):
+        if store.rocksdb_cq is not None:
+            def record_ref(off: int) -> tuple[int, str, int, int, int, int] | None:
+                return (size_of[off], *fields_of[off]) if off in size_of else None
+
+            _verify_rocksdb(store.rocksdb_cq, rep, problem, record_ref, cl.min_offset, end)
+        for (topic, qid), cq in sorted(store.consume_queues.items() if store.rocksdb_cq is None else ()):
             for mf in cq.queue.files:
                 n = mf.wrote_position // CQ_UNIT_SIZE
                 units = np.frombuffer(mf.mm, dtype=CQ_DTYPE, count=n)
@@ -313,6 +328,15 @@ def verify_store_reference(root: str | Path, config=None, *, max_problems: int =
                         problem(f"{where} (tags code {tag}) points at offset "
                                 f"{off}, a record of {t}/{q} queue offset {o} tags code {tc}")
                 del units
+        from mqstore.storage.rocketmq.timeindex import verify_sidecars
+
+        def times_at_ref(offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            got = [fields_of.get(int(o)) for o in offsets.tolist()]
+            return (np.array([-1 if g is None else g[4] for g in got], np.int64),
+                    np.array([g is not None for g in got], bool))
+
+        for text in verify_sidecars(Path(root), store.consume_queues, times_at_ref, cl.min_offset):
+            problem(text)
         for f in store.index.files:
             h = f.header
             buf = f.buffer
@@ -344,6 +368,171 @@ def verify_store_reference(root: str | Path, config=None, *, max_problems: int =
     finally:
         store.close()
     return rep
+
+
+#: (size, topic, queue id, queue offset, tags code, store time) of the record at a CommitLog offset
+RecordLookup = Callable[[int], "tuple[int, str, int, int, int, int] | None"]
+_ROCKS = "consumequeue (RocksDB)"
+
+
+def _verify_rocksdb(db, rep: VerifyReport, problem: Callable[[str], None], record: RecordLookup,
+                    min_offset: int, end: int) -> None:
+    """The RocksDB ConsumeQueue against the CommitLog, one entry at a time (the twin of
+    :func:`_verify_rocksdb_columns`): every ``default`` entry decodes and points at the record of
+    its topic/queue/offset (size, tags code, store time); then :func:`_rocksdb_queue_problems`."""
+    from mqstore.formats.rocketmq.rocksdb_cq import decode_cq_key, decode_cq_value
+
+    for text in db.bad_offset_keys:
+        problem(f"{_ROCKS} offset family: {text}")
+    seen: dict[tuple[str, int], int] = {}
+    first: dict[tuple[str, int], int] = {}
+    last: dict[tuple[str, int], int] = {}
+    for key, value in db.iter_units():
+        rep.cq_units += 1
+        try:
+            topic, qid, qoff = decode_cq_key(key)
+            u = decode_cq_value(value)
+        except MqStoreError as exc:
+            problem(f"{_ROCKS}: entry {bytes(key)[:48].hex()}: {exc.message}")
+            continue
+        k = (topic, qid)
+        if u.commit_log_offset < min_offset:
+            continue  # points into a deleted segment (the compaction filter drops these later)
+        mx = db.offsets[k].max if k in db.offsets else None
+        if mx is None or qoff <= mx.queue_offset:
+            seen[k] = seen.get(k, 0) + 1
+            first[k] = min(first.get(k, qoff), qoff)
+        last[k] = max(last.get(k, qoff), qoff)
+        at = f"{_ROCKS} {topic}/{qid}: unit {qoff}"
+        rec = record(u.commit_log_offset)
+        if rec is None or rec[0] != u.size:
+            problem(f"{at} points at offset {u.commit_log_offset} size {u.size}, which is not a record of the "
+                    f"CommitLog (valid end {end})")
+            continue
+        _size, t, q, o, tc, ts = rec
+        if (t, q, o, tc, ts) != (topic, qid, qoff, u.tags_code, u.store_timestamp):
+            problem(f"{at} (tags code {u.tags_code}, store time {u.store_timestamp}) points at offset "
+                    f"{u.commit_log_offset}, a record of {t}/{q} queue offset {o} tags code {tc} store time {ts}")
+    _rocksdb_queue_problems(db, problem, seen, first, last, min_offset, end)
+
+
+def _verify_rocksdb_columns(db, rep: VerifyReport, problem: Callable[[str], None], recs: _Records,
+                            min_offset: int, end: int) -> None:
+    """:func:`_verify_rocksdb` over columns: the entries are decoded in one pass, checked against
+    the CommitLog's columns at once, and the problems reported in the same order."""
+    from mqstore.formats.rocketmq.rocksdb_cq import (
+        UNIT_VALUE_SIZE,
+        decode_cq_key,
+        decode_cq_value,
+        decode_cq_values,
+    )
+
+    for text in db.bad_offset_keys:
+        problem(f"{_ROCKS} offset family: {text}")
+    events: list[tuple[int, str]] = []  # (entry number, problem)
+    codes: dict[tuple[str, int], int] = {}
+    kcode: list[int] = []
+    qoffs: list[int] = []
+    vals: list[bytes] = []
+    index: list[int] = []
+    total = 0
+    for n, (key, value) in enumerate(db.iter_units()):
+        total = n + 1
+        try:
+            topic, qid, qoff = decode_cq_key(key)
+            if len(value) != UNIT_VALUE_SIZE:
+                decode_cq_value(value)  # raises the typed error
+        except MqStoreError as exc:
+            events.append((n, f"{_ROCKS}: entry {bytes(key)[:48].hex()}: {exc.message}"))
+            continue
+        kcode.append(codes.setdefault((topic, qid), len(codes)))
+        qoffs.append(qoff)
+        vals.append(value)
+        index.append(n)
+    rep.cq_units += total
+    queues = list(codes)
+    u = decode_cq_values(vals)
+    kc = np.array(kcode, np.int64)
+    qo = np.array(qoffs, np.int64)
+    off, size = u["offset"].astype(np.int64), u["size"].astype(np.int64)
+    tags, ts = u["tags_code"].astype(np.int64), u["store_time"].astype(np.int64)
+    live = off >= min_offset
+    nq = len(queues)
+    mxq = np.array([db.offsets[k].max.queue_offset if k in db.offsets and db.offsets[k].max is not None else -1
+                    for k in queues] or [0], np.int64)
+    has_max = np.array([k in db.offsets and db.offsets[k].max is not None for k in queues] or [False], bool)
+    counted = live & (~has_max[kc] | (qo <= mxq[kc])) if len(kc) else live
+    seen_a = np.bincount(kc[counted], minlength=nq)
+    first_a = np.full(max(nq, 1), np.iinfo(np.int64).max, np.int64)
+    np.minimum.at(first_a, kc[counted], qo[counted])
+    last_a = np.full(max(nq, 1), np.iinfo(np.int64).min, np.int64)
+    np.maximum.at(last_a, kc[live], qo[live])
+    seen = {queues[c]: int(seen_a[c]) for c in range(nq) if seen_a[c]}
+    first = {queues[c]: int(first_a[c]) for c in range(nq) if seen_a[c]}
+    has_live = np.bincount(kc[live], minlength=nq)
+    last = {queues[c]: int(last_a[c]) for c in range(nq) if has_live[c]}
+    ri, found = recs.find(off)
+    is_rec = found & (recs.sizes[ri] == size)
+    tid = np.array([recs.topics.get(t, -1) for t, _q in queues] or [-1], np.int64)
+    qid_of = np.array([q for _t, q in queues] or [0], np.int64)
+    same = ((recs.topic_id[ri] == tid[kc]) & (recs.queue_id[ri] == qid_of[kc]) & (recs.queue_offset[ri] == qo)
+            & (recs.tags_code[ri] == tags) & (recs.store_ts[ri] == ts)) if len(kc) else live
+    names = {v: k for k, v in recs.topics.items()}
+    for i in np.nonzero(live & ~(is_rec & same))[0].tolist():
+        topic, qid = queues[int(kc[i])]
+        o, sz, q = int(off[i]), int(size[i]), int(qo[i])
+        at = f"{_ROCKS} {topic}/{qid}: unit {q}"
+        if not is_rec[i]:
+            events.append((index[i], f"{at} points at offset {o} size {sz}, which is not a record of the "
+                                     f"CommitLog (valid end {end})"))
+            continue
+        r = int(ri[i])
+        events.append((index[i], f"{at} (tags code {int(tags[i])}, store time {int(ts[i])}) points at offset {o}, "
+                                 f"a record of {names[int(recs.topic_id[r])]}/{int(recs.queue_id[r])} queue offset "
+                                 f"{int(recs.queue_offset[r])} tags code {int(recs.tags_code[r])} store time "
+                                 f"{int(recs.store_ts[r])}"))
+    for _n, text in sorted(events, key=lambda e: e[0]):
+        problem(text)
+    _rocksdb_queue_problems(db, problem, seen, first, last, min_offset, end)
+
+
+def _rocksdb_queue_problems(db, problem: Callable[[str], None], seen: dict[tuple[str, int], int],
+                            first: dict[tuple[str, int], int], last: dict[tuple[str, int], int],
+                            min_offset: int, end: int) -> None:
+    """Per queue: its ``max`` entry names its last unit, no unit is missing between the first live
+    unit and the max, no unit lies past the max; queues with units but no ``max`` entry; the
+    dispatch checkpoint not past the CommitLog's end."""
+    for (topic, qid), cq in sorted(db.queues().items()):
+        m = cq.offsets.max
+        at = f"{_ROCKS} {topic}/{qid}"
+        if m is None:
+            problem(f"{at}: a min entry but no max entry in the offset family")
+            continue
+        cq.correct_min_offset(min_offset)
+        try:
+            unit = cq.get_unit(m.queue_offset)
+        except MqStoreError:
+            unit = None  # its entry was reported above
+        if unit is None:
+            problem(f"{at}: the max entry names queue offset {m.queue_offset}, which has no unit")
+        elif unit.commit_log_offset != m.commit_log_offset:
+            problem(f"{at}: the max entry says offset {m.queue_offset} is at CommitLog offset "
+                    f"{m.commit_log_offset}, its unit says {unit.commit_log_offset}")
+        lo = first.get((topic, qid), cq.min_offset_in_queue)
+        live = max(0, m.queue_offset + 1 - lo)
+        got = seen.get((topic, qid), 0)
+        if got < live:
+            problem(f"{at}: {live - got} of the units between its first live unit {lo} and its max entry's "
+                    f"offset {m.queue_offset} are missing (the queue's min offset reads as "
+                    f"{cq.min_offset_in_queue})")
+        if last.get((topic, qid), -1) > m.queue_offset:
+            problem(f"{at}: units past the max entry's queue offset {m.queue_offset} (up to "
+                    f"{last[(topic, qid)]}): the offset family is behind")
+    for k in sorted(set(last) - set(db.offsets)):
+        problem(f"{_ROCKS} {k[0]}/{k[1]}: units but no max entry in the offset family")
+    if db.dispatched_phy_offset > end:
+        problem(f"{_ROCKS}: the dispatch checkpoint ({db.dispatched_phy_offset}) is past the CommitLog's valid "
+                f"end {end}")
 
 
 def _verify_config_and_timer(root: Path, starts: np.ndarray, sizes: np.ndarray, timer_starts: np.ndarray,
