@@ -265,6 +265,44 @@ def _dump_log_dir(p: Path, as_json: bool) -> None:
             click.echo(f"warning: {p / s.partition / name}: {msg}", err=True)
 
 
+@group.command("inspect")
+@click.argument("path")
+@json_option
+@handle_errors
+def inspect(path: str, as_json: bool) -> None:
+    """Every file of a log directory or a partition directory with its kind: a log directory gets
+    the summary of `dump LOGDIR` (meta.properties, checkpoints, partitions and their file kinds);
+    a partition (or __cluster_metadata, or remote-log-index-cache) directory one line per file
+    with its kind and size, segments included.  Files that are not Kafka's are named as unknown,
+    never skipped."""
+    from mqstore.storage.kafka.layout import classify_partition_file
+    from mqstore.storage.kafka.logdir import REMOTE_INDEX_CACHE, is_log_dir, scan_log_dir
+
+    p = _existing(path)
+    if not p.is_dir():
+        raise InvalidArgumentError("inspect takes a log directory or a partition directory (dump reads one file)",
+                                   path=str(p))
+    if is_log_dir(p):
+        _dump_log_dir(p, as_json)
+        return
+    _files_for_dump(p)  # a directory without any Kafka file is an error, not an empty listing
+    if p.name == REMOTE_INDEX_CACHE:
+        rows = [(p / n, k) for n, k in scan_log_dir(p.parent).remote_cache.items()]
+    else:
+        rows = [(f, classify_partition_file(f.name).kind if f.is_file() else "unknown") for f in sorted(p.iterdir())]
+    kinds: dict[str, int] = {}
+    for _f, k in rows:
+        kinds[k] = kinds.get(k, 0) + 1
+    if as_json:
+        click.echo(to_json({"type": "directory", "path": str(p), "kinds": kinds}))
+        echo_json_lines({"type": "file", "file": str(f), "kind": k, "bytes": f.stat().st_size if f.is_file() else None}
+                        for f, k in rows)
+        return
+    click.echo(f"Directory {p}")
+    click.echo("kinds: " + ", ".join(f"{k} {n}" for k, n in sorted(kinds.items())))
+    _plain_table(["FILE", "KIND", "BYTES"], [(f.name, k, f.stat().st_size if f.is_file() else None) for f, k in rows])
+
+
 @group.command("dump")
 @click.argument("path", type=click.Path())
 @click.option("--print-data", is_flag=True, help="Also print every record (key, value, headers).")
