@@ -305,3 +305,29 @@ def test_dump_remote_index_cache(logdir: Path) -> None:
                          "offset: 9 position: 900", "offset: 14 position: 1400",
                          f"Dumping {cache / f'0_{TOPIC_ID}.timeindex'}", "timestamp: 1700000000005 offset: 5",
                          "timestamp: 1700000000009 offset: 9", "timestamp: 1700000000014 offset: 14"]
+
+
+def test_inspect_names_every_file_of_a_partition_and_of_a_log_dir(logdir: Path, tmp_path: Path) -> None:
+    part = logdir / "orders-0"
+    (part / "notes.txt").write_text("x")
+    before = tree_hash(logdir)
+    code, out, _ = run("inspect", str(part))
+    assert code == 0
+    rows = {line.split()[0]: line.split()[1] for line in out.splitlines()[3:]}
+    assert set(rows) == {f.name for f in part.iterdir()}  # every file, none skipped
+    assert rows["00000000000000000000.log"] == "log" and rows["00000000000000000150.snapshot"] == "snapshot"
+    assert rows["00000000000000000000.txnindex"] == "txnindex"
+    assert rows["00000000000000000000.log.deleted"] == "deleted" and rows["notes.txt"] == "unknown"
+    assert rows["leader-epoch-checkpoint"] == "leader_epoch_checkpoint"
+    code, out, _ = run("inspect", str(part), "--json")
+    objs = [json.loads(x) for x in out.splitlines()]
+    assert objs[0]["type"] == "directory" and objs[0]["kinds"]["unknown"] == 1
+    assert len(objs) == 1 + len(list(part.iterdir()))
+    code, out, _ = run("inspect", str(logdir))  # a log directory: the summary of dump LOGDIR
+    assert code == 0 and out.startswith(f"Log directory {logdir}")
+    assert tree_hash(logdir) == before
+    code, _, err = run("inspect", str(part / "partition.metadata"))
+    assert code == 2 and err.startswith("error: inspect takes a log directory or a partition directory")
+    (tmp_path / "nothing").mkdir()
+    code, _, err = run("inspect", str(tmp_path / "nothing"))
+    assert code == 2 and "no Kafka segment files" in err

@@ -39,6 +39,8 @@ from mqstore.formats.kafka.txn import (
 from mqstore.kernels.kafka.batches import scan_batches
 from mqstore.kernels.kafka.records import decode_records_columnar
 from mqstore.storage.kafka.index import OffsetIndex, TimeIndex
+from mqstore.storage.kafka.key_query import KeyMatch, KeyQueryStats
+from mqstore.storage.kafka.keyindex import KeyIndexResult, rebuild_keyindex, verify_keyindex
 from mqstore.storage.kafka.log import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
@@ -77,6 +79,9 @@ __all__ = [
     "ControlRecordType",
     "FetchDataInfo",
     "Header",
+    "KeyIndexResult",
+    "KeyMatch",
+    "KeyQueryStats",
     "LogAppendInfo",
     "LogConfig",
     "LogOffsetMetadata",
@@ -112,7 +117,9 @@ __all__ = [
     "read_producer_snapshot",
     "read_txn_index",
     "rebuild_indexes",
+    "rebuild_keyindex",
     "rebuild_txn_indexes",
     "scan_batches",
+    "verify_keyindex",
     "verify_path",
 ]

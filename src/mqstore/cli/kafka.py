@@ -52,7 +52,7 @@ def _files_for_dump(p: Path) -> list[Path]:
         return files + extra
     if kafka_internal.is_extra_file(p):
         return [p]
-    if p.suffix in (".txnindex", ".snapshot"):
+    if p.suffix in (".txnindex", ".snapshot", ".keyindex"):
         return [p]
     log_of(p)  # InvalidArgumentError for any other file
     return [p]
@@ -130,6 +130,8 @@ def _text_line(obj: dict[str, Any]) -> str:
         return f"offset: {obj['offset']} position: {obj['position']}"
     if t == "time_index_entry":
         return f"timestamp: {obj['timestamp']} offset: {obj['offset']}"
+    if t in ("keyindex_header", "keyindex_item"):
+        return " ".join(f"{k}: {v}" for k, v in obj.items() if k not in ("type", "file"))
     if t == "aborted_txn":
         return (f"version: {obj['version']} producerId: {obj['producerId']} firstOffset: {obj['firstOffset']} "
                 f"lastOffset: {obj['lastOffset']} lastStableOffset: {obj['lastStableOffset']}")
@@ -263,6 +265,44 @@ def _dump_log_dir(p: Path, as_json: bool) -> None:
             click.echo(f"warning: {p / s.partition / name}: {msg}", err=True)
 
 
+@group.command("inspect")
+@click.argument("path")
+@json_option
+@handle_errors
+def inspect(path: str, as_json: bool) -> None:
+    """Every file of a log directory or a partition directory with its kind: a log directory gets
+    the summary of `dump LOGDIR` (meta.properties, checkpoints, partitions and their file kinds);
+    a partition (or __cluster_metadata, or remote-log-index-cache) directory one line per file
+    with its kind and size, segments included.  Files that are not Kafka's are named as unknown,
+    never skipped."""
+    from mqstore.storage.kafka.layout import classify_partition_file
+    from mqstore.storage.kafka.logdir import REMOTE_INDEX_CACHE, is_log_dir, scan_log_dir
+
+    p = _existing(path)
+    if not p.is_dir():
+        raise InvalidArgumentError("inspect takes a log directory or a partition directory (dump reads one file)",
+                                   path=str(p))
+    if is_log_dir(p):
+        _dump_log_dir(p, as_json)
+        return
+    _files_for_dump(p)  # a directory without any Kafka file is an error, not an empty listing
+    if p.name == REMOTE_INDEX_CACHE:
+        rows = [(p / n, k) for n, k in scan_log_dir(p.parent).remote_cache.items()]
+    else:
+        rows = [(f, classify_partition_file(f.name).kind if f.is_file() else "unknown") for f in sorted(p.iterdir())]
+    kinds: dict[str, int] = {}
+    for _f, k in rows:
+        kinds[k] = kinds.get(k, 0) + 1
+    if as_json:
+        click.echo(to_json({"type": "directory", "path": str(p), "kinds": kinds}))
+        echo_json_lines({"type": "file", "file": str(f), "kind": k, "bytes": f.stat().st_size if f.is_file() else None}
+                        for f, k in rows)
+        return
+    click.echo(f"Directory {p}")
+    click.echo("kinds: " + ", ".join(f"{k} {n}" for k, n in sorted(kinds.items())))
+    _plain_table(["FILE", "KIND", "BYTES"], [(f.name, k, f.stat().st_size if f.is_file() else None) for f, k in rows])
+
+
 @group.command("dump")
 @click.argument("path", type=click.Path())
 @click.option("--print-data", is_flag=True, help="Also print every record (key, value, headers).")
@@ -326,6 +366,10 @@ def dump(path: str, print_data: bool, isolation: str, from_time: str | None, to_
                     objs = _filter_records(objs, lo, hi, kb, hdr)
                 if decode is not None:
                     objs = (_decoded(o, decode, as_json) for o in objs)
+            elif f.suffix == ".keyindex":
+                from mqstore.storage.kafka.keyindex import dump_keyindex
+
+                objs = dump_keyindex(f)
             elif f.suffix in (".txnindex", ".snapshot"):
                 objs = (dump_txn_index if f.suffix == ".txnindex" else dump_snapshot)(f)
                 if p.is_dir():  # in a directory dump a bad file is shown, not fatal (verify judges it)
@@ -451,7 +495,7 @@ def verify(path: str, strict: bool, as_json: bool) -> None:
         click.echo(to_json({
             "ok": report.ok, "segments": report.segments, "batches": report.batches, "bytes": report.bytes,
             "offset_index_entries": report.offset_index_entries, "time_index_entries": report.time_index_entries,
-            "problems": [vars(x) for x in report.problems], "notes": [vars(x) for x in report.notes],
+            "key_index_entries": report.key_index_entries, "problems": [vars(x) for x in report.problems], "notes": [vars(x) for x in report.notes],
         }))
     else:
         for x in report.notes:
@@ -461,7 +505,8 @@ def verify(path: str, strict: bool, as_json: bool) -> None:
             click.echo(f"problem: {x.kind}: {x.message} ({where})")
         status = "OK" if report.ok else f"{len(report.problems)} problem(s)"
         click.echo(f"{status}: {report.segments} segment(s), {report.batches} batches, {report.bytes} bytes, "
-                   f"{report.offset_index_entries} offset / {report.time_index_entries} time index entries checked")
+                   f"{report.offset_index_entries} offset / {report.time_index_entries} time index entries checked"
+                   + (f", {report.key_index_entries} key index entries" if report.key_index_entries else ""))
     if not report.ok:
         sys.exit(1)
 
@@ -501,11 +546,15 @@ def _verify_log_dir(p: Path, strict: bool, as_json: bool) -> None:
 @click.option("--out", "out_dir", type=click.Path(), default=None, help="Write the indexes here (default: next to each .log).")
 @click.option("--index-interval-bytes", type=int, default=4096, show_default=True, help="index.interval.bytes")
 @click.option("--max-index-bytes", type=int, default=10485760, show_default=True, help="segment.index.bytes")
+@click.option("--key-index", is_flag=True, help="Also write mqstore's key index (<base>.keyindex, a sidecar "
+              "Kafka ignores) of each segment.")
+@click.option("--key-header", default=None, help="With --key-index: also index the values of this header.")
 @json_option
 @handle_errors
 def rebuild_index(path: str, out_dir: str | None, index_interval_bytes: int, max_index_bytes: int,
-                  as_json: bool) -> None:
-    """Regenerate .index/.timeindex from .log files exactly as Kafka's recovery writes them."""
+                  key_index: bool, key_header: str | None, as_json: bool) -> None:
+    """Regenerate .index/.timeindex from .log files exactly as Kafka's recovery writes them
+    (and, with --key-index, the key indexes)."""
     from mqstore.storage.kafka.layout import segment_logs
     from mqstore.storage.kafka.rebuild import rebuild_indexes
 
@@ -513,6 +562,11 @@ def rebuild_index(path: str, out_dir: str | None, index_interval_bytes: int, max
         raise InvalidArgumentError(f"--index-interval-bytes must be ≥ 0, got {index_interval_bytes}")
     if max_index_bytes < 12:
         raise InvalidArgumentError(f"--max-index-bytes must be ≥ 12, got {max_index_bytes}")
+    if key_header is not None and not key_index:
+        raise InvalidArgumentError("--key-header needs --key-index")
+    from mqstore.formats.kafka.keyindex import check_header_name
+
+    check_header_name(key_header)
     from mqstore.storage.kafka.logdir import is_log_dir, scan_log_dir
 
     p = _existing(path)
@@ -537,15 +591,25 @@ def rebuild_index(path: str, out_dir: str | None, index_interval_bytes: int, max
         if sub is not None:
             Path(sub).mkdir(parents=True, exist_ok=True)
     rows = []
+    keys: dict[str, Any] = {}
     with _progress("rebuild-index") as prog:
         for f, sub in jobs:
             r = rebuild_indexes(f, sub, index_interval_bytes=index_interval_bytes,
                                 max_index_size=max_index_bytes, progress=prog)
             rows.append(r)
+            if key_index:
+                keys[str(r.log_path)] = _rebuild_keyindex(f, sub, key_header)
     txn = _rebuild_txn(jobs)
     if as_json:
-        echo_json_lines({**vars(r), "txn_index_path": txn[str(r.log_path)][0], "aborted_txns": txn[str(r.log_path)][1]}
+        echo_json_lines({**vars(r), "txn_index_path": txn[str(r.log_path)][0], "aborted_txns": txn[str(r.log_path)][1],
+                         **({"keyindex_path": keys[str(r.log_path)].keyindex_path,
+                             "key_entries": keys[str(r.log_path)].entries} if key_index else {})}
                         for r in rows)
+    elif key_index:
+        print_table("rebuilt indexes", ["segment", "batches", "valid bytes", "offset entries", "time entries",
+                                        "aborted txns", "key entries", "next offset"],
+                    [(_segment_label(p, r.log_path), r.batches, r.valid_bytes, r.offset_entries, r.time_entries,
+                      txn[str(r.log_path)][1], keys[str(r.log_path)].entries, r.next_offset) for r in rows])
     else:
         print_table("rebuilt indexes", ["segment", "batches", "valid bytes", "offset entries", "time entries",
                                         "aborted txns", "next offset"],
@@ -555,6 +619,13 @@ def rebuild_index(path: str, out_dir: str | None, index_interval_bytes: int, max
         if r.truncated_bytes:
             click.echo(f"warning: {r.log_path}: {r.truncated_bytes} invalid bytes from position {r.valid_bytes} "
                        f"({r.error or r.stop}); indexes cover the valid prefix, the .log was not modified", err=True)
+
+
+def _rebuild_keyindex(log_path: Path, out_dir: str | None, key_header: str | None) -> Any:
+    """The key index of one segment (in place under the partition's writer lock, like the others)."""
+    from mqstore.storage.kafka.keyindex import rebuild_keyindex
+
+    return rebuild_keyindex(log_path, out_dir, header_name=key_header)
 
 
 def _rebuild_txn(jobs: list[tuple[Path, str | None]]) -> dict[str, tuple[str | None, int]]:
@@ -628,6 +699,62 @@ def lookup(path: str, offset: int | None, timestamp: int | None, as_json: bool) 
         click.echo(to_json(d))
     else:
         print_table(None, list(d), [list(d.values())])
+
+
+@group.command("query-key")
+@click.argument("path", type=click.Path())
+@click.option("--key", "keys", multiple=True, required=True, help="The record key (UTF-8); repeat for several keys.")
+@click.option("--header", default=None, help="Look the value up in this header instead of the record key.")
+@click.option("--from-time", default=None, help="Only records with a timestamp from this (inclusive): ISO 8601 or ms.")
+@click.option("--to-time", default=None, help="Only records with a timestamp up to this (inclusive): ISO 8601 or ms.")
+@json_option
+@handle_errors
+def query_key(path: str, keys: tuple[str, ...], header: str | None, from_time: str | None, to_time: str | None,
+              as_json: bool) -> None:
+    """Find the records with a key through the key indexes (<base>.keyindex) of a partition
+    directory or of every partition of a log directory.  Exact: hash collisions are dropped by
+    reading the records.  Segments without a key index are scanned (noted on stderr)."""
+    from mqstore.cli.filters import check_time_range, parse_time
+    from mqstore.formats.kafka.keyindex import check_header_name
+    from mqstore.storage.kafka.layout import partition_dirs, segment_logs
+    from mqstore.storage.kafka.log import PartitionLog
+    from mqstore.storage.kafka.logdir import is_log_dir
+
+    lo, hi = parse_time(from_time, "--from-time"), parse_time(to_time, "--to-time")
+    check_time_range(lo, hi)
+    check_header_name(header)
+    p = _existing(path)
+    if is_log_dir(p):
+        parts = partition_dirs(p)
+        if not parts:
+            raise StoreNotFoundError("no partition with .log segments in the log directory", path=str(p))
+    else:
+        if not p.is_dir():
+            raise InvalidArgumentError("query-key needs a partition directory or a log directory", path=str(p))
+        segment_logs(p)  # StoreNotFoundError without segments
+        parts = [p]
+    rows = []
+    scanned = 0
+    for d in parts:
+        log = PartitionLog.open(d, read_only=True)
+        try:
+            found, stats = log.find_keys(list(keys), lo, hi, header=header)
+        finally:
+            log.close()
+        scanned += len(stats.scanned_segments)
+        for k, ms in zip(keys, found, strict=True):
+            rows += [{"topic": log.topic, "partition": log.partition, "key": k, "offset": m.offset,
+                      "timestamp": m.timestamp, "segment": m.segment, "position": m.position} for m in ms]
+    if scanned:
+        click.echo(f"note: {scanned} segment(s) without a usable key index were scanned "
+                   "(mqstore kafka rebuild-index --key-index writes them)", err=True)
+    if as_json:
+        echo_json_lines(rows)
+    elif rows:
+        _plain_table(["TOPIC", "PARTITION", "KEY", "OFFSET", "TIMESTAMP", "SEGMENT", "POSITION"],
+                     [tuple(r.values()) for r in rows])
+    else:
+        click.echo("no record found")
 
 
 def _register_more() -> None:

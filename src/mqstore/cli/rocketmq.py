@@ -125,6 +125,8 @@ def inspect(store: Path, as_json: bool) -> None:
                            "masterFlushedOffset": eng.checkpoint.values.master_flushed_offset,
                            "confirmPhyOffset": eng.checkpoint.values.confirm_phy_offset},
         }
+        if hasattr(cl, "info"):  # a DLedger CommitLog (enableDLegerCommitLog)
+            info["dledger"] = cl.info()
     from mqstore.cli.rocketmq_bcq import inspect_section, print_inspect_section
     from mqstore.cli.rocketmq_timer import print_timer_info, timer_info
     from mqstore.storage.rocketmq.timeindex import inspect_sidecars
@@ -141,10 +143,13 @@ def inspect(store: Path, as_json: bool) -> None:
         return
     click.echo(f"store {store}: {'clean' if info['cleanShutdown'] else 'UNCLEAN'} shutdown")
     c = info["commitLog"]
-    click.echo(f"commitlog: {len(c['segments'])} segments of {c['segmentSize']} bytes, offsets [{c['minOffset']}, {c['maxOffset']})")
+    what = "commitlog (DLedger data files)" if "dledger" in info else "commitlog"
+    click.echo(f"{what}: {len(c['segments'])} segments of {c['segmentSize']} bytes, offsets [{c['minOffset']}, {c['maxOffset']})")
     if len(c["dirs"]) > 1 or c["readOnlyDirs"] or c["dirs"] != [str((store / "commitlog").resolve())]:
         click.echo(f"commitlog directories: {', '.join(c['dirs'])}"
                    + (f"; read-only: {', '.join(c['readOnlyDirs'])}" if c["readOnlyDirs"] else ""))
+    if "dledger" in info:
+        _print_dledger(info["dledger"])
     if rocks is not None:
         click.echo(f"consumequeue: RocksDB database (storeType=defaultRocksDB), column families "
                    f"{', '.join(rocks['columnFamilies'])}, {rocks['queues']} queues, dispatched up to CommitLog "
@@ -183,6 +188,23 @@ def inspect(store: Path, as_json: bool) -> None:
                       f["lastTimestamp"], f["error"]) for f in tix])
     if batch is not None:
         print_inspect_section(batch)
+
+
+def _print_dledger(d: dict) -> None:
+    click.echo(f"dledger: member {d['selfId']} at {d['home']}: {d['entries']} entries"
+               + (f" (index {d['firstIndex']}..{d['lastIndex']}, term {d['firstTerm']}..{d['lastTerm']})"
+                  if d["entries"] else "")
+               + f", {len(d['dataFiles'])} data files of {d['dataFileSize']} bytes, {len(d['indexFiles'])} index files,"
+               f" data end {d['dataEnd']}")
+    click.echo(f"dledger checkpoint: endIndex {d['checkpointEndIndex']}, committedIndex {d['committedIndex']}, "
+               f"currTerm {d['currTerm']}")
+    if d["uncommittedEntries"]:
+        click.echo(f"dledger: {d['uncommittedEntries']} entries past the committed index (read and dispatched "
+                   "here; the broker dispatches them once committed)")
+    if d["stoppedAt"]:
+        click.echo(f"dledger: the entry walk stopped early: {d['stoppedAt']}")
+    if d["fileError"]:
+        click.echo(f"dledger: {d['fileError']}")
 
 
 @group.command()
@@ -233,7 +255,11 @@ def dump(store: Path, topic: str | None, from_offset: int, limit: int | None, fr
                     continue
                 m = Message.from_record(rec)
                 if as_json:
-                    click.echo(to_json(_json_message(m, decode)))
+                    row = _json_message(m, decode)
+                    entry = cl.entry_at(off) if hasattr(cl, "entry_at") else None
+                    if entry is not None:  # a DLedger CommitLog: the entry that wraps the message
+                        row["dledger"] = {"index": entry.index, "term": entry.term, "pos": entry.pos}
+                    click.echo(to_json(row))
                 else:
                     out.append(m)
                 n += 1

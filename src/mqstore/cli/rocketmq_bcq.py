@@ -25,12 +25,9 @@ _file_size = click.option("--bcq-file-size", type=click.IntRange(min=46), defaul
 
 @contextlib.contextmanager
 def _commit_log(store: Path, cfg: Any) -> Iterator[Any]:
-    from mqstore.storage.rocketmq.commitlog import CommitLog
-    from mqstore.storage.rocketmq.layout import commit_log_dirs
+    from mqstore.storage.rocketmq.dledger import open_commit_log
 
-    paths, ro = commit_log_dirs(store, cfg.store_path_commit_log, cfg.read_only_commit_log_store_paths)
-    cl = CommitLog(Path(paths[0]), cfg.commit_log_file_size, read_only=True, paths=paths, readonly_paths=ro)
-    cl.load()
+    cl = open_commit_log(store, cfg)
     try:
         yield cl
     finally:

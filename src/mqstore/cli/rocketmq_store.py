@@ -19,22 +19,35 @@ import click
 #: (--commitlog, --readonly-commitlog, --store-type) of the running command (set by :func:`commitlog_options`)
 _COMMITLOG: contextvars.ContextVar[tuple[str | None, str | None, str | None]] = contextvars.ContextVar(
     "mqstore_rocketmq_commitlog", default=(None, None, None))
+#: (--dledger/--no-dledger, --dledger-id) of the running command: the DLedger CommitLog settings
+_DLEDGER: contextvars.ContextVar[tuple[bool | None, str | None]] = contextvars.ContextVar(
+    "mqstore_rocketmq_dledger", default=(None, None))
 
 
 def commitlog_options(f: Any) -> Any:
     """``--commitlog DIR[,DIR...]``, ``--readonly-commitlog DIR[,DIR...]`` and ``--store-type`` for
     a command: the broker's ``storePathCommitLog``, ``readOnlyCommitLogStorePaths`` and
-    ``storeType``, seen by every :func:`store_config` call the command makes."""
+    ``storeType``; ``--dledger/--no-dledger`` and ``--dledger-id ID``: ``enableDLegerCommitLog`` and
+    ``dLegerSelfId``; all seen by every :func:`store_config` call the command makes."""
 
     @functools.wraps(f)
     def wrapper(*args: Any, commitlog: str | None = None, readonly_commitlog: str | None = None,
-                store_type: str | None = None, **kwargs: Any) -> Any:
+                store_type: str | None = None, dledger: bool | None = None, dledger_id: str | None = None,
+                **kwargs: Any) -> Any:
         token = _COMMITLOG.set((commitlog, readonly_commitlog, store_type))
+        token2 = _DLEDGER.set((dledger, dledger_id))
         try:
             return f(*args, **kwargs)
         finally:
+            _DLEDGER.reset(token2)
             _COMMITLOG.reset(token)
 
+    wrapper = click.option("--dledger-id", "dledger_id", default=None, metavar="ID",
+                           help="dLegerSelfId: the DLedger member whose CommitLog to read (STORE/dledger-ID; "
+                                "default: the store's only one).")(wrapper)
+    wrapper = click.option("--dledger/--no-dledger", "dledger", default=None,
+                           help="The CommitLog is a DLedger one (enableDLegerCommitLog: STORE/dledger-<id>/data), "
+                                "or not (default: detected from the files).")(wrapper)
     wrapper = click.option("--store-type", "store_type", type=click.Choice(["default", "defaultRocksDB"]),
                            default=None,
                            help="storeType: where the ConsumeQueue lives (default: files; defaultRocksDB: the "
@@ -59,10 +72,13 @@ def store_config(store: Any, commitlog_file_size: int | None = None, slots: int 
     if not p.is_dir():
         raise StoreNotFoundError(f"{p} is not a directory (a RocketMQ store is one)")
     commitlog, readonly, store_type = _COMMITLOG.get()
+    dledger, dledger_id = _DLEDGER.get()
+    if dledger_id is not None and dledger is None:
+        dledger = True
     return resolve_config(p, None, background_services=False, commit_log_file_size=commitlog_file_size,
                           hash_slot_num=slots, index_num=items, consume_queue_file_size=cq_file_size,
                           store_path_commit_log=commitlog, read_only_commit_log_store_paths=readonly,
-                          store_type=store_type)
+                          store_type=store_type, enable_dledger_commit_log=dledger, dledger_self_id=dledger_id)
 
 
 def open_store(store: Path, read_only: bool = True, cfg: Any = None) -> Any:

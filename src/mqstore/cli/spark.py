@@ -171,23 +171,34 @@ def rebuild_index_rocketmq(store: _pathlib.Path, out: _pathlib.Path, slots: int 
               help="Write the indexes here (a log directory's partitions get one sub-directory each).")
 @click.option("--index-interval-bytes", type=int, default=4096, show_default=True, help="index.interval.bytes")
 @click.option("--max-index-bytes", type=int, default=10485760, show_default=True, help="segment.index.bytes")
+@click.option("--key-index", is_flag=True, help="Also write each segment's key index (<base>.keyindex).")
+@click.option("--key-header", default=None, help="With --key-index: also index the values of this header.")
 @_cli_common.json_option
 @spark_options
 @_cli_common.handle_errors
 @handle_spark_errors
-def rebuild_index_kafka(path: _pathlib.Path, out: _pathlib.Path, index_interval_bytes: int, max_index_bytes: int, as_json: bool,
+def rebuild_index_kafka(path: _pathlib.Path, out: _pathlib.Path, index_interval_bytes: int, max_index_bytes: int,
+                        key_index: bool, key_header: str | None, as_json: bool,
                         master: str, conf: tuple[str, ...]) -> None:
-    """.log → .index/.timeindex of a segment, a partition or a log directory, one task per segment
-    (same bytes as `mqstore kafka rebuild-index`)."""
+    """.log → .index/.timeindex (and with --key-index .keyindex) of a segment, a partition or a
+    log directory, one task per segment (same bytes as `mqstore kafka rebuild-index`)."""
     from mqstore.spark.rebuild import find_kafka_segments, rebuild_kafka
 
     _positive_option("--index-interval-bytes", index_interval_bytes, 0)
     _positive_option("--max-index-bytes", max_index_bytes, 12)
+    if key_header is not None and not key_index:
+        from mqstore.errors import InvalidArgumentError
+
+        raise InvalidArgumentError("--key-header needs --key-index")
+    from mqstore.formats.kafka.keyindex import check_header_name
+
+    check_header_name(key_header)
     find_kafka_segments(path, out)  # a bad path fails before a session is started
     spark = open_session(master, conf, "mqstore rebuild-index kafka")
     with _rich_progress(sys.stderr.isatty() and not as_json) as prog:
         stats = rebuild_kafka(spark, path, out, index_interval_bytes=index_interval_bytes,
-                              max_index_bytes=max_index_bytes, progress=_progress_callback(prog))
+                              max_index_bytes=max_index_bytes, key_index=key_index, key_header=key_header,
+                              progress=_progress_callback(prog))
     if as_json:
         click.echo(_cli_common.to_json(stats.as_dict()))
     else:
@@ -279,7 +290,11 @@ def dispatch(store: _pathlib.Path, checkpoint: _pathlib.Path, once: bool, trigge
 
 @group.command("query-keys")
 @click.argument("stores", nargs=-1, required=True, type=click.Path(file_okay=False, path_type=_pathlib.Path))
-@click.option("--topic", required=True, help="Topic of the keys.")
+@click.option("--layout", type=click.Choice(["rocketmq", "kafka"]), default="rocketmq", show_default=True,
+              help="rocketmq: STORES are RocketMQ stores; kafka: Kafka log (or partition) directories, looked up "
+              "through their key indexes (<base>.keyindex).")
+@click.option("--topic", default=None, help="Topic of the keys (rocketmq).")
+@click.option("--header", default=None, help="kafka: look the keys up in this header's values instead of record keys.")
 @click.option("--keys-file", type=click.Path(dir_okay=False, path_type=_pathlib.Path), required=True,
               help="Text file with one key per line.")
 @click.option("--begin", type=int, default=None, help="Earliest store timestamp (ms, inclusive).")
@@ -290,14 +305,26 @@ def dispatch(store: _pathlib.Path, checkpoint: _pathlib.Path, once: bool, trigge
 @spark_options
 @_cli_common.handle_errors
 @handle_spark_errors
-def query_keys_cmd(stores: tuple[_pathlib.Path, ...], topic: str, keys_file: _pathlib.Path, begin: int | None,
-                   end: int | None, broker_names: str | None, no_body: bool, as_json: bool, master: str,
-                   conf: tuple[str, ...]) -> None:
+def query_keys_cmd(stores: tuple[_pathlib.Path, ...], layout: str, topic: str | None, header: str | None,
+                   keys_file: _pathlib.Path, begin: int | None, end: int | None, broker_names: str | None,
+                   no_body: bool, as_json: bool, master: str, conf: tuple[str, ...]) -> None:
     """Look up every key of --keys-file in the IndexFiles of all STORES at once; print the messages
-    whose KEYS (or unique key) really hold the key, per key and broker newest first."""
+    whose KEYS (or unique key) really hold the key, per key and broker newest first.  With
+    --layout kafka: in the key indexes of the Kafka log directories STORES; print the records
+    whose key (or --header value) is the key."""
+    from mqstore.errors import InvalidArgumentError
     from mqstore.spark.query import query_keys, read_keys_file
 
+    if layout == "kafka":
+        from mqstore.spark.query_kafka import read_kafka_keys_file
+
+        _query_keys_kafka(stores, header, read_kafka_keys_file(keys_file), begin, end, as_json, master, conf)
+        return
     keys = read_keys_file(keys_file)  # typed errors before a session is started
+    if topic is None:
+        raise InvalidArgumentError("--topic is required with --layout rocketmq")
+    if header is not None:
+        raise InvalidArgumentError("--header is a --layout kafka option")
     names = [n.strip() for n in broker_names.split(",")] if broker_names else None
     spark = open_session(master, conf, "mqstore query-keys")
     with _rich_progress(sys.stderr.isatty() and not as_json) as prog:
@@ -319,6 +346,29 @@ def query_keys_cmd(stores: tuple[_pathlib.Path, ...], topic: str, keys_file: _pa
                                 ["key", "broker", "commitLogOffset", "queue", "queueOffset", "storeTimestamp", "keys"],
                                 [(r.key, r.brokerName, r.commitLogOffset, r.queueId, r.queueOffset, r.storeTimestamp,
                                   " ".join(r["keys"] or [])) for r in rows])
+
+
+def _query_keys_kafka(paths: tuple[_pathlib.Path, ...], header: str | None, keys: list[str], begin: int | None,
+                      end: int | None, as_json: bool, master: str, conf: tuple[str, ...]) -> None:
+    from mqstore.spark.query_kafka import kafka_partitions, query_kafka_keys
+
+    kafka_partitions(paths)  # a bad path fails before a session is started
+    spark = open_session(master, conf, "mqstore query-keys kafka")
+    with _rich_progress(sys.stderr.isatty() and not as_json) as prog:
+        task = prog.add_task(f"looking up {len(keys)} keys in {len(paths)} Kafka log directories", total=None)
+        rows = query_kafka_keys(spark, list(paths), keys, begin=begin, end=end, header=header).collect()
+        prog.update(task, total=1, completed=1)
+    if as_json:
+        for r in rows:
+            click.echo(_cli_common.to_json(r.asDict()))
+    else:
+        found = {r.key for r in rows}
+        _cli_common.print_table(f"{len(rows)} records for {len(found)} of {len(keys)} keys",
+                                ["key", "topic", "partition", "offset", "timestamp", "indexed"],
+                                [(r.key, r.topic, r.partition, r.offset, r.timestamp, r.indexed) for r in rows])
+    scanned = sorted({(r.topic, r.partition, r.segment) for r in rows if not r.indexed})
+    if scanned:
+        click.echo(f"note: {len(scanned)} segment(s) with matches had no key index and were scanned", err=True)
 
 
 @group.command("export")

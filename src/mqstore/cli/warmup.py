@@ -5,7 +5,7 @@ package's ``__pycache__`` directories, reused by every later process while the s
 unchanged).  A fresh install has no cache, so the first command that reaches a kernel compiles it
 (the first ``put`` of the demo spent most of its timed part compiling).  This command drives every
 common path once over a tiny store of each layout in a temporary directory: the RocketMQ put,
-dispatch, queries, dump, verify and rebuild; the Kafka append, reads, lookups, dump, verify and
+dispatch, queries, dump, verify and rebuild; the Kafka append (with the key index), reads, lookups, key lookups, dump, verify and
 rebuild.  ``scripts/setup.sh`` runs it after installing, so the demo and the operator commands
 start from compiled code.  It writes nothing outside its temporary directory.
 """
@@ -76,7 +76,7 @@ def warm_kafka(root: Path) -> int:
 
     part = root / "kafka" / "warm-0"
     n = 0
-    log = PartitionLog.open(part, LogConfig(segment_bytes=1 << 16, index_interval_bytes=512))
+    log = PartitionLog.open(part, LogConfig(segment_bytes=1 << 16, index_interval_bytes=512, key_index=True))
     try:
         for b in range(60):
             recs = [SimpleRecord(value=b"v" * (i * 7 % 200), key=b"k%d" % i, timestamp=1_700_000_000_000 + b * 8 + i)
@@ -87,12 +87,14 @@ def warm_kafka(root: Path) -> int:
         log.read(0, 1 << 16)
         list(log.iter_records(0, 100))
         log.offset_for_timestamp(1_700_000_000_100)
+        log.offsets_for_keys([b"k1", b"k2"])
     finally:
         log.close()
     _command(["kafka", "verify", str(part)])
     _command(["kafka", "dump", str(part), "--json"])
     _command(["kafka", "lookup", str(part), "--offset", "100"])
-    _command(["kafka", "rebuild-index", str(part), "--out", str(root / "kafka-rebuilt")])
+    _command(["kafka", "query-key", str(part), "--key", "k3"])
+    _command(["kafka", "rebuild-index", str(part), "--out", str(root / "kafka-rebuilt"), "--key-index"])
     return n
 
 

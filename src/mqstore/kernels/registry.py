@@ -54,6 +54,7 @@ KERNEL_MODULES = (
     "mqstore.kernels.rocketmq.index_build",
     "mqstore.kernels.rocketmq.chain_walk",
     "mqstore.kernels.rocketmq.put",
+    "mqstore.kernels.rocketmq.dledger",
     "mqstore.kernels.kafka.batches",
     "mqstore.kernels.kafka.index_build",
     "mqstore.kernels.kafka.index_search",

@@ -26,7 +26,6 @@ from mqstore.errors import CorruptDataError, CrcMismatchError, DataLossError, St
 from mqstore.formats.kafka.batch import (
     ATTR_CONTROL,
     ATTR_TIMESTAMP_TYPE,
-    RECORD_BATCH_OVERHEAD,
     decode_batch,
     decode_batch_header,
     decode_control_record,
@@ -34,12 +33,12 @@ from mqstore.formats.kafka.batch import (
     iter_legacy_records,
     validate_batch,
 )
-from mqstore.formats.kafka.compression import decompress
 from mqstore.kernels.kafka.batches import STOP_BAD_SIZE, check_crcs, scan_batches
 from mqstore.kernels.kafka.records import (
     ERR_UNSUPPORTED,
     ERROR_MESSAGES,
     OK,
+    batch_bodies,
     decode_records_columnar,
     gather,
     parse_bodies,
@@ -191,21 +190,7 @@ def _window_fast(view: memoryview, scan: dict[str, Any], idx: np.ndarray, lo: in
         raise CrcMismatchError("record batch fails its size/CRC check", path=path, offset=p)
     attrs = scan["attributes"][idx]
     kept = idx[(attrs & ATTR_CONTROL) == 0]
-    parts: list[Any] = []
-    bstart = np.empty(kept.shape[0], np.int64)
-    bend = np.empty(kept.shape[0], np.int64)
-    at = 0
-    for j, i in enumerate(kept.tolist()):
-        p, sz, codec = int(scan["position"][i]), int(scan["size"][i]), int(scan["attributes"][i]) & 0x07
-        body: Any = view[p + RECORD_BATCH_OVERHEAD:p + sz]
-        if codec:
-            body = decompress(codec, body, path=path, offset=p)
-        parts.append(body)
-        bstart[j] = at
-        at += len(body)
-        bend[j] = at
-    buf = np.frombuffer(b"".join(parts), np.uint8)
-    del parts
+    buf, bstart, bend = batch_bodies(view, scan, kept, path=path)
     logappend = (scan["attributes"][kept] & ATTR_TIMESTAMP_TYPE) != 0
     res = parse_bodies(buf, bstart, bend, scan["record_count"][kept].astype(np.int64),
                        scan["base_offset"][kept], scan["base_timestamp"][kept], scan["max_timestamp"][kept],

@@ -16,6 +16,8 @@ class SegmentTask:
     partition: str
     index_interval_bytes: int
     max_index_bytes: int
+    key_index: bool = False
+    key_header: str | None = None
 
 
 def find_segments(path: Path, out: Path) -> list[tuple[str, Path, Path]]:
@@ -47,7 +49,13 @@ def rebuild_segment(task: SegmentTask) -> dict[str, object]:
 
     r = rebuild_indexes(task.log_path, task.out_dir, index_interval_bytes=task.index_interval_bytes,
                         max_index_size=task.max_index_bytes)
-    return {"partition": task.partition, **vars(r)}
+    out: dict[str, object] = {"partition": task.partition, **vars(r)}
+    if task.key_index:
+        from mqstore.storage.kafka.keyindex import rebuild_keyindex
+
+        k = rebuild_keyindex(task.log_path, task.out_dir, header_name=task.key_header)
+        out.update(keyindex_path=k.keyindex_path, key_entries=k.entries)
+    return out
 
 
 @dataclass(frozen=True, slots=True)

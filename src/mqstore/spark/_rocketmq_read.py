@@ -26,12 +26,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from mqstore.errors import CorruptDataError, CrcMismatchError
+from mqstore.formats.rocketmq.dledger import ENTRY_HEADER_SIZE as DLEDGER_ENTRY_HEADER
 from mqstore.formats.rocketmq.properties import split_keys
 from mqstore.formats.rocketmq.record import TRANSACTION_MASK, check_record
 from mqstore.kernels.rocketmq.columns import arrow_columns, arrow_of_columns, decode_columns
 from mqstore.kernels.rocketmq.framing import record_positions
 from mqstore.kernels.rocketmq.scan import STOP_INVALID, DispatchBatch, scan_segment
 from mqstore.storage.mapped import ReadOnlyMap
+from mqstore.storage.rocketmq.dledger import scan_entry_bodies, walk_file
 
 if TYPE_CHECKING:  # pragma: no cover
     import pyarrow as pa
@@ -245,19 +247,48 @@ def _raise_invalid(u8: np.ndarray, path: str, base: int, pos: int, end: int, che
     raise CorruptDataError(plain.error or "unreadable record", path=path, offset=base + pos)
 
 
-def select_positions(
+def select_dledger_positions(
     u8: np.ndarray, path: str, base: int, start: int, end: int, *, row_filter: RowFilter | None = None,
     check_crc: bool = False,
+) -> np.ndarray:
+    """:func:`select_positions` for a DLedger data file: ``start`` is an entry boundary; the
+    positions returned are those of the messages (entry + 48) of the entries ending by ``end``."""
+    fw = walk_file(u8, base, len(u8), start=start, name=os.path.basename(path))
+    pos, size = fw.pos, fw.size
+    keep = pos + size - base <= end
+    pos, size = pos[keep], size[keep]
+    if fw.error is not None and fw.error_at is not None and fw.error_at - base < end:
+        raise CorruptDataError(fw.error, path=path, offset=fw.error_at)
+    if not len(pos):
+        return np.empty(0, np.int64)
+    if not check_crc and (row_filter is None or row_filter.is_trivial):
+        return pos - base + DLEDGER_ENTRY_HEADER
+    batch = scan_entry_bodies(u8, base, pos, size, check_crc=check_crc, skip_length_mismatch=False)
+    if batch.stop == STOP_INVALID:
+        cls = CrcMismatchError if batch.error and "CRC" in batch.error else CorruptDataError
+        raise cls(batch.error or "unreadable record", path=path, offset=batch.next_offset)
+    positions = batch.commit_log_offset - np.int64(base)
+    if row_filter is not None and not row_filter.is_trivial:
+        positions = positions[row_filter.mask(batch)]
+    return positions
+
+
+def select_positions(
+    u8: np.ndarray, path: str, base: int, start: int, end: int, *, row_filter: RowFilter | None = None,
+    check_crc: bool = False, dledger: bool = False,
 ) -> np.ndarray:
     """In-file positions of the records of ``[start, end)`` that pass ``row_filter``.
 
     The range ends early at a blank end-of-segment record or where unwritten (zero) bytes begin.
     A record that cannot be read raises :class:`CorruptDataError` (:class:`CrcMismatchError` for a
     body CRC mismatch when ``check_crc``), naming the file and the record's global offset.
+    ``dledger``: the file is a DLedger data file (:func:`select_dledger_positions`).
     """
     end = min(end, len(u8))
     if start >= end:
         return np.empty(0, np.int64)
+    if dledger:
+        return select_dledger_positions(u8, path, base, start, end, row_filter=row_filter, check_crc=check_crc)
     if not check_crc and (row_filter is None or row_filter.is_trivial):
         positions, _sizes, stop, stop_pos = record_positions(u8, start, end)
         if stop == STOP_INVALID:
@@ -314,13 +345,15 @@ def rocketmq_arrow_batches(
     row_filter: RowFilter | None = None,
     max_rows: int = BATCH_ROWS,
     max_bytes: int = BATCH_BYTES,
+    dledger: bool = False,
 ) -> Iterator[pa.RecordBatch]:
     """RecordBatches (:func:`rocketmq_arrow_schema`) of the records of ``[start, end)`` (positions
     inside the segment file; ``end=None``: the whole file) that pass ``row_filter``.
 
     ``start`` must be a record boundary (0, or a position from a boundary walk / a ConsumeQueue
     unit).  ``file_from_offset`` defaults to the segment's name (its global offset).  Batches hold
-    at most ``max_rows`` rows and about ``max_bytes`` record bytes.
+    at most ``max_rows`` rows and about ``max_bytes`` record bytes.  ``dledger``: the file is a
+    DLedger data file and ``start`` an entry boundary.
     """
     import pyarrow as pa
 
@@ -330,7 +363,8 @@ def rocketmq_arrow_batches(
     mm, u8 = open_segment(path)
     try:
         stop = len(u8) if end is None else min(int(end), len(u8))
-        positions = select_positions(u8, path, base, int(start), stop, row_filter=row_filter, check_crc=check_crc)
+        positions = select_positions(u8, path, base, int(start), stop, row_filter=row_filter, check_crc=check_crc,
+                                     dledger=dledger)
         sizes = _record_sizes(u8, positions)
         for chunk in _chunks(positions, sizes, max_rows, max_bytes):
             fast = arrow_columns(u8, base, chunk, broker_name=broker_name, include_body=include_body)

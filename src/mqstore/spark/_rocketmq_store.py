@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from mqstore.errors import CorruptDataError, DataLossError, StoreNotFoundError
+from mqstore.errors import CorruptDataError, DataLossError, SourceOptionError, StoreNotFoundError
 from mqstore.formats.rocketmq.record import check_record
 from mqstore.kernels.rocketmq.framing import record_positions
 from mqstore.kernels.rocketmq.scan import STOP_BLANK, STOP_INVALID
@@ -28,6 +28,7 @@ from mqstore.spark._rocketmq_read import close_map, open_segment
 from mqstore.storage.rocketmq.commitlog import CommitLog
 from mqstore.storage.rocketmq.config import STORE_TYPE_ROCKSDB, StoreConfig
 from mqstore.storage.rocketmq.consumequeue import BOUNDARY_LOWER, ConsumeQueue
+from mqstore.storage.rocketmq.dledger import open_commit_log, walk_file
 from mqstore.storage.rocketmq.layout import (
     SegmentFile,
     commitlog_dir,
@@ -35,6 +36,9 @@ from mqstore.storage.rocketmq.layout import (
     consume_queue_dirs,
     consumequeue_dir,
     detect_cq_file_size,
+    dledger_home,
+    is_dledger_store,
+    resolve_config,
     segment_files,
     store_type_of,
 )
@@ -51,8 +55,26 @@ def commit_log_dirs_of(store: str, commit_log: str | None = None) -> list[Path]:
     return [Path(d) for d in split_paths(commit_log)] or [commitlog_dir(store)]
 
 
+def dledger_data_dirs(store: str, commit_log: str | None = None) -> list[Path] | None:
+    """The data directories of the store's DLedger CommitLog (``enableDLegerCommitLog``), or
+    ``None`` for a classic one (no DLedger home); a store migrated to DLedger (classic segments or
+    a ``commitLogPath`` as well) is a :class:`SourceOptionError`, never read in part."""
+    if not is_dledger_store(store):
+        return None
+    if commit_log is not None or segment_files(commitlog_dir(store)):  # (an empty commitlog/ is no classic part)
+        raise SourceOptionError(f"{store} is a store migrated to DLedger (classic CommitLog segments below a DLedger "
+                                "CommitLog): the rocketmq Spark source does not read it; use mqstore rocketmq dump "
+                                "or MessageStore.open(..., read_only=True)")
+    home = dledger_home(store, StoreConfig(enable_dledger_commit_log=True))
+    return [Path(d) for d in home.data_dirs]
+
+
 def list_segments(store: str, commit_log: str | None = None) -> list[Segment]:
-    """The CommitLog segment files of a store, ascending (an empty last file is left out)."""
+    """The CommitLog segment files of a store, ascending (an empty last file is left out); a
+    DLedger CommitLog's data files for a DLedger store."""
+    dl = dledger_data_dirs(store, commit_log)
+    if dl is not None:
+        return commitlog_segments(store, dirs=dl)
     dirs = commit_log_dirs_of(store, commit_log)
     if not any(d.is_dir() for d in dirs):
         raise StoreNotFoundError("not a RocketMQ store: no commitlog directory", path=str(dirs[0]))
@@ -68,6 +90,7 @@ class StoreView:
         self.store_type = store_type  # None: decided from the files (layout.store_type_of)
         self.broker_name = broker_name
         self.commit_log_option = commit_log
+        self.dledger = dledger_data_dirs(self.path, commit_log) is not None
         self.segments = list_segments(self.path, commit_log)
         self.file_size = self.segments[0].size if self.segments else 0
         self.commit_log: CommitLog | None = None
@@ -77,7 +100,9 @@ class StoreView:
             self._open_queues()
 
     def _open_queues(self) -> None:
-        if self.segments:
+        if self.segments and self.dledger:
+            self.commit_log = open_commit_log(self.path, resolve_config(self.path, {"enable_dledger_commit_log": True}))
+        elif self.segments:
             dirs = [str(d) for d in commit_log_dirs_of(self.path, self.commit_log_option)]
             self.commit_log = CommitLog(Path(dirs[0]), self.file_size, read_only=True, paths=dirs)
             self.commit_log.load()
@@ -267,14 +292,19 @@ def check_boundary(segs: list[Segment], offset: int, *, fail_on_data_loss: bool,
 
 
 # =============================================================================== splitting
-def split_range(seg: Segment, start: int, end: int, pieces: int) -> list[tuple[int, int]]:
+def split_range(seg: Segment, start: int, end: int, pieces: int, *, dledger: bool = False) -> list[tuple[int, int]]:
     """Cut ``[start, end)`` (positions inside ``seg``) into up to ``pieces`` ranges of about equal
-    bytes, at record boundaries found by the boundary pre-scan."""
+    bytes, at record boundaries found by the boundary pre-scan (``dledger``: at DLedger entry
+    boundaries)."""
     if pieces <= 1 or end - start <= 0:
         return [(start, end)]
     mm, u8 = open_segment(seg.path)
     try:
-        positions, _sizes, _stop, _pos = record_positions(u8, start, min(end, len(u8)))
+        if dledger:
+            positions = walk_file(u8, seg.base, len(u8), start=start).pos - seg.base
+            positions = positions[positions < end]
+        else:
+            positions, _sizes, _stop, _pos = record_positions(u8, start, min(end, len(u8)))
     finally:
         del u8
         close_map(mm)

@@ -74,6 +74,7 @@ class KafkaRebuildStats:
     results: list[dict[str, Any]] = field(default_factory=list)
     txn_index_files: int = 0  # .txnindex files written (segments where aborted transactions end)
     aborted_txns: int = 0
+    key_entries: int = 0  # entries of the key indexes written (with key_index)
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -290,12 +291,15 @@ def find_kafka_segments(path: str | os.PathLike[str], out: str | os.PathLike[str
 
 def rebuild_kafka(spark: SparkSession, path: str | os.PathLike[str], out: str | os.PathLike[str], *,
                   index_interval_bytes: int = 4096, max_index_bytes: int = 10485760,
+                  key_index: bool = False, key_header: str | None = None,
                   progress: ProgressFn | None = None) -> KafkaRebuildStats:
     """Regenerate the ``.index``/``.timeindex`` of every segment under ``path`` (a ``.log``, a
     partition directory or a log directory of partition directories) into ``out``, one Spark
     task per segment, byte-identical to ``mqstore kafka rebuild-index``; then the ``.txnindex``
     files, one task per partition (transactions span segments).  For a log directory the files
-    of partition ``P`` go to ``out/P/``."""
+    of partition ``P`` go to ``out/P/``.  ``key_index``: each segment task also writes the
+    segment's key index (``<base>.keyindex``, the values of ``key_header`` indexed too),
+    byte-identical to ``mqstore kafka rebuild-index --key-index``."""
     from mqstore.spark._rebuild_kafka import (
         PartitionTxnTask,
         SegmentTask,
@@ -308,6 +312,11 @@ def rebuild_kafka(spark: SparkSession, path: str | os.PathLike[str], out: str | 
     if isinstance(index_interval_bytes, bool) or not isinstance(index_interval_bytes, int) or index_interval_bytes < 0:
         raise InvalidArgumentError(f"index_interval_bytes must be an integer ≥ 0, got {index_interval_bytes!r}")
     _positive("max_index_bytes", max_index_bytes, 12)
+    if key_header is not None and not key_index:
+        raise InvalidArgumentError("key_header needs key_index=True")
+    from mqstore.formats.kafka.keyindex import check_header_name
+
+    check_header_name(key_header)
     if out is None or str(out) == "":
         raise InvalidArgumentError("an output directory is required")
     out_p = Path(out)
@@ -317,7 +326,8 @@ def rebuild_kafka(spark: SparkSession, path: str | os.PathLike[str], out: str | 
     tasks = []
     for part, log, od in segs:
         od.mkdir(parents=True, exist_ok=True)
-        tasks.append(SegmentTask(str(log), str(od), part, index_interval_bytes, max_index_bytes))
+        tasks.append(SegmentTask(str(log), str(od), part, index_interval_bytes, max_index_bytes, key_index,
+                                 key_header))
     sc = spark.sparkContext
     with phase(sc, "rebuild Kafka indexes", progress):
         results = sc.parallelize(tasks, len(tasks)).map(rebuild_segment).collect()
@@ -337,4 +347,5 @@ def rebuild_kafka(spark: SparkSession, path: str | os.PathLike[str], out: str | 
         seconds=round(time.perf_counter() - t0, 3), out=str(out_p), results=results,
         txn_index_files=sum(int(t["files"]) for t in txn),  # type: ignore[call-overload]
         aborted_txns=sum(int(t["aborted_txns"]) for t in txn),  # type: ignore[call-overload]
+        key_entries=sum(int(r.get("key_entries", 0)) for r in results),  # type: ignore[call-overload]
     )

@@ -41,6 +41,7 @@ from pyspark.sql.streaming.datasource import (
 )
 
 from mqstore.errors import DataLossError, SourceOptionError
+from mqstore.formats.rocketmq.dledger import ENTRY_HEADER_SIZE as DLEDGER_ENTRY_HEADER
 from mqstore.spark._rocketmq_options import (
     LATEST,
     RocketMQOptions,
@@ -60,6 +61,7 @@ from mqstore.spark._rocketmq_store import (
     Segment,
     StoreView,
     check_boundary,
+    dledger_data_dirs,
     earliest_offset,
     list_segments,
     split_range,
@@ -96,6 +98,7 @@ class CommitLogRange(InputPartition):
     end: int
     broker_name: str
     row_filter: RowFilter | None = None
+    dledger: bool = False  # a DLedger data file: [start, end) are entry boundaries
 
     def __post_init__(self) -> None:
         self.value = (self.segment, self.start, self.end)
@@ -105,7 +108,7 @@ def read_range(part: CommitLogRange, *, include_body: bool, check_crc: bool) -> 
     """The RecordBatches of one partition (runs on the executors)."""
     return rocketmq_arrow_batches(
         part.segment, part.start, part.end, broker_name=part.broker_name, file_from_offset=part.base,
-        include_body=include_body, check_crc=check_crc, row_filter=part.row_filter,
+        include_body=include_body, check_crc=check_crc, row_filter=part.row_filter, dledger=part.dledger,
     )
 
 
@@ -186,7 +189,7 @@ def plan_batch(opts: RocketMQOptions, pushed: PushedFilters | None = None) -> li
             return by_broker[broker].offset_for_time(topic, qid, ts)
 
         bounds = resolve_queue_bounds(opts, catalogue, topics, time_lookup)
-        parts: list[tuple[Segment, int, int, str, RowFilter]] = []
+        parts: list[tuple[Segment, int, int, str, RowFilter, bool]] = []
         for v in views:
             if pushed.brokers is not None and v.broker_name not in pushed.brokers:
                 continue
@@ -197,6 +200,8 @@ def plan_batch(opts: RocketMQOptions, pushed: PushedFilters | None = None) -> li
                 if rng is None:
                     continue
                 lo, hi = rng
+                if v.dledger:  # from the first message back to its entry
+                    lo -= DLEDGER_ENTRY_HEADER
             rf = RowFilter(topics=topics, queue_bounds=qb, ts_min=pushed.ts_min, ts_end=pushed.ts_end,
                            offset_min=pushed.offset_min, offset_end=pushed.offset_end, queue_ids=pushed.queue_ids)
             for seg in v.segments:
@@ -206,19 +211,20 @@ def plan_batch(opts: RocketMQOptions, pushed: PushedFilters | None = None) -> li
                     continue
                 if pushed.offset_end is not None and seg.base >= pushed.offset_end:
                     continue
-                parts.append((seg, max(lo, seg.base) - seg.base, min(hi, seg.end) - seg.base, v.broker_name, rf))
+                parts.append((seg, max(lo, seg.base) - seg.base, min(hi, seg.end) - seg.base, v.broker_name, rf,
+                              v.dledger))
     finally:
         for v in views:
             v.close()
     want = opts.min_partitions or 0
     if want > len(parts) and parts:
-        pieces = apportion([max(1, e - s) for _seg, s, e, _b, _f in parts], want)
+        pieces = apportion([max(1, e - s) for _seg, s, e, _b, _f, _d in parts], want)
         out: list[CommitLogRange] = []
-        for (seg, s, e, b, rf), k in zip(parts, pieces, strict=True):
-            for a, z in split_range(seg, s, e, max(1, k)):
-                out.append(CommitLogRange(seg.path, seg.base, a, z, b, rf))
+        for (seg, s, e, b, rf, dl), k in zip(parts, pieces, strict=True):
+            for a, z in split_range(seg, s, e, max(1, k), dledger=dl):
+                out.append(CommitLogRange(seg.path, seg.base, a, z, b, rf, dl))
     else:
-        out = [CommitLogRange(seg.path, seg.base, s, e, b, rf) for seg, s, e, b, rf in parts]
+        out = [CommitLogRange(seg.path, seg.base, s, e, b, rf, dl) for seg, s, e, b, rf, dl in parts]
     for i, p in enumerate(out):
         p.value = (i, p.segment, p.start, p.end)
     return out
@@ -251,6 +257,10 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.opts = opts
         self.stores = dict(zip(opts.broker_names, opts.paths, strict=True))
         self.commit_logs = {b: opts.commit_log_of(i) for i, b in enumerate(opts.broker_names)}
+        for b, path in self.stores.items():
+            if dledger_data_dirs(path, self.commit_logs[b]) is not None:
+                raise SourceOptionError(f"{path} has a DLedger CommitLog (enableDLegerCommitLog): the streaming "
+                                        "rocketmq source reads classic CommitLogs only; read it as a batch")
         self._target: dict[str, int] | None = None
         self._latest: dict[str, int] | None = None
         if opts.topics is not None or opts.topic_pattern is not None:

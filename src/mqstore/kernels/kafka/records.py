@@ -235,6 +235,32 @@ def gather_py(a: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> tuple[np.n
     return _gather_with(_gather, a, starts, lens)
 
 
+def batch_bodies(view: Any, scan: dict[str, Any], kept: np.ndarray, *, path: str | None = None, shift: int = 0,
+                 tail: bytes = b"") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The (decompressed) record bodies of the v2 batches ``kept`` (indexes into ``scan``, batch
+    positions relative to ``view``) laid end to end: ``(buffer, starts, ends)``, the input of
+    :func:`parse_bodies`.  ``tail`` is appended after the last body (extra bytes a caller wants
+    in the same buffer); ``shift`` is added to positions named in errors."""
+    from mqstore.formats.kafka.batch import RECORD_BATCH_OVERHEAD
+    from mqstore.formats.kafka.compression import decompress
+
+    parts: list[Any] = []
+    bstart = np.empty(kept.shape[0], np.int64)
+    bend = np.empty(kept.shape[0], np.int64)
+    at = 0
+    for j, i in enumerate(kept.tolist()):
+        p, sz, codec = int(scan["position"][i]), int(scan["size"][i]), int(scan["attributes"][i]) & 0x07
+        body: Any = view[p + RECORD_BATCH_OVERHEAD : p + sz]
+        if codec:
+            body = decompress(codec, body, path=path, offset=p + shift)
+        parts.append(body)
+        bstart[j] = at
+        at += len(body)
+        bend[j] = at
+    parts.append(tail)
+    return np.frombuffer(b"".join(parts), np.uint8), bstart, bend
+
+
 def decode_records_columnar(
     buf: Any,
     start: int = 0,

@@ -7,6 +7,7 @@ the partition log, the tools, the CLI and the Spark layer.
                                   <20-digit base offset>.index     offset index
                                   <20-digit base offset>.timeindex time index
                                   <20-digit base offset>.txnindex  aborted transactions
+                                  <20-digit base offset>.keyindex  mqstore's key index (optional sidecar)
 
 A segment is named by the offset of its first record.  A directory not named
 ``<topic>-<partition>`` is partition 0 of a topic named after the directory.
@@ -27,13 +28,18 @@ INDEX_SUFFIX = ".index"
 TIMEINDEX_SUFFIX = ".timeindex"
 TXNINDEX_SUFFIX = ".txnindex"
 INDEX_SUFFIXES = (INDEX_SUFFIX, TIMEINDEX_SUFFIX, TXNINDEX_SUFFIX)
-SEGMENT_SUFFIXES = (LOG_SUFFIX, *INDEX_SUFFIXES)
+#: mqstore's key index (docs/formats/kafka-keyindex.md): a sidecar a broker ignores
+KEYINDEX_SUFFIX = ".keyindex"
+#: the files that belong to a segment and go with it (deleted, truncated, orphans removed)
+SEGMENT_SUFFIXES = (LOG_SUFFIX, *INDEX_SUFFIXES, KEYINDEX_SUFFIX)
+#: the files a segment's indexes are (orphans are deleted on a writable open)
+ALL_INDEX_SUFFIXES = (*INDEX_SUFFIXES, KEYINDEX_SUFFIX)
 #: the files of a segment the tools dump, in the order they list them
 DUMP_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIMEINDEX_SUFFIX)
 CLEAN_SHUTDOWN = ".kafka_cleanshutdown"
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 PARTITION_METADATA = "partition.metadata"
-_SEGMENT_FILE = re.compile(r"^(\d{20})\.(log|index|timeindex|txnindex|snapshot)(\.(deleted|cleaned|swap))?$")
+_SEGMENT_FILE = re.compile(r"^(\d{20})\.(log|index|timeindex|txnindex|keyindex|snapshot)(\.(deleted|cleaned|swap))?$")
 _KRAFT_SNAPSHOT = re.compile(r"^(\d{20})-(\d{10})\.checkpoint(\.part|\.deleted)?$")
 REMOTE_INDEX_NAME = re.compile(r"^(\d+)_([A-Za-z0-9_-]{22})\.(index|timeindex|txnindex)(\.deleted|\.tmp)?$")
 _SPECIAL_DIR = re.compile(r"^(\S+)-(\S+)\.(\S+)-(delete|future|stray)$")
@@ -44,6 +50,7 @@ PARTITION_FILE_KINDS = {
     "timeindex": "time index",
     "txnindex": "aborted-transaction index",
     "snapshot": "producer-state snapshot",
+    "keyindex": "mqstore key index (sidecar; Kafka ignores it)",
     "deleted": "segment file scheduled for deletion (Kafka deletes it on load)",
     "cleaned": "log-cleaner output not yet swapped in (Kafka deletes it on load)",
     "swap": "segment file being swapped in (Kafka completes or drops the swap on load)",

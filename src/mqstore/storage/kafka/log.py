@@ -49,8 +49,10 @@ from mqstore.formats.kafka.batch import Record, SimpleRecord, encode_batch, peek
 from mqstore.formats.kafka.compression import Compression
 from mqstore.formats.kafka.txn import AbortedTxn
 from mqstore.kernels.kafka.batches import STOP_END, check_crcs, scan_batches
+from mqstore.storage.kafka.key_query import KeyMatch, KeyQueryStats, query_segments
 from mqstore.storage.kafka.layout import (
-    INDEX_SUFFIXES,
+    ALL_INDEX_SUFFIXES,
+    KEYINDEX_SUFFIX,
     log_files,
     parse_base_offset,
     segment_file_name,
@@ -232,6 +234,9 @@ class PartitionLog:
                     self.deleted_files.append(name)
                 elif name.endswith(".swap"):
                     os.replace(f, d / name[: -len(".swap")])
+                elif name.endswith(".tmp") and KEYINDEX_SUFFIX + "." in name:
+                    f.unlink(missing_ok=True)  # a key index rewrite (growth, compaction) a crash interrupted
+                    self.deleted_files.append(name)
         logs: dict[int, Path] = {}
         needs_recovery: set[int] = set()
         for f in sorted(d.iterdir()):
@@ -239,7 +244,7 @@ class PartitionLog:
                 ensure_inside(d, f)
         for f in log_files(d):
             logs[parse_base_offset(f)] = f
-        for f in segment_files(d, INDEX_SUFFIXES):
+        for f in segment_files(d, ALL_INDEX_SUFFIXES):
             if parse_base_offset(f) not in logs and rw:
                 f.unlink()
                 self.deleted_files.append(f.name)
@@ -262,6 +267,7 @@ class PartitionLog:
                 self._add_segment(LogSegment.create(d, self.recovery_point if self.recovery_point > 0 else 0,
                                                     self.config))
             self.active_segment.resize_indexes(self.config.max_index_size)
+            self._settle_key_indexes()
         self.log_start_offset = self._segments[0].base_offset if self._segments else 0
         self.log_end_offset = self._segments[-1].read_next_offset() if self._segments else 0
         if rw:
@@ -271,6 +277,16 @@ class PartitionLog:
                 self.recovery_point = min(self.recovery_point, self.log_end_offset)
             self._write_recovery_point()
             _fsync_dir(d)
+
+    def _settle_key_indexes(self) -> None:
+        """``key_index`` on: every segment gets a sound key index (recovered ones were rebuilt,
+        the others are checked and rebuilt when missing or damaged), the active one mapped for
+        appends.  Off: the active segment's key index, which appends would leave stale, goes."""
+        if self.config.key_index:
+            for seg in self._segments:
+                seg.ensure_key_index(live=seg is self.active_segment)
+        else:
+            self.active_segment.key_index_path.unlink(missing_ok=True)
 
     def _recover(self, needs_recovery: set[int]) -> None:
         start_idx = len(self._segments)
@@ -646,6 +662,29 @@ class PartitionLog:
             if r is not None:
                 return TimestampLookup(s.base_offset, str(s.log_path), r.offset, r.timestamp, r.leader_epoch)
         return None
+
+    # ------------------------------------------------------------------ key lookups (key index)
+    def find_keys(self, keys: Sequence[bytes | str], start_ts: int | None = None, end_ts: int | None = None, *,
+                  header: str | None = None, use_index: bool = True) -> tuple[list[list[KeyMatch]], KeyQueryStats]:
+        """Per key, every record whose key (or, with ``header``, a value of that header) equals it
+        and whose timestamp lies in ``[start_ts, end_ts]``, by offset, plus how the answer was
+        found.  Exact: the key index gives candidates, the records decide.  Segments without a
+        key index are scanned (``stats.scanned_segments``)."""
+        self._check_open()
+        return query_segments(self._segments, keys, start_ts, end_ts, header=header, use_index=use_index)
+
+    def offsets_for_key(self, key: bytes | str, start_ts: int | None = None, end_ts: int | None = None, *,
+                        header: str | None = None) -> list[int]:
+        """The offsets of the records with key ``key`` (UTF-8 when a ``str``) and a timestamp in
+        ``[start_ts, end_ts]`` (inclusive; ``None``: unbounded), ascending."""
+        found, _ = self.find_keys([key], start_ts, end_ts, header=header)
+        return [m.offset for m in found[0]]
+
+    def offsets_for_keys(self, keys: Sequence[bytes | str], start_ts: int | None = None,
+                         end_ts: int | None = None, *, header: str | None = None) -> list[list[int]]:
+        """:meth:`offsets_for_key` of many keys at once (one compiled chain walk per segment)."""
+        found, _ = self.find_keys(keys, start_ts, end_ts, header=header)
+        return [[m.offset for m in ms] for ms in found]
 
     # ------------------------------------------------------------------ batch (vectorised) API
     def lookup_offsets_many(self, offsets: Any) -> dict[str, np.ndarray]:

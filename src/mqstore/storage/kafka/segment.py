@@ -40,10 +40,21 @@ from mqstore.formats.kafka.batch import (
     validate_batch,
 )
 from mqstore.formats.kafka.index_entry import OffsetPosition, TimestampOffset
+from mqstore.formats.kafka.keyindex import check_header_name
 from mqstore.kernels.kafka.batches import scan_batches
 from mqstore.storage.kafka.index import OffsetIndex, TimeIndex
+from mqstore.storage.kafka.keyindex import (
+    INITIAL_ITEMS,
+    KeyEntries,
+    KeyIndex,
+    KeyIndexReader,
+    key_entries,
+    log_entries,
+    rebuild_keyindex,
+)
 from mqstore.storage.kafka.layout import (
     INDEX_SUFFIX,
+    KEYINDEX_SUFFIX,
     LOG_SUFFIX,
     SEGMENT_SUFFIXES,
     TIMEINDEX_SUFFIX,
@@ -62,6 +73,8 @@ from mqstore.storage.kafka.rebuild import (
 INT32_MAX = (1 << 31) - 1
 LONG_MAX = (1 << 63) - 1
 _SCAN_MAPPED_BYTES = 1 << 20
+#: appended bytes the key index takes in one put (see LogSegment._index_pending)
+KEY_INDEX_DEFER_BYTES = 1 << 20
 
 
 def now_ms() -> int:
@@ -87,6 +100,11 @@ class LogConfig:
     flush_interval_messages: int | None = None  # flush.messages
     flush_interval_ms: int | None = None  # flush.ms
     validate_appends: bool = True  # check size/CRC of every batch handed to PartitionLog.append
+    # mqstore's key index (docs/formats/kafka-keyindex.md), off by default: a <base>.keyindex per
+    # segment built from the record keys (and the values of the header ``key_header``)
+    key_index: bool = False
+    key_header: str | None = None
+    key_index_slots: int | None = None  # fixed hash slot count (tests, tuning); default: one per entry
 
     def __post_init__(self) -> None:
         if self.segment_bytes < 14:
@@ -100,6 +118,11 @@ class LogConfig:
                 f"max_index_size must be ≥ 12 (room for one time-index entry), got {self.max_index_size}")
         if self.index_interval_bytes < 0:
             raise InvalidArgumentError(f"index_interval_bytes must be ≥ 0, got {self.index_interval_bytes}")
+        if (self.key_header is not None or self.key_index_slots is not None) and not self.key_index:
+            raise InvalidArgumentError("key_header and key_index_slots need key_index=True")
+        check_header_name(self.key_header)
+        if self.key_index_slots is not None and not 0 < self.key_index_slots <= 100_000_000:
+            raise InvalidArgumentError(f"key_index_slots must be in [1, 10**8], got {self.key_index_slots}")
         for name in ("flush_interval_messages", "flush_interval_ms"):
             v = getattr(self, name)
             if v is not None and v < 1:
@@ -199,6 +222,9 @@ class LogSegment:
         self._size = os.fstat(self._fd).st_size
         self._offset_index: OffsetIndex | None = None
         self._time_index: TimeIndex | None = None
+        self._key_index: KeyIndex | None = None  # the live key index of a writable segment
+        self._key_reader: KeyIndexReader | None = None  # a read-only one, for lookups
+        self._key_pending: int | None = None  # where the appended bytes not yet in the key index start
         self.bytes_since_last_index_entry = 0
         self._max_ts_and_offset: TimestampOffset | None = None  # None = not loaded yet
         self._rolling_based_timestamp: int | None = None
@@ -232,6 +258,120 @@ class LogSegment:
     @property
     def time_index_path(self) -> Path:
         return self.log_path.with_suffix(TIMEINDEX_SUFFIX)
+
+    @property
+    def key_index_path(self) -> Path:
+        return self.log_path.with_suffix(KEYINDEX_SUFFIX)
+
+    # ------------------------------------------------------------------ key index
+    def _rebuild_key_index(self, entries: KeyEntries | None = None) -> KeyIndex:
+        """Build the live key index from the ``.log`` (or ``entries``) and map it."""
+        self._drop_key_index()
+        c = self.config
+        if entries is None:
+            entries, _ = log_entries(self.log_path, header_name=c.key_header, valid_bytes=self._size)
+        self._key_index = KeyIndex.create(self.key_index_path, entries, header_name=c.key_header,
+                                          slots=c.key_index_slots, capacity=max(INITIAL_ITEMS, 2 * len(entries)))
+        return self._key_index
+
+    def live_key_index(self) -> KeyIndex:
+        """The key index appends put into: the existing file if it is sound and indexes the
+        configured header, else rebuilt from the ``.log``."""
+        self._require_writable()
+        if self._key_index is not None:
+            return self._key_index
+        c = self.config
+        if self.key_index_path.exists():
+            try:
+                k = KeyIndex.open_existing(self.key_index_path, header_name=c.key_header, slots=c.key_index_slots)
+                if self._key_index_sane(k):
+                    self._key_index = k
+                    return k
+                k.close()
+            except CorruptIndexError:
+                pass
+        return self._rebuild_key_index()
+
+    def _key_index_sane(self, k: KeyIndex) -> bool:
+        """Cheap check of a key index trusted after a clean shutdown: its last item lies inside
+        the ``.log`` and a fixed slot count matches the configuration."""
+        if self.config.key_index_slots is not None and k.trailer is not None \
+                and k.trailer.hash_slot_num != self.config.key_index_slots:
+            return False
+        if k.count == 0:
+            return True
+        e, _ = k.stored()
+        pos = int(e.location[-1]) & 0xFFFFFFFF
+        return pos < self._size
+
+    def ensure_key_index(self, *, live: bool) -> None:
+        """With ``key_index`` on, make sure a sound key index exists: mapped for appends
+        (``live``, the active segment), else checked cheaply and rebuilt from the ``.log`` when
+        missing, damaged or built for another header or slot count."""
+        c = self.config
+        if not c.key_index or self.read_only:
+            return
+        if live:
+            self.live_key_index()
+            return
+        try:
+            with KeyIndexReader(self.key_index_path) as r:
+                t = r.parsed.trailer
+                last = r.last_location()
+                ok = (t.header_name == c.key_header
+                      and (c.key_index_slots is None or t.hash_slot_num == c.key_index_slots)
+                      and (last is None or (last & 0xFFFFFFFF) < self._size))
+        except (StoreNotFoundError, CorruptIndexError):
+            ok = False
+        if not ok:
+            self._drop_key_index()
+            rebuild_keyindex(self.log_path, header_name=c.key_header, slots=c.key_index_slots, lock=False)
+
+    def key_lookup(self, hashes: np.ndarray) -> tuple[np.ndarray, np.ndarray, str | None] | None:
+        """Candidate locations of key hashes from the key index (``(locations, splits, indexed
+        header)``), or ``None`` when the segment has no key index."""
+        if self._key_index is not None:
+            self._index_pending()
+            loc, sp = self._key_index.candidates(hashes)
+            return loc, sp, self._key_index.header_name
+        if self._key_reader is None:
+            if not self.key_index_path.exists():
+                return None
+            self._key_reader = KeyIndexReader(self.key_index_path)
+        loc, sp = self._key_reader.candidates(hashes)
+        return loc, sp, self._key_reader.header_name
+
+    def _index_pending(self) -> None:
+        """Put the keys of the batches appended since the last put into the key index: appends
+        are indexed in groups of about :data:`KEY_INDEX_DEFER_BYTES` (one compiled pass instead
+        of one per append), and before any flush, roll, close or lookup.  A crash in between is
+        an unclean shutdown, after which recovery rebuilds the key index anyway."""
+        start = self._key_pending
+        self._key_pending = None
+        if start is None or self._key_index is None or start >= self._size:
+            return
+        data = self.read_bytes(start, self._size - start)
+        mv = memoryview(data)
+        cols = scan_batches(mv, 0)
+        self._key_index.append(key_entries(mv, cols, cols["count"], self.base_offset, shift=start,
+                                           header_name=self.config.key_header, path=str(self.log_path)))
+
+    def _drop_key_index(self) -> None:
+        self._key_pending = None
+        for k in (self._key_index, self._key_reader):
+            if k is not None:
+                k.close()
+        self._key_index = None
+        self._key_reader = None
+
+    def _key_index_after_change(self) -> None:
+        """After recovery or truncation changed the ``.log``: rebuild the key index (option on)
+        or delete the stale one (option off)."""
+        self._drop_key_index()
+        if self.config.key_index:
+            self._rebuild_key_index()
+        else:
+            self.key_index_path.unlink(missing_ok=True)
 
     @property
     def offset_index(self) -> OffsetIndex:
@@ -362,7 +502,8 @@ class LogSegment:
 
     def append(self, largest_offset: int, largest_timestamp: int, shallow_offset_of_max_timestamp: int,
                records: bytes | bytearray | memoryview) -> None:
-        """Append a message set (one or more whole batches) exactly as Kafka's ``LogSegment.append``."""
+        """Append a message set (one or more whole batches) exactly as Kafka's ``LogSegment.append``
+        (with ``key_index`` on, its keys go into the key index, see :meth:`_index_pending`)."""
         self._require_writable()
         n = len(records)
         if n == 0:
@@ -374,11 +515,17 @@ class LogSegment:
             raise OffsetOverflowError(
                 f"detected offset overflow at offset {largest_offset} in segment with base offset {self.base_offset}",
                 path=str(self.log_path))
+        if self.config.key_index:
+            self.live_key_index()
+            if self._key_pending is None:
+                self._key_pending = position
         written = 0
         mv = memoryview(records)
         while written < n:
             written += os.pwrite(self._fd, mv[written:], position + written)
         self._size = position + n
+        if self._key_pending is not None and self._size - self._key_pending >= KEY_INDEX_DEFER_BYTES:
+            self._index_pending()
         if largest_timestamp > self.max_timestamp_so_far:
             self._max_ts_and_offset = TimestampOffset(largest_timestamp, shallow_offset_of_max_timestamp)
         if self.bytes_since_last_index_entry > self.config.index_interval_bytes:
@@ -482,6 +629,12 @@ class LogSegment:
                 idx.close()
                 setattr(self, attr, None)
             atomic_write(path, data, fsync=False)
+        if self.config.key_index:
+            entries, _ = log_entries(self.log_path, header_name=self.config.key_header,
+                                     valid_bytes=analysis.valid_bytes)
+            self._rebuild_key_index(entries)
+        else:
+            self._key_index_after_change()
         n = analysis.n_valid
         if n:
             mts = analysis.scan["max_timestamp"][:n]
@@ -507,6 +660,8 @@ class LogSegment:
             cut = self._size - mapping.position
             os.ftruncate(self._fd, mapping.position)
             self._size = mapping.position
+        if cut or self._key_index is not None or self.key_index_path.exists():
+            self._key_index_after_change()
         if self._size == 0:
             self.created_ms = now_ms()
             self._rolling_based_timestamp = None
@@ -548,6 +703,9 @@ class LogSegment:
                                      skip_full_check=True)
         self.offset_index.trim_to_valid_size()
         self.time_index.trim_to_valid_size()
+        if self._key_index is not None:
+            self._index_pending()
+            self._key_index.compact()
 
     def resize_indexes(self, size: int) -> None:
         self.offset_index.resize(size)
@@ -568,6 +726,9 @@ class LogSegment:
             self._offset_index.flush()
         if self._time_index is not None:
             self._time_index.flush()
+        if self._key_index is not None:
+            self._index_pending()
+            self._key_index.flush()
 
     def close(self) -> None:
         """Final time entry (if the max timestamp was ever known), trim indexes, fsync, close."""
@@ -577,15 +738,20 @@ class LogSegment:
             if self._max_ts_and_offset is not None:
                 self.time_index.maybe_append(self._max_ts_and_offset.timestamp, self._max_ts_and_offset.offset,
                                              skip_full_check=True)
+            if self._key_index is not None:
+                self._index_pending()
+                self._key_index.compact()
             self.flush()
         for idx in (self._offset_index, self._time_index):
             if idx is not None:
                 idx.close()
+        self._drop_key_index()
         os.close(self._fd)
         self._fd = -1
 
     def close_handlers(self) -> None:
         """Close without writing anything (used before deleting files)."""
+        self._drop_key_index()
         for idx in (self._offset_index, self._time_index):
             if idx is not None:
                 idx._unmap()
@@ -600,7 +766,8 @@ class LogSegment:
         """Close and remove the files (``.log`` first, so a crash leaves only stray indexes)."""
         self.close_handlers()
         self.log_path.unlink(missing_ok=True)
-        for p in (self.offset_index_path, self.time_index_path, self.log_path.with_suffix(".txnindex")):
+        for p in (self.offset_index_path, self.time_index_path, self.log_path.with_suffix(".txnindex"),
+                  self.key_index_path):
             p.unlink(missing_ok=True)
 
     @property

@@ -48,12 +48,17 @@ from mqstore.formats.kafka.batch import (
     iter_legacy_records,
     iter_records,
 )
-from mqstore.formats.kafka.compression import decompress
 from mqstore.formats.kafka.kraft_control import SCHEMAS as KRAFT_SCHEMAS
 from mqstore.formats.kafka.kraft_control import decode_kraft_control
-from mqstore.kernels.kafka.records import OK, parse_bodies
+from mqstore.kernels.kafka.records import OK, batch_bodies, parse_bodies
 from mqstore.storage.kafka.index import OffsetIndex, TimeIndex, live_entry_count
-from mqstore.storage.kafka.layout import INDEX_SUFFIXES, log_files, segment_files, segment_logs
+from mqstore.storage.kafka.layout import (
+    INDEX_SUFFIXES,
+    KEYINDEX_SUFFIX,
+    log_files,
+    segment_files,
+    segment_logs,
+)
 from mqstore.storage.kafka.rebuild import MappedLog, analyze_log, parse_base_offset
 
 ProgressFn = Callable[[int, int], None]
@@ -76,6 +81,7 @@ class VerifyReport:
     bytes: int = 0
     offset_index_entries: int = 0
     time_index_entries: int = 0
+    key_index_entries: int = 0
 
     @property
     def ok(self) -> bool:
@@ -180,21 +186,7 @@ def batch_max_timestamps(mm: Any, scan: dict[str, Any], ks: np.ndarray, path: st
             if not codec.any():
                 buf, bstart, bend = buf_all, pos + RECORD_BATCH_OVERHEAD, pos + size
             else:
-                parts: list[Any] = []
-                bstart = np.empty(kk.shape[0], np.int64)
-                bend = np.empty(kk.shape[0], np.int64)
-                at = 0
-                for i in range(kk.shape[0]):
-                    p, sz = int(pos[i]), int(size[i])
-                    body: Any = view[p + RECORD_BATCH_OVERHEAD:p + sz]
-                    if codec[i]:
-                        body = decompress(int(codec[i]), body, path=path, offset=p)
-                    parts.append(body)
-                    bstart[i] = at
-                    at += len(body)
-                    bend[i] = at
-                buf = np.frombuffer(b"".join(parts), np.uint8)
-                del parts
+                buf, bstart, bend = batch_bodies(view, scan, kk, path=path)
         except CorruptDataError:
             slow(js)
             continue
@@ -362,6 +354,28 @@ def verify_segment(log_path: Path, report: VerifyReport, *, strict: bool = False
             valid_oi.close()
 
 
+def verify_segment_keyindex(log_path: Path, report: VerifyReport, *, active: bool = False) -> None:
+    """The segment's ``.keyindex``, when there is one, against a rebuild of the ``.log``.  The
+    active segment's may hold only the first entries (a live writer puts appended keys in
+    groups): a note, not a problem."""
+    from mqstore.storage.kafka.keyindex import keyindex_path, verify_keyindex
+
+    kp = keyindex_path(log_path)
+    if not kp.is_file():
+        return
+    check = verify_keyindex(kp, log_path)
+    report.key_index_entries += check.entries
+    if check.behind:
+        msg = f"key index holds the first {check.entries} of the log's {check.expected_entries} key entries"
+        if active:
+            report.note("keyindex_behind", kp, None, msg + " (a live writer's index between puts)")
+        else:
+            report.add("keyindex_mismatch", kp, None, msg)
+    elif check.problem is not None:
+        kind = "keyindex_unreadable" if check.problem.startswith("unreadable") else "keyindex_mismatch"
+        report.add(kind, kp, check.position, check.problem)
+
+
 def verify_path(path: str | os.PathLike[str], *, strict: bool = False,
                 progress: ProgressFn | None = None) -> VerifyReport:
     """Verify a partition directory or one segment (given by its ``.log``, ``.index`` or ``.timeindex``)."""
@@ -374,11 +388,16 @@ def verify_path(path: str | os.PathLike[str], *, strict: bool = False,
         for f in segment_files(p, INDEX_SUFFIXES):
             if parse_base_offset(f) not in bases:
                 report.note("stray_index", f, None, "index file without a .log (Kafka deletes it on load)")
+        for f in segment_files(p, (KEYINDEX_SUFFIX,)):
+            if parse_base_offset(f) not in bases:
+                report.note("stray_keyindex", f, None, "key index without a .log (Kafka ignores it; a writable "
+                            "mqstore open deletes it)")
     last = _last_segment_log(p if p.is_dir() else logs[0].parent)
     for f in logs:
         if not f.exists():
             raise StoreNotFoundError("segment log file not found", path=str(f))
         verify_segment(f, report, strict=strict, progress=progress, active=last is not None and f == last)
+        verify_segment_keyindex(f, report, active=last is not None and f == last)
     if p.is_dir():
         from mqstore.storage.kafka.txn import verify_txn_indexes
 

@@ -470,7 +470,7 @@ def rebuild_store_batch_queues(root: Path, config: StoreConfig, out: Path | None
     (and an existing ``batchconsumequeue/`` is left alone) when topics.json names no BatchCQ
     topic.  The file size: ``file_size``, else the store's current files', else the default."""
     from mqstore.storage.locks import StoreLock
-    from mqstore.storage.rocketmq.layout import commit_log_dirs
+    from mqstore.storage.rocketmq.dledger import open_commit_log
 
     root = Path(root)
     if not batch_cq_topics(root):
@@ -478,9 +478,7 @@ def rebuild_store_batch_queues(root: Path, config: StoreConfig, out: Path | None
     size = file_size or detect_file_size(root) or DEFAULT_BCQ_FILE_SIZE
     if size % BCQ_UNIT_SIZE:
         raise InvalidArgumentError(f"batch queue file size {size} is not a multiple of {BCQ_UNIT_SIZE}")
-    paths, ro = commit_log_dirs(root, config.store_path_commit_log, config.read_only_commit_log_store_paths)
-    cl = CommitLog(Path(paths[0]), config.commit_log_file_size, read_only=True, paths=paths, readonly_paths=ro)
-    cl.load()
+    cl = open_commit_log(root, config)
     try:
         if out is None or Path(out).resolve() == root.resolve():
             with StoreLock(root):

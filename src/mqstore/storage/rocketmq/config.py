@@ -62,6 +62,15 @@ class StoreConfig:
     # readOnlyCommitLogStorePaths: comma-separated directories whose segments are read, never
     # created (new segments go to the other paths)
     read_only_commit_log_store_paths: str | None = None
+    # enableDLegerCommitLog: the CommitLog is a DLedger log (<root>/dledger-<id>/data + index/,
+    # docs/formats/rocketmq-dledger.md); read-only in mqstore.  None of these given: detected.
+    enable_dledger_commit_log: bool = False
+    # dLegerSelfId (the home directory dledger-<id>); None: the store's only DLedger home
+    dledger_self_id: str | None = None
+    # dLegerGroup: only DLedger 0.1 (RocketMQ 4.5) names the home <group>-<id>
+    dledger_group: str | None = None
+    # storePathDLedgerCommitLog: the data directory when it is not <home>/data
+    store_path_dledger_commit_log: str | None = None
     # storeType: where the ConsumeQueue lives.  None = decided from the files
     # (layout.store_type_of); "default" = consumequeue/<topic>/<queueId>/ files;
     # "defaultRocksDB" = the RocksDB database in consumequeue/ (read-only, optional extra)
@@ -111,12 +120,19 @@ class StoreConfig:
         from mqstore.formats.rocketmq.timeindex import check_interval
 
         check_interval(self.time_index_interval)
-        for name in ("store_path_commit_log", "read_only_commit_log_store_paths"):
+        for name in ("store_path_commit_log", "read_only_commit_log_store_paths", "store_path_dledger_commit_log"):
             value = getattr(self, name)
             if value is not None and not isinstance(value, str):
                 raise InvalidArgumentError(f"{name} must be a directory or a comma-separated list of directories")
         if self.max_lmq_consume_queue_num < 0:
             raise InvalidArgumentError("max_lmq_consume_queue_num must not be negative")
+        for name in ("dledger_self_id", "dledger_group"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, str) or not re.fullmatch(r"[A-Za-z0-9_.%|-]+", value)
+                                      or value in (".", "..")):
+                raise InvalidArgumentError(f"{name} must be a plain name (letters, digits, '_', '-', '.'), not {value!r}")
+        if not isinstance(self.enable_dledger_commit_log, bool):
+            raise InvalidArgumentError("enable_dledger_commit_log must be true or false")
         if self.store_type not in (None, *STORE_TYPES):
             raise InvalidArgumentError(f"store_type must be one of {', '.join(STORE_TYPES)}, not {self.store_type!r}")
         if self.max_message_size <= 0:

@@ -12,7 +12,10 @@ geometry detection, used by the store, the CLI, the rebuilds and the Spark layer
     <root>/checkpoint, <root>/abort, <root>/lock
 
 The CommitLog may live elsewhere (``storePathCommitLog``: one directory or a comma-separated
-list, plus ``readOnlyCommitLogStorePaths``): :func:`commit_log_dirs` says where.
+list, plus ``readOnlyCommitLogStorePaths``): :func:`commit_log_dirs` says where.  A broker with
+``enableDLegerCommitLog`` keeps it as a DLedger log instead (``<root>/dledger-<selfId>/data`` and
+``index/``; DLedger 0.1: ``<group>-<selfId>``): :func:`dledger_home` says where, and
+:func:`detect_dledger` tells such a store from its files (docs/formats/rocketmq-dledger.md).
 
 Geometry is detected from headers first, then from file sizes: an IndexFile's geometry from the
 item count of a full file (every file but the newest), else the broker defaults when the size
@@ -26,13 +29,19 @@ from __future__ import annotations
 
 import datetime as _dt
 import os
+import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mqstore.errors import GeometryMismatchError, InvalidArgumentError, PathOutsideStoreError
+from mqstore.errors import (
+    GeometryMismatchError,
+    InvalidArgumentError,
+    PathOutsideStoreError,
+    StoreNotFoundError,
+)
 from mqstore.formats.rocketmq.indexfile import (
     DEFAULT_HASH_SLOT_NUM,
     DEFAULT_INDEX_NUM,
@@ -255,6 +264,112 @@ def commitlog_segments(root: str | os.PathLike[str], *, size: int | None = None,
     return segs
 
 
+# =============================================================================== DLedger CommitLog
+# (enableDLegerCommitLog; docs/formats/rocketmq-dledger.md; read by storage/rocketmq/dledger.py)
+DLEDGER_HOME_PREFIX = "dledger-"
+DLEDGER_DATA_DIR = "data"
+DLEDGER_INDEX_DIR = "index"
+DLEDGER_CHECKPOINT_FILE = "checkpoint"
+CURRTERM_FILE = "currterm"
+_LEGACY_HOME = re.compile(r"^(?P<group>.+)-(?P<id>[^-]+)$")
+
+
+
+@dataclass(frozen=True, slots=True)
+class DLedgerHome:
+    """The directories of one DLedger member's files."""
+
+    home: Path
+    self_id: str
+    data_dirs: tuple[str, ...]
+    index_dir: Path
+
+    @property
+    def checkpoint(self) -> Path:
+        return self.home / DLEDGER_CHECKPOINT_FILE
+
+    @property
+    def currterm(self) -> Path:
+        return self.home / CURRTERM_FILE
+
+
+def _looks_like_home(d: Path) -> bool:
+    return d.is_dir() and not d.is_symlink() and ((d / DLEDGER_DATA_DIR).is_dir() or (d / DLEDGER_INDEX_DIR).is_dir())
+
+
+def find_dledger_homes(root: str | os.PathLike[str]) -> list[Path]:
+    """The DLedger homes directly under a store root: ``dledger-<id>`` with a ``data/`` or
+    ``index/`` directory, and (DLedger 0.1) ``<group>-<id>`` with both and data files."""
+    r = Path(root)
+    if not r.is_dir():
+        return []
+    out = []
+    for d in sorted(r.iterdir()):
+        if d.name.startswith(DLEDGER_HOME_PREFIX) and len(d.name) > len(DLEDGER_HOME_PREFIX) and _looks_like_home(d):
+            out.append(d)
+        elif (_LEGACY_HOME.match(d.name) and not d.name.startswith(".") and (d / DLEDGER_DATA_DIR).is_dir()
+              and (d / DLEDGER_INDEX_DIR).is_dir() and not d.is_symlink() and offset_files(d / DLEDGER_DATA_DIR)):
+            out.append(d)
+    return out
+
+
+def is_dledger_store(root: str | os.PathLike[str]) -> bool:
+    """Whether the store root holds a DLedger CommitLog."""
+    return bool(find_dledger_homes(root))
+
+
+def dledger_home(root: str | os.PathLike[str], config: StoreConfig) -> DLedgerHome:
+    """The DLedger home of a store for ``config`` (``dledger_self_id`` / ``dledger_group`` /
+    ``store_path_dledger_commit_log``; the store's only home when no id is given)."""
+    r = Path(root)
+    sid = config.dledger_self_id
+    if sid is not None:
+        names = [DLEDGER_HOME_PREFIX + sid] + ([f"{config.dledger_group}-{sid}"] if config.dledger_group else [])
+        found = [r / n for n in names if (r / n).is_dir()]
+        if not found:
+            raise StoreNotFoundError(f"{r} has no DLedger directory {' or '.join(names)}")
+        home = found[0]
+    else:
+        homes = find_dledger_homes(r)
+        if not homes:
+            raise StoreNotFoundError(f"{r} has no DLedger CommitLog (a dledger-<selfId>/data directory)")
+        if len(homes) > 1:
+            raise InvalidArgumentError(f"{r} holds several DLedger members ({', '.join(h.name for h in homes)}): "
+                                       "name one with --dledger-id ID")
+        home = homes[0]
+        sid = home.name[len(DLEDGER_HOME_PREFIX):] if home.name.startswith(DLEDGER_HOME_PREFIX) else home.name.rsplit("-", 1)[1]
+    home = ensure_inside(r, home)
+    data = split_paths(config.store_path_dledger_commit_log) or [str(home / DLEDGER_DATA_DIR)]
+    for d in [*data, str(home / DLEDGER_INDEX_DIR)]:
+        if Path(d).exists() and not Path(d).is_dir():
+            raise StoreNotFoundError(f"{d} is not a directory (a DLedger member keeps data/ and index/ directories)",
+                                     path=d)
+    return DLedgerHome(home, sid, tuple(data), home / DLEDGER_INDEX_DIR)
+
+
+def detect_dledger(root: str | os.PathLike[str], given: dict) -> dict:
+    """The DLedger settings a store's files tell (``enable_dledger_commit_log`` and the data file
+    size) when the settings ``given`` do not choose the classic CommitLog.  (Classic segments
+    next to a DLedger home are those of a store migrated to DLedger: read below it.)"""
+    if given.get("enable_dledger_commit_log") is False:
+        return {}
+    if not given.get("enable_dledger_commit_log") and not is_dledger_store(root):
+        return {}
+    out: dict = {"enable_dledger_commit_log": True}
+    try:
+        cfg = StoreConfig(enable_dledger_commit_log=True, dledger_self_id=given.get("dledger_self_id"),
+                          dledger_group=given.get("dledger_group"),
+                          store_path_dledger_commit_log=given.get("store_path_dledger_commit_log"))
+        home = dledger_home(root, cfg)
+    except (StoreNotFoundError, InvalidArgumentError):
+        return out  # reported when the store is opened
+    sizes = [p.stat().st_size for d in home.data_dirs for p in offset_files(d)]
+    sizes = [n for n in sizes if n]
+    if sizes:
+        out["commit_log_file_size"] = max(set(sizes), key=lambda n: (sizes.count(n), n))
+    return out
+
+
 # =============================================================================== geometry
 def _most_common(sizes: Sequence[int]) -> int | None:
     """The size most non-empty files have (the larger on a tie): a truncated or half-created file
@@ -371,6 +486,8 @@ def resolve_config(root: str | os.PathLike[str], config: StoreConfig | Mapping[s
     given = {k: v for k, v in {**dict(config or {}), **settings}.items() if v is not None}
     detected = detect_geometry(root, given.get("store_path_commit_log"),
                                given.get("read_only_commit_log_store_paths")) if Path(root).is_dir() else {}
+    if Path(root).is_dir():  # a DLedger CommitLog (enableDLegerCommitLog): its data files tell the segment size
+        detected.update(detect_dledger(root, given))
     if "hash_slot_num" in given or "index_num" in given:
         detected.pop("hash_slot_num", None)
         detected.pop("index_num", None)

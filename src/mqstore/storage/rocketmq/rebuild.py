@@ -19,10 +19,10 @@ from mqstore.kernels.threads import default_threads, resolve_threads
 from mqstore.storage.locks import DISPATCH_LOCK_FILE, StoreLock
 from mqstore.storage.mapped import ensure_inside
 from mqstore.storage.rocketmq.checkpoint import StoreCheckpoint
-from mqstore.storage.rocketmq.commitlog import CommitLog
 from mqstore.storage.rocketmq.config import StoreConfig, validate_topic
 from mqstore.storage.rocketmq.consumequeue import ConsumeQueue
 from mqstore.storage.rocketmq.dispatch import IndexWriters
+from mqstore.storage.rocketmq.dledger import dledger_home, open_commit_log
 from mqstore.storage.rocketmq.index import IndexFile, IndexService
 from mqstore.storage.rocketmq.index import _bulk_put as bulk_put_into
 from mqstore.storage.rocketmq.layout import commit_log_dirs, is_rocksdb_dir, resolve_config
@@ -197,9 +197,12 @@ def rebuild_indexes(store: str | os.PathLike[str], out: str | os.PathLike[str] |
     nthreads = resolve_threads(threads) if threads is not None else default_threads(reserve=1)
     root = Path(store)
     cfg = resolve_config(root, config)
-    paths, ro = commit_log_dirs(root, cfg.store_path_commit_log, cfg.read_only_commit_log_store_paths)
-    if not any(Path(p).is_dir() for p in paths + ro):
-        raise StoreNotFoundError(f"{root} has no CommitLog directory ({', '.join(paths + ro)})")
+    if cfg.enable_dledger_commit_log:
+        dledger_home(root, cfg)  # StoreNotFoundError / several members: before anything is locked or written
+    else:
+        paths, ro = commit_log_dirs(root, cfg.store_path_commit_log, cfg.read_only_commit_log_store_paths)
+        if not any(Path(p).is_dir() for p in paths + ro):
+            raise StoreNotFoundError(f"{root} has no CommitLog directory ({', '.join(paths + ro)})")
     if out is None or Path(out).resolve() == root.resolve():
         # in place: no writer nor dispatcher may run while the files are rebuilt and swapped (StoreLockedError)
         with StoreLock(root), StoreLock(root, DISPATCH_LOCK_FILE):
@@ -216,10 +219,12 @@ def time_index_interval_for(root: Path, cfg: StoreConfig, time_index: bool | Non
 def _rebuild(root: Path, out: str | os.PathLike[str] | None, cfg: StoreConfig,
              progress: Callable[[int, int], None] | None, check_crc: bool, nthreads: int,
              time_index: bool | None = None) -> RebuildStats:
-    paths, ro = commit_log_dirs(root, cfg.store_path_commit_log, cfg.read_only_commit_log_store_paths)
-    in_place, target = rebuild_target(root, out)
-    commit_log = CommitLog(Path(paths[0]), cfg.commit_log_file_size, read_only=True, paths=paths, readonly_paths=ro)
-    commit_log.load()
+    commit_log = open_commit_log(root, cfg)  # classic or DLedger: the scan below is the broker's dispatch walk
+    try:
+        in_place, target = rebuild_target(root, out)
+    except BaseException:
+        commit_log.close()
+        raise
     index = IndexService(target / "index", cfg.hash_slot_num, cfg.index_num)
     index.bulk_threads = nthreads
     writers = IndexWriters(target, cfg.mapped_file_size_consume_queue, index if cfg.message_index_enable else None,
@@ -254,8 +259,9 @@ def _rebuild(root: Path, out: str | os.PathLike[str] | None, cfg: StoreConfig,
         commit_log.close()
     if in_place:
         swap_in(root, target)
-    return RebuildStats(messages, keys, last_stop.next_offset if last_stop else 0, n_cq, n_idx,
-                        last_stop.error if last_stop else None)
+    # (an empty batch is falsy: it has a length)
+    return RebuildStats(messages, keys, last_stop.next_offset if last_stop is not None else 0, n_cq, n_idx,
+                        last_stop.error if last_stop is not None else None)
 
 
 #: batches between two write-back requests for the files being built (0: none)

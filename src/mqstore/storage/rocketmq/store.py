@@ -105,7 +105,7 @@ def _check_layout(root: Path, config: StoreConfig, *, create: bool) -> None:
     :class:`StoreNotFoundError`: an operator's tool never reports such a directory as an empty
     store."""
     clog = root / "commitlog"
-    if clog.is_dir() or split_paths(config.store_path_commit_log):
+    if clog.is_dir() or split_paths(config.store_path_commit_log) or config.enable_dledger_commit_log:
         return
     if clog.exists() or clog.is_symlink():
         raise StoreNotFoundError(f"{root} is not a RocketMQ store: its commitlog is not a directory")
@@ -123,6 +123,9 @@ class RocketMQStore:
         self.root = Path(root)
         self.config = config or StoreConfig()
         self.read_only = read_only
+        if self.config.enable_dledger_commit_log and not read_only:
+            raise ReadOnlyStoreError("mqstore reads DLedger CommitLogs (enableDLegerCommitLog) but does not write "
+                                     "them: open the store read-only", path=str(self.root))
         if not self.root.exists():
             if read_only or not create:
                 raise StoreNotFoundError(f"store directory {self.root} does not exist")
@@ -170,10 +173,15 @@ class RocketMQStore:
             if not read_only:
                 # Before recovery touches a file: a crash during recovery is an unclean shutdown.
                 (self.root / "abort").write_text(str(os.getpid()))
-            cl_paths, cl_ro = commit_log_dirs(self.root, self.config.store_path_commit_log,
-                                              self.config.read_only_commit_log_store_paths)
-            self.commit_log = CommitLog(Path(cl_paths[0]), self.config.commit_log_file_size, read_only=read_only,
-                                        paths=cl_paths, readonly_paths=cl_ro)
+            if self.config.enable_dledger_commit_log:  # read-only (checked above)
+                from mqstore.storage.rocketmq.dledger import open_commit_log
+
+                self.commit_log = open_commit_log(self.root, self.config)
+            else:
+                cl_paths, cl_ro = commit_log_dirs(self.root, self.config.store_path_commit_log,
+                                                  self.config.read_only_commit_log_store_paths)
+                self.commit_log = CommitLog(Path(cl_paths[0]), self.config.commit_log_file_size, read_only=read_only,
+                                            paths=cl_paths, readonly_paths=cl_ro)
             self._cl_queue = self.commit_log.queue
             self.checkpoint = StoreCheckpoint(self.root / "checkpoint", read_only=read_only)
             self.index = IndexService(self._sub("index"), self.config.hash_slot_num, self.config.index_num, read_only=read_only)

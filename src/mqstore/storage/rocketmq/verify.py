@@ -14,6 +14,7 @@ from mqstore.formats.rocketmq.consumequeue_ext import MAX_ADDR, undecorate
 from mqstore.formats.rocketmq.indexfile import time_diff_seconds
 from mqstore.kernels.rocketmq.scan import STOP_INVALID
 from mqstore.storage.rocketmq.config_files import list_config_files
+from mqstore.storage.rocketmq.dledger import DLedgerCommitLog
 from mqstore.storage.rocketmq.lmq import MultiDispatchRule, cq_units
 from mqstore.storage.rocketmq.store import RocketMQStore
 
@@ -98,6 +99,9 @@ def verify_store(root: str | Path, config=None, *, max_problems: int = 1000,
         # enableLmq is off)
         recs = _scan_records(cl, rep, problem, progress, MultiDispatchRule(store.config.enable_lmq, True))
         end = store.recovery.commit_log_end
+        if isinstance(cl, DLedgerCommitLog):  # the DLedger files themselves: index units, fillers
+            for text in cl.problems(max_problems):
+                problem(text)
         if store.rocksdb_cq is not None:  # the RocksDB ConsumeQueue (storeType=defaultRocksDB)
             _verify_rocksdb_columns(store.rocksdb_cq, rep, problem, recs, cl.min_offset, end)
         for (topic, qid), cq in sorted(store.consume_queues.items() if store.rocksdb_cq is None else ()):
@@ -311,6 +315,9 @@ def verify_store_reference(root: str | Path, config=None, *, max_problems: int =
             if batch.stop == STOP_INVALID:
                 problem(f"commitlog: invalid record at offset {batch.next_offset}: {batch.error}")
         end = store.recovery.commit_log_end
+        if isinstance(cl, DLedgerCommitLog):  # the DLedger files themselves: index units, fillers
+            for text in cl.problems(max_problems):
+                problem(text)
         all_starts = np.concatenate(starts) if starts else np.empty(0, np.int64)
         all_sizes = np.concatenate(sizes) if sizes else np.empty(0, np.int32)
         size_of = dict(zip(all_starts.tolist(), all_sizes.tolist(), strict=True))
