@@ -158,14 +158,7 @@ class RowFilter:
             keep &= ok[b.topic_id] if len(ok) else False
         if self.queue_ids is not None:
             keep &= np.isin(b.queue_id, np.fromiter(self.queue_ids, np.int64, len(self.queue_ids)))
-        if self.ts_min is not None:
-            keep &= b.store_timestamp >= self.ts_min
-        if self.ts_end is not None:
-            keep &= b.store_timestamp < self.ts_end
-        if self.offset_min is not None:
-            keep &= b.commit_log_offset >= self.offset_min
-        if self.offset_end is not None:
-            keep &= b.commit_log_offset < self.offset_end
+        keep &= self._time_offset_mask(b)
         if self.queue_bounds is not None:
             lo = np.ones(n, np.int64)
             hi = np.zeros(n, np.int64)  # rows of unlisted queues: lo > hi → dropped

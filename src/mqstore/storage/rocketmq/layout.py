@@ -31,7 +31,7 @@ import datetime as _dt
 import os
 import re
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -182,10 +182,11 @@ def index_files(root: str | os.PathLike[str]) -> list[Path]:
     return sorted((p for p in d.iterdir() if is_offset_name(p.name) and p.is_file()), key=lambda p: p.name)
 
 
-def consume_queue_dirs(root: str | os.PathLike[str]) -> list[tuple[str, int, Path]]:
-    """``(topic, queueId, directory)`` of every ConsumeQueue of a store, sorted (other names are
-    skipped, as the broker does; so are symbolic links, which could lead out of the store)."""
-    base = consumequeue_dir(root)
+def topic_queue_dirs(base: Path, is_queue_name: Callable[[str], bool] = is_offset_name) -> list[tuple[str, int, Path]]:
+    """``(topic, queueId, directory)`` of every ``base/<topic>/<queueId>/`` directory, sorted: the
+    one walk of the per-queue trees (ConsumeQueues, BatchConsumeQueues, time index sidecars).
+    Other names are skipped, as the broker does; so are symbolic links, which could lead out of
+    the store."""
     if not base.is_dir():
         return []
     out = []
@@ -193,9 +194,15 @@ def consume_queue_dirs(root: str | os.PathLike[str]) -> list[tuple[str, int, Pat
         if not tdir.is_dir() or tdir.is_symlink():
             continue
         for qdir in sorted(tdir.iterdir()):
-            if is_offset_name(qdir.name) and qdir.is_dir() and not qdir.is_symlink():
+            if is_queue_name(qdir.name) and qdir.is_dir() and not qdir.is_symlink():
                 out.append((tdir.name, int(qdir.name), qdir))
     return out
+
+
+def consume_queue_dirs(root: str | os.PathLike[str]) -> list[tuple[str, int, Path]]:
+    """``(topic, queueId, directory)`` of every ConsumeQueue of a store, sorted (see
+    :func:`topic_queue_dirs`)."""
+    return topic_queue_dirs(consumequeue_dir(root))
 
 
 #: the file every RocksDB database directory has (names the current MANIFEST)

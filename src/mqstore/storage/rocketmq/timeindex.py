@@ -56,6 +56,7 @@ from mqstore.formats.rocketmq.timeindex import (
 )
 from mqstore.storage.layout import offset_files, offset_name
 from mqstore.storage.mapped import ensure_inside
+from mqstore.storage.rocketmq.layout import topic_queue_dirs
 
 TIMEINDEX_DIR = "consumequeue_timeindex"
 KIND = "timeindex"
@@ -99,17 +100,8 @@ def exists(root: str | os.PathLike[str]) -> bool:
 
 def all_sidecars(root: str | os.PathLike[str]) -> list[tuple[str, int, Path]]:
     """``(topic, queueId, path)`` of every sidecar of a store, sorted."""
-    base = timeindex_root(root)
-    if not base.is_dir():
-        return []
-    out = []
-    for tdir in sorted(base.iterdir()):
-        if not tdir.is_dir() or tdir.is_symlink():
-            continue
-        for qdir in sorted(tdir.iterdir()):
-            if qdir.name.isdigit() and qdir.is_dir() and not qdir.is_symlink():
-                out.extend((tdir.name, int(qdir.name), p) for p in sidecar_files(qdir))
-    return out
+    return [(topic, qid, p) for topic, qid, qdir in topic_queue_dirs(timeindex_root(root), str.isdigit)
+            for p in sidecar_files(qdir)]
 
 
 def read_sidecar(path: str | os.PathLike[str]) -> tuple[TimeIndexHeader, np.ndarray]:
