@@ -274,6 +274,35 @@ def test_verify_summary_marks_the_bad_file(shaped: dict, tmp_path: Path) -> None
     assert f"commitlog/{seg.name}" in bad
 
 
+def test_report_with_verify_equals_the_two_one_after_the_other(shaped: dict, tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """The CLI computes the figures beside the verification: the same figures and summary as the
+    two functions called one after the other; without --no-verify no summary; a verification
+    error is raised as it would be alone."""
+    import shutil
+
+    from mqstore.errors import CorruptDataError
+    from mqstore.storage.rocketmq import report as report_mod
+
+    root = tmp_path / "store"
+    shutil.copytree(shaped["root"], root)
+    seg = sorted((root / "commitlog").iterdir())[0]
+    data = bytearray(seg.read_bytes())
+    data[shaped["puts"][3][3].commit_log_offset + 88] ^= 0xFF  # a body CRC fails: a non-empty summary
+    seg.write_bytes(bytes(data))
+    figures, summary = report_mod.report_with_verify(root, _config())
+    assert figures == report_mod.rocketmq_report(root, _config())
+    assert summary == verify_summary(root, _config()) and not summary["ok"]
+    assert report_mod.report_with_verify(root, _config(), verify=False)[1] is None
+
+    def broken(*_a: object, **_k: object) -> None:
+        raise CorruptDataError("verification failed")
+
+    monkeypatch.setattr(report_mod, "verify_summary", broken)
+    with pytest.raises(CorruptDataError, match="verification failed"):
+        report_mod.report_with_verify(root, _config())
+
+
 def test_cli_report_json_html_png(shaped: dict, tmp_path: Path) -> None:
     root = shaped["root"]
     before = _digest(root)

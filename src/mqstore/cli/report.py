@@ -75,17 +75,13 @@ def rocketmq_report(store: Path, html_out: Path | None, png_dir: Path | None, as
     """Health report of a RocketMQ store: IndexFile fill and hash chains, traffic per topic and
     queue, body sizes, dispatch and consumer lag, checkpoint, segment timeline, verify summary."""
     from mqstore.cli.rocketmq_store import store_config
-    from mqstore.storage.rocketmq.report import rocketmq_report as compute
-    from mqstore.storage.rocketmq.report import verify_summary
+    from mqstore.storage.rocketmq.report import report_with_verify
 
     _outputs(html_out, png_dir, as_json)
     cfg = store_config(store, slots=slots, items=items)
-    verify = None
-    if not no_verify:
-        with progress("verify") as prog:
-            verify = verify_summary(store, cfg, progress=prog)
-    with progress("report") as prog:
-        report = compute(store, cfg, progress=prog, file_reserved_hours=file_reserved_hours)
+    with progress("verify" if not no_verify else "report") as prog:
+        report, verify = report_with_verify(store, cfg, verify=not no_verify, progress=prog,
+                                            file_reserved_hours=file_reserved_hours)
     _emit(report, verify, html_out, png_dir, as_json)
     sys.exit(0 if verify is None or verify["ok"] else 1)
 

