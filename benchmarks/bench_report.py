@@ -96,7 +96,7 @@ def kafka_partition(mb: int) -> Path:
 
 
 def bench_rocketmq(mb: int, reps: int) -> list[tuple[str, str, str]]:
-    from mqstore.cli.report_html import render_html
+    from mqstore.cli.report_html import render_figures, render_html
     from mqstore.storage.rocketmq.report import report_with_verify, rocketmq_report
     from mqstore.storage.rocketmq.verify import verify_store
 
@@ -107,8 +107,8 @@ def bench_rocketmq(mb: int, reps: int) -> list[tuple[str, str, str]]:
     assert rep.ok, rep.problems[:3]
     t_fig, fig = _best(lambda: rocketmq_report(root, cfg), reps)
 
-    def full() -> str:  # what `report --html` runs: figures beside the verification, then the page
-        return render_html(*report_with_verify(root, cfg))
+    def full() -> str:  # what `report --html` runs: figures and plots beside the verification, then the page
+        return render_html(*report_with_verify(root, cfg, then=render_figures))
 
     t_report, _ = _best(full, reps)
     n = fig["commitLog"]["messages"]

@@ -290,10 +290,11 @@ def test_report_with_verify_equals_the_two_one_after_the_other(shaped: dict, tmp
     data = bytearray(seg.read_bytes())
     data[shaped["puts"][3][3].commit_log_offset + 88] ^= 0xFF  # a body CRC fails: a non-empty summary
     seg.write_bytes(bytes(data))
-    figures, summary = report_mod.report_with_verify(root, _config())
+    figures, summary, n_keys = report_mod.report_with_verify(root, _config(), then=len)
     assert figures == report_mod.rocketmq_report(root, _config())
     assert summary == verify_summary(root, _config()) and not summary["ok"]
-    assert report_mod.report_with_verify(root, _config(), verify=False)[1] is None
+    assert n_keys == len(figures)  # `then` ran on the figures
+    assert report_mod.report_with_verify(root, _config(), verify=False)[1:] == (None, None)
 
     def broken(*_a: object, **_k: object) -> None:
         raise CorruptDataError("verification failed")

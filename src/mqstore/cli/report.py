@@ -25,13 +25,13 @@ def _outputs(html_out: Path | None, png_dir: Path | None, as_json: bool) -> None
 
 
 def _emit(report: dict[str, Any], verify: dict[str, Any] | None, html_out: Path | None, png_dir: Path | None,
-          as_json: bool) -> None:
+          as_json: bool, figures: list[str] | None = None) -> None:
     if html_out is not None or png_dir is not None:
         from mqstore.cli import report_html
 
         if html_out is not None:
             html_out.parent.mkdir(parents=True, exist_ok=True)
-            html_out.write_text(report_html.render_html(report, verify), encoding="utf-8")
+            html_out.write_text(report_html.render_html(report, verify, figures), encoding="utf-8")
         if png_dir is not None:
             report_html.write_pngs(report, png_dir)
     if as_json:
@@ -79,10 +79,15 @@ def rocketmq_report(store: Path, html_out: Path | None, png_dir: Path | None, as
 
     _outputs(html_out, png_dir, as_json)
     cfg = store_config(store, slots=slots, items=items)
+    draw = None
+    if html_out is not None:
+        from mqstore.cli import report_html
+
+        draw = report_html.render_figures  # drawn in the figures' thread while verify runs
     with progress("verify" if not no_verify else "report") as prog:
-        report, verify = report_with_verify(store, cfg, verify=not no_verify, progress=prog,
-                                            file_reserved_hours=file_reserved_hours)
-    _emit(report, verify, html_out, png_dir, as_json)
+        report, verify, figures = report_with_verify(store, cfg, verify=not no_verify, progress=prog,
+                                                     file_reserved_hours=file_reserved_hours, then=draw)
+    _emit(report, verify, html_out, png_dir, as_json, figures)
     sys.exit(0 if verify is None or verify["ok"] else 1)
 
 

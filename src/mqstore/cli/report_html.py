@@ -464,8 +464,9 @@ th{background:#f6f8fa}
 """
 
 
-def render_html(report: dict[str, Any], verify: dict[str, Any] | None) -> str:
-    """The whole page: title, verify summary, one figure (inline SVG, plus a table where useful) per plot."""
+def render_figures(report: dict[str, Any]) -> list[str]:
+    """The page's figures (inline SVG, plus a table where useful), one per plot: the part of
+    :func:`render_html` that needs the figures only (the CLI draws them while verify runs)."""
     tables = _tables(report)
     figs = []
     for spec in plots_for(report):
@@ -473,6 +474,13 @@ def render_html(report: dict[str, Any], verify: dict[str, Any] | None) -> str:
         svg = _svg(fig)
         figs.append(f'<figure id="{spec[0]}" class="plot"><figcaption>{html.escape(spec[1])}</figcaption>{svg}'
                     f"{tables.get(spec[0], '')}</figure>")
+    return figs
+
+
+def render_html(report: dict[str, Any], verify: dict[str, Any] | None, figures: list[str] | None = None) -> str:
+    """The whole page: title, verify summary, one figure (inline SVG, plus a table where useful) per
+    plot (``figures``: those of :func:`render_figures` when already drawn)."""
+    figs = render_figures(report) if figures is None else figures
     if report["layout"] == "rocketmq":
         c = report["commitLog"]
         title = f"RocketMQ store {report['store']}"
