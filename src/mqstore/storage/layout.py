@@ -9,6 +9,7 @@ other module formats or recognises these names.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 from mqstore.errors import InvalidArgumentError
@@ -46,3 +47,20 @@ def offset_files(directory: str | os.PathLike[str], suffix: str = "") -> list[Pa
             out.append((int(name), p))
     out.sort()
     return [p for _, p in out]
+
+
+def topic_queue_dirs(base: Path, is_queue_name: Callable[[str], bool] = is_offset_name) -> list[tuple[str, int, Path]]:
+    """``(topic, queueId, directory)`` of every ``base/<topic>/<queueId>/`` directory, sorted: the
+    one walk of the per-queue trees (ConsumeQueues, BatchConsumeQueues, time index sidecars).
+    Other names are skipped, as the broker does; so are symbolic links, which could lead out of
+    the store."""
+    if not base.is_dir():
+        return []
+    out = []
+    for tdir in sorted(base.iterdir()):
+        if not tdir.is_dir() or tdir.is_symlink():
+            continue
+        for qdir in sorted(tdir.iterdir()):
+            if is_queue_name(qdir.name) and qdir.is_dir() and not qdir.is_symlink():
+                out.append((tdir.name, int(qdir.name), qdir))
+    return out

@@ -31,7 +31,7 @@ import datetime as _dt
 import os
 import re
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -51,7 +51,7 @@ from mqstore.formats.rocketmq.indexfile import (
     IndexHeader,
     index_file_size,
 )
-from mqstore.storage.layout import is_offset_name, offset_files, offset_name
+from mqstore.storage.layout import is_offset_name, offset_files, offset_name, topic_queue_dirs
 from mqstore.storage.mapped import ensure_inside
 from mqstore.storage.rocketmq.config import (
     STORE_TYPE_FILE,
@@ -180,23 +180,6 @@ def index_files(root: str | os.PathLike[str]) -> list[Path]:
     if not d.is_dir():
         return []
     return sorted((p for p in d.iterdir() if is_offset_name(p.name) and p.is_file()), key=lambda p: p.name)
-
-
-def topic_queue_dirs(base: Path, is_queue_name: Callable[[str], bool] = is_offset_name) -> list[tuple[str, int, Path]]:
-    """``(topic, queueId, directory)`` of every ``base/<topic>/<queueId>/`` directory, sorted: the
-    one walk of the per-queue trees (ConsumeQueues, BatchConsumeQueues, time index sidecars).
-    Other names are skipped, as the broker does; so are symbolic links, which could lead out of
-    the store."""
-    if not base.is_dir():
-        return []
-    out = []
-    for tdir in sorted(base.iterdir()):
-        if not tdir.is_dir() or tdir.is_symlink():
-            continue
-        for qdir in sorted(tdir.iterdir()):
-            if is_queue_name(qdir.name) and qdir.is_dir() and not qdir.is_symlink():
-                out.append((tdir.name, int(qdir.name), qdir))
-    return out
 
 
 def consume_queue_dirs(root: str | os.PathLike[str]) -> list[tuple[str, int, Path]]:

@@ -54,9 +54,8 @@ from mqstore.formats.rocketmq.timeindex import (
     entries_view,
     grid_positions,
 )
-from mqstore.storage.layout import offset_files, offset_name
+from mqstore.storage.layout import offset_files, offset_name, topic_queue_dirs
 from mqstore.storage.mapped import ensure_inside
-from mqstore.storage.rocketmq.layout import topic_queue_dirs
 
 TIMEINDEX_DIR = "consumequeue_timeindex"
 KIND = "timeindex"
