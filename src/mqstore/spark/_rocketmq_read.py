@@ -191,31 +191,15 @@ class RowFilter:
 
     def _accepts_own(self, topic: str, queue_id: int, queue_offset: int, store_ts: int, offset: int, sys_flag: int,
                      *, times_only: bool = False) -> bool:
-        if times_only:
-            return not ((self.ts_min is not None and store_ts < self.ts_min)
+        in_range = not ((self.ts_min is not None and store_ts < self.ts_min)
                         or (self.ts_end is not None and store_ts >= self.ts_end)
                         or (self.offset_min is not None and offset < self.offset_min)
                         or (self.offset_end is not None and offset >= self.offset_end))
-        if self.topics is not None and topic not in self.topics:
-            return False
-        if self.topic_pattern is not None and re.fullmatch(self.topic_pattern, topic) is None:
-            return False
-        if self.queue_ids is not None and queue_id not in self.queue_ids:
-            return False
-        if self.ts_min is not None and store_ts < self.ts_min:
-            return False
-        if self.ts_end is not None and store_ts >= self.ts_end:
-            return False
-        if self.offset_min is not None and offset < self.offset_min:
-            return False
-        if self.offset_end is not None and offset >= self.offset_end:
-            return False
-        if self.queue_bounds is not None:
-            bounds = self.queue_bounds.get((topic, queue_id))
-            if bounds is None or (sys_flag & TRANSACTION_MASK) not in (0, 0x8):
-                return False
-            return bounds[0] <= queue_offset < bounds[1]
-        return True
+        if times_only or not in_range:
+            return in_range
+        if self.queue_bounds is not None and (sys_flag & TRANSACTION_MASK) not in (0, 0x8):
+            return False  # only dispatched kinds have a queue position to bound
+        return self._queue_ok(topic, queue_id, queue_offset)
 
 
 # =============================================================================== segment access
