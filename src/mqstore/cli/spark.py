@@ -62,15 +62,11 @@ def handle_spark_errors(func: F) -> F:
 
 
 def first_error_line(message: str) -> str:
-    """The most useful line of a Spark error: the mqstore error raised in a worker if there is one."""
-    lines = [line.strip() for line in message.splitlines() if line.strip()]
-    for line in reversed(lines):
-        if line.startswith("mqstore.errors.") or ("Error: " in line and "mqstore" in line):
-            return line
-    for line in lines:
-        if "Error" in line or "error" in line:
-            return line
-    return lines[0] if lines else message
+    """The most useful line of a Spark error: the Python exception raised in a task (type and
+    message, not the Py4J wrapper), or the worker Python that could not be started."""
+    from mqstore.spark.cluster import explain_spark_error
+
+    return explain_spark_error(message)
 
 
 @click.group(name="spark")

@@ -53,6 +53,7 @@ from mqstore.spark._kafka_plan import (
     resolve_bound,
     split_ranges,
 )
+from mqstore.spark.cluster import check_visible, with_absolute_paths
 
 __all__ = [
     "KAFKA_SCHEMA",
@@ -107,6 +108,7 @@ class KafkaLogPartition(InputPartition):
 def _read(partition: KafkaLogPartition) -> Iterator[Any]:
     from mqstore.spark._kafka_read import read_arrow
 
+    check_visible(partition.range.path, "Kafka partition directory")  # planned on the driver: there it exists
     yield from read_arrow(partition.range, include_headers=partition.include_headers,
                           max_records=partition.max_records, fail_on_data_loss=partition.fail_on_data_loss,
                           read_committed=partition.read_committed, committed=partition.committed)
@@ -268,7 +270,7 @@ class KafkaLogDataSource(DataSource):
         return kafka_schema(self._include_headers())
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        return KafkaLogBatchReader(parse_options(self.options, streaming=False))
+        return KafkaLogBatchReader(with_absolute_paths(parse_options(self.options, streaming=False)))
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        return KafkaLogStreamReader(parse_options(self.options, streaming=True))
+        return KafkaLogStreamReader(with_absolute_paths(parse_options(self.options, streaming=True)))

@@ -15,6 +15,7 @@ Options: see ``docs/spark.md`` (section *The rocketmq source*).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -67,6 +68,7 @@ from mqstore.spark._rocketmq_store import (
     split_range,
     walk,
 )
+from mqstore.spark.cluster import check_visible, with_absolute_paths
 
 if TYPE_CHECKING:  # pragma: no cover
     import pyarrow as pa
@@ -106,6 +108,8 @@ class CommitLogRange(InputPartition):
 
 def read_range(part: CommitLogRange, *, include_body: bool, check_crc: bool) -> Iterator[pa.RecordBatch]:
     """The RecordBatches of one partition (runs on the executors)."""
+    # planned on the driver, where it exists (retention deletes segments, never the directory)
+    check_visible(os.path.dirname(part.segment), "CommitLog directory")
     return rocketmq_arrow_batches(
         part.segment, part.start, part.end, broker_name=part.broker_name, file_from_offset=part.base,
         include_body=include_body, check_crc=check_crc, row_filter=part.row_filter, dledger=part.dledger,
@@ -400,7 +404,7 @@ class RocketMQDataSource(DataSource):
         return ROCKETMQ_SCHEMA
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        return RocketMQBatchReader(parse_options(self.options))
+        return RocketMQBatchReader(with_absolute_paths(parse_options(self.options)))
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        return RocketMQStreamReader(parse_options(self.options, streaming=True))
+        return RocketMQStreamReader(with_absolute_paths(parse_options(self.options, streaming=True)))
