@@ -41,6 +41,7 @@ __all__ = [
     "is_loopback_master",
     "is_url",
     "preflight",
+    "shipped_archives",
     "source_dir",
     "with_absolute_paths",
     "worker_python",
@@ -135,18 +136,31 @@ def worker_python(master: str | None, configured: str | None = None) -> str:
 def configure_workers(spark: SparkSession) -> str:
     """Make ``spark``'s Python workers run :func:`worker_python` (PySpark itself only reads
     ``PYSPARK_PYTHON``, not ``spark.pyspark.python`` from the builder or SparkConf) with mqstore's
-    source directory on their ``PYTHONPATH`` when mqstore is not installed; returns the python."""
+    source directory on their ``PYTHONPATH`` when mqstore is not installed (and no environment
+    is shipped with ``--archives``); returns the python."""
     sc = spark.sparkContext
     conf = sc.getConf()
     python = worker_python(sc.master, conf.get("spark.pyspark.python", None))
+    if "/" in python and not os.path.isabs(python) and not os.path.exists(python):
+        # Spark plans Python data sources in a worker on the driver, started with this same
+        # interpreter path, relative to the driver's working directory
+        raise WorkerPythonError(
+            f"the worker Python {python} does not exist in the driver's working directory {os.getcwd()}: Spark "
+            "also runs it on the driver to plan the rocketmq and kafka-log sources; unpack the shipped "
+            f"environment there too (mkdir -p environment && tar -xzf mqstore-env.tar.gz -C environment; {DOCS})")
     sc.pythonExec = python  # used by every Python function created from now on (data sources too)
     os.environ["PYSPARK_PYTHON"] = python
     src = source_dir()
-    if src is not None:
+    if src is not None and not shipped_archives(conf):  # a shipped environment brings its own mqstore
         current = [p for p in str(sc.environment.get("PYTHONPATH", "")).split(os.pathsep) if p]
         if src not in current:
             sc.environment["PYTHONPATH"] = os.pathsep.join([*current, src])
     return python
+
+
+def shipped_archives(conf: Any) -> bool:
+    """Whether the session ships archives to the executors (``--archives``: a packed environment)."""
+    return any(str(conf.get(key, "") or "").strip() for key in ("spark.archives", "spark.yarn.dist.archives"))
 
 
 # ------------------------------------------------------------------------------------ preflight
