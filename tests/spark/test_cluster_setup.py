@@ -228,3 +228,18 @@ def test_cli_jobs_resolve_relative_paths_on_the_driver(spark, shared_fixtures: P
                                  "--master", "local[2]"], catch_exceptions=False)
     assert r.exit_code == 0, r.output
     assert json.loads(r.output.strip().splitlines()[-1])["out"] == str(tmp_path / "out" / "parquet")
+
+
+def test_configure_workers_refuses_a_relative_python_the_driver_cannot_run(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("PYSPARK_PYTHON", raising=False)
+    s = _fake_session("spark://10.1.1.1:7077", {"spark.pyspark.python": "./environment/bin/python",
+                                                 "spark.archives": "env.tar.gz#environment"})
+    with pytest.raises(WorkerPythonError, match=r"does not exist in the driver's working directory .*tar -xzf"):
+        configure_workers(s)
+    (tmp_path / "environment" / "bin").mkdir(parents=True)
+    (tmp_path / "environment" / "bin" / "python").write_bytes(b"")
+    monkeypatch.setattr(cluster, "source_dir", lambda: "/src/tree")
+    assert configure_workers(s) == "./environment/bin/python"
+    assert "PYTHONPATH" not in s.sparkContext.environment  # the shipped environment brings mqstore
