@@ -6,8 +6,12 @@
 runs ``mqstore spark rebuild-index rocketmq ...`` in the driver that ``spark-submit`` started,
 with the master and configuration it was given (the commands' ``--master`` default yields to
 ``spark-submit`` there).  Every executor must be able to import ``mqstore``: install it on the
-nodes, or ship it with ``--py-files`` (a zip with ``mqstore/`` at its root; numpy, numba, pyarrow
-and crc32c must be installed on the nodes).
+nodes (``--conf spark.pyspark.python=/path/to/that/python``), ship a packed environment
+(``mqstore spark pack-env mqstore-env.tar.gz``, then ``--archives mqstore-env.tar.gz#environment
+--conf spark.pyspark.python=./environment/bin/python``), or ship only mqstore with ``--py-files``
+(a zip with ``mqstore/`` at its root; numpy, numba, pyarrow, pandas, crc32c, isal, lz4, cramjam,
+zstandard, click, rich and matplotlib installed on the nodes).  See docs/spark.md, "Running on a
+cluster".
 """
 
 from __future__ import annotations
