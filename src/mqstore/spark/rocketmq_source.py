@@ -203,7 +203,8 @@ def plan_batch(opts: RocketMQOptions, pushed: PushedFilters | None = None) -> li
                 if v.dledger:  # from the first message back to its entry
                     lo -= DLEDGER_ENTRY_HEADER
             rf = RowFilter(topics=topics, queue_bounds=qb, ts_min=pushed.ts_min, ts_end=pushed.ts_end,
-                           offset_min=pushed.offset_min, offset_end=pushed.offset_end, queue_ids=pushed.queue_ids)
+                           offset_min=pushed.offset_min, offset_end=pushed.offset_end, queue_ids=pushed.queue_ids,
+                           tags=opts.tags)
             for seg in v.segments:
                 if seg.end <= lo or seg.base >= hi:
                     continue
@@ -263,9 +264,10 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                                         "rocketmq source reads classic CommitLogs only; read it as a batch")
         self._target: dict[str, int] | None = None
         self._latest: dict[str, int] | None = None
-        if opts.topics is not None or opts.topic_pattern is not None:
+        if opts.topics is not None or opts.topic_pattern is not None or opts.tags is not None:
             self._filter: RowFilter | None = RowFilter(
-                topics=frozenset(opts.topics) if opts.topics is not None else None, topic_pattern=opts.topic_pattern)
+                topics=frozenset(opts.topics) if opts.topics is not None else None, topic_pattern=opts.topic_pattern,
+                tags=opts.tags)
         else:
             self._filter = None
 
