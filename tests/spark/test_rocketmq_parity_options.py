@@ -154,6 +154,8 @@ def test_spark_tag_filter_and_stream_default_latest(spark, tagged: Path, tmp_pat
     got = sorted(int(r.seq) for r in df.selectExpr("properties['seq'] AS seq").collect())
     assert got == _expected({"Aa", "C"}, "orders")
     assert np.all(np.isin([r.tags for r in df.select("tags").collect()], ["Aa", "C"]))
+    with pytest.raises(Exception, match="did you mean 'subExpression'"):  # Spark wraps the mqstore error
+        spark.read.format("rocketmq").option("subExpresion", "Aa").load(str(tagged)).collect()
 
     store = tmp_path / "broker-s"
     with MessageStore.open(store, small_config()) as s:
