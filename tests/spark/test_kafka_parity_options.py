@@ -6,6 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from kafka_log_support import T0, arrow_rows, collect, write_partition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, ReadMinRows
 
@@ -101,6 +103,21 @@ def test_max_records_per_partition_cuts_exact_offsets() -> None:
         ("a", 0, 0, 25), ("a", 0, 25, 50), ("a", 0, 50, 75), ("a", 0, 75, 100), ("a", 1, 10, 15)]
     assert [p.size for p in split_ranges([OffsetRange("a", 0, "", 0, 101)], None, 25)] == [20, 20, 20, 20, 21]
     assert split_ranges([OffsetRange("a", 0, "", 0, 30)], None, 30) == [OffsetRange("a", 0, "", 0, 30)]
+
+
+@given(st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 5000)), min_size=1, max_size=6),
+       st.integers(1, 2000))
+def test_max_records_pieces_cover_each_range_exactly(spans: list[tuple[int, int]], max_records: int) -> None:
+    ranges = [OffsetRange("t", i, "", s, s + n) for i, (s, n) in enumerate(spans)]
+    pieces = split_ranges(ranges, None, max_records)
+    assert all(0 < p.size <= max_records for p in pieces)
+    for r in ranges:
+        own = [p for p in pieces if p.partition == r.partition]
+        assert len(own) == -(-r.size // max_records)
+        if own:
+            assert own[0].start == r.start and own[-1].end == r.end
+            assert [p.start for p in own[1:]] == [p.end for p in own[:-1]]
+            assert max(p.size for p in own) - min(p.size for p in own) <= 1  # nearly equal
 
 
 @pytest.fixture(scope="module")

@@ -179,3 +179,20 @@ def test_spark_tag_filter_and_stream_default_latest(spark, tagged: Path, tmp_pat
             s.put("orders", b"new-%d" % i, tags="Aa" if i % 2 else "BB", properties={"seq": str(i)})
         s.dispatch()
     assert run() == [11, 13, 15]
+
+
+def test_tag_filter_on_a_dledger_store(tmp_path: Path) -> None:
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the rocketmq test package
+    from mqstore.formats.rocketmq.properties import parse_properties
+    from rocketmq.dledger_support import build_dledger_store, make_records
+
+    recs = make_records(60)
+    build_dledger_store(tmp_path / "broker-d", recs)
+    parts = plan_batch(parse_options({"path": str(tmp_path / "broker-d"), "subExpression": "Tag1 || Tag2"}))
+    assert parts and all(p.dledger for p in parts)
+    got = [r["tags"] for p in parts for b in read_range(p, include_body=False, check_crc=False)
+           for r in b.select(["tags"]).to_pylist()]
+    want = [parse_properties(r.properties_text).get("TAGS") for r in recs]
+    assert got == [t for t in want if t in ("Tag1", "Tag2")] and got
