@@ -243,3 +243,13 @@ def test_spark_stream_with_min_offsets_available_now(spark, tmp_path: Path) -> N
     # next run (or maxTriggerDelay), as Spark's Kafka source does with availableNow
     assert run() == [12, 12]
     assert run() == [6]
+
+
+def test_spark_refuses_a_custom_schema_as_spark_does(spark, logdir: Path) -> None:
+    with pytest.raises(Exception, match="fixed schema"):
+        spark.read.format("kafka-log").schema("value BINARY").load(str(logdir)).collect()
+    with pytest.raises(Exception, match="fixed schema"):
+        spark.read.format("rocketmq").schema("topic STRING").load(str(logdir)).collect()
+    same = spark.read.format("kafka-log").schema("key BINARY, value BINARY, topic STRING, partition INT, "
+                                                 "offset BIGINT, timestamp TIMESTAMP, timestampType INT")
+    assert same.load(str(logdir)).count() == spark.read.format("kafka-log").load(str(logdir)).count()

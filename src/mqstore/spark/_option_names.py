@@ -9,8 +9,12 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
 from mqstore.errors import InvalidArgumentError
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pyarrow as pa
 
 
 def nearest(name: str, valid: Iterable[str]) -> str:
@@ -36,3 +40,18 @@ def refuse_unknown(source: str, given: Iterable[str], valid: Iterable[str], *,
             continue
         raise error(f"unknown option {key!r} for the {source} source; did you mean {nearest(str(key), names)!r}? "
                     "(options: docs/spark.md)")
+
+
+def refuse_custom_schema(source: str, given: Any, expected: pa.Schema) -> None:
+    """Spark's rule for its Kafka source (and rocketmq-spark's): the columns are fixed, so a
+    ``.schema(...)`` other than the source's own is refused (``given``: the StructType PySpark
+    hands the reader; ``expected``: the Arrow schema the source produces)."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    try:
+        got = to_arrow_schema(given, timezone="UTC")
+    except Exception:  # a type Arrow cannot take: certainly not ours
+        got = None
+    if got is None or not got.equals(expected, check_metadata=False):
+        raise InvalidArgumentError(f"the {source} source has a fixed schema and cannot be set with a custom one "
+                                   "(drop .schema(...); select or cast columns instead)")

@@ -55,6 +55,7 @@ from mqstore.spark._kafka_plan import (
     resolve_bound,
     split_ranges,
 )
+from mqstore.spark._option_names import refuse_custom_schema
 
 __all__ = [
     "KAFKA_SCHEMA",
@@ -290,8 +291,15 @@ class KafkaLogDataSource(DataSource):
     def schema(self) -> StructType:
         return kafka_schema(self._include_headers())
 
+    def _checked(self, schema: StructType, *, streaming: bool) -> KafkaLogOptions:
+        from mqstore.spark._kafka_read import arrow_schema
+
+        opts = parse_options(self.options, streaming=streaming)
+        refuse_custom_schema("kafka-log", schema, arrow_schema(opts.include_headers))
+        return opts
+
     def reader(self, schema: StructType) -> DataSourceReader:
-        return KafkaLogBatchReader(parse_options(self.options, streaming=False))
+        return KafkaLogBatchReader(self._checked(schema, streaming=False))
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        return KafkaLogStreamReader(parse_options(self.options, streaming=True))
+        return KafkaLogStreamReader(self._checked(schema, streaming=True))

@@ -42,6 +42,7 @@ from pyspark.sql.streaming.datasource import (
 
 from mqstore.errors import DataLossError, SourceOptionError
 from mqstore.formats.rocketmq.dledger import ENTRY_HEADER_SIZE as DLEDGER_ENTRY_HEADER
+from mqstore.spark._option_names import refuse_custom_schema
 from mqstore.spark._rocketmq_options import (
     LATEST,
     RocketMQOptions,
@@ -402,7 +403,11 @@ class RocketMQDataSource(DataSource):
         return ROCKETMQ_SCHEMA
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        return RocketMQBatchReader(parse_options(self.options))
+        opts = parse_options(self.options)
+        refuse_custom_schema("rocketmq", schema, rocketmq_arrow_schema())
+        return RocketMQBatchReader(opts)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        return RocketMQStreamReader(parse_options(self.options, streaming=True))
+        opts = parse_options(self.options, streaming=True)
+        refuse_custom_schema("rocketmq", schema, rocketmq_arrow_schema())
+        return RocketMQStreamReader(opts)
