@@ -97,7 +97,7 @@ def test_both_sources_plan_with_absolute_paths(tmp_path: Path, monkeypatch: pyte
     assert r.broker_names == ("store", "b2")  # names come from the paths as given
 
 
-def test_data_source_readers_carry_absolute_paths(shared_fixtures: Path, tmp_path: Path,
+def test_data_source_readers_carry_absolute_paths(spark, shared_fixtures: Path, tmp_path: Path,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     from mqstore.spark.kafka_source import KafkaLogDataSource
     from mqstore.spark.rocketmq_source import RocketMQDataSource
@@ -105,10 +105,15 @@ def test_data_source_readers_carry_absolute_paths(shared_fixtures: Path, tmp_pat
     shutil.copytree(shared_fixtures / "kafka" / "single_default" / "segments", tmp_path / "orders-0")
     shutil.copytree(shared_fixtures / "rocketmq" / "basic" / "store", tmp_path / "rmq")
     monkeypatch.chdir(tmp_path)
-    reader = KafkaLogDataSource({"path": "orders-0"}).reader(None)
+    from pyspark.sql.types import _parse_datatype_string
+
+    from mqstore.spark.kafka_source import kafka_schema
+    from mqstore.spark.rocketmq_source import ROCKETMQ_SCHEMA
+
+    reader = KafkaLogDataSource({"path": "orders-0"}).reader(kafka_schema())
     assert reader.opts.paths == (str(tmp_path / "orders-0"),)
     assert all(os.path.isabs(p.range.path) for p in reader.partitions())
-    stream = RocketMQDataSource({"path": "rmq"}).streamReader(None)
+    stream = RocketMQDataSource({"path": "rmq"}).streamReader(_parse_datatype_string(ROCKETMQ_SCHEMA))
     assert stream.opts.paths == (str(tmp_path / "rmq"),)
 
 

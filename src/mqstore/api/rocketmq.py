@@ -19,7 +19,7 @@ import struct
 import time
 from collections import deque
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from itertools import islice, repeat
 from operator import itemgetter
 from typing import Any
@@ -177,63 +177,9 @@ class PutBatchResult(Sequence[PutResult]):
         return out
 
 
-@dataclass(slots=True)
-class Message:
-    """A stored message with every record field (names as the Spark ``rocketmq`` source)."""
-
-    topic: str
-    body: bytes
-    queue_id: int
-    queue_offset: int
-    commit_log_offset: int
-    size: int
-    flag: int
-    sys_flag: int
-    born_timestamp: int
-    born_host: str
-    store_timestamp: int
-    store_host: str
-    reconsume_times: int
-    body_crc: int
-    prepared_transaction_offset: int
-    properties: dict[str, str] = field(default_factory=dict)
-    msg_id: str = ""
-
-    @property
-    def keys(self) -> list[str]:
-        return split_keys(self.properties.get(PROPERTY_KEYS))
-
-    @property
-    def tags(self) -> str | None:
-        return self.properties.get(PROPERTY_TAGS)
-
-    @property
-    def uniq_key(self) -> str | None:
-        return self.properties.get(PROPERTY_UNIQ_KEY)
-
-    @classmethod
-    def from_record(cls, rec: MessageRecord) -> Message:
-        return cls(
-            topic=rec.topic, body=rec.body, queue_id=rec.queue_id, queue_offset=rec.queue_offset,
-            commit_log_offset=rec.physical_offset, size=rec.total_size, flag=rec.flag, sys_flag=rec.sys_flag,
-            born_timestamp=rec.born_timestamp, born_host=str(rec.born_host), store_timestamp=rec.store_timestamp,
-            store_host=str(rec.store_host), reconsume_times=rec.reconsume_times, body_crc=rec.body_crc or 0,
-            prepared_transaction_offset=rec.prepared_transaction_offset, properties=dict(rec.properties),
-            msg_id=create_message_id(rec.store_host, rec.physical_offset),
-        )
-
-    def to_json_dict(self) -> dict[str, Any]:
-        """The JSON shape of every CLI command that prints messages (Spark column names)."""
-        import base64
-
-        return {
-            "topic": self.topic, "flag": self.flag, "body": base64.b64encode(self.body).decode("ascii"),
-            "properties": self.properties, "queueId": self.queue_id, "queueOffset": self.queue_offset,
-            "commitLogOffset": self.commit_log_offset, "size": self.size, "bornTimestamp": self.born_timestamp,
-            "storeTimestamp": self.store_timestamp, "bornHost": self.born_host, "storeHost": self.store_host,
-            "sysFlag": self.sys_flag, "reconsumeTimes": self.reconsume_times, "bodyCRC": self.body_crc,
-            "keys": self.keys, "tags": self.tags, "uniqKey": self.uniq_key,
-        }
+#: the message model of the whole package: a stored record with every field (the names of the
+#: Spark ``rocketmq`` source's columns in :meth:`~MessageRecord.to_json_dict`)
+Message = MessageRecord
 
 
 _HEX4 = [f"{i:04X}" for i in range(65536)]
@@ -403,7 +349,7 @@ def _check_query_topic(topic: object) -> None:
         validate_topic(topic)
 
 
-_HOST_TEXT: dict[bytes, str] = {}  # raw host bytes -> ``str(Host)`` (a store has a handful of hosts)
+_HOST_TEXT: dict[bytes, Host] = {}  # raw host bytes -> Host (a store has a handful of hosts)
 
 
 # the rows of decode_fields are unpacked by position below (one ``tolist()`` per group of candidates
@@ -417,13 +363,13 @@ if RECORD_FIELDS != _EXACT_FIELDS:  # pragma: no cover - a changed layout must c
     raise ImportError("mqstore.kernels.rocketmq.columns.RECORD_FIELDS changed: update _exact_matches")
 
 
-def _host_text(raw: bytes) -> str:
-    text = _HOST_TEXT.get(raw)
-    if text is None:
+def _host_text(raw: bytes) -> Host:
+    host = _HOST_TEXT.get(raw)
+    if host is None:
         if len(_HOST_TEXT) >= 4096:
             _HOST_TEXT.clear()
-        text = _HOST_TEXT[raw] = str(Host.from_bytes(raw))
-    return text
+        host = _HOST_TEXT[raw] = Host.from_bytes(raw)
+    return host
 
 
 def _exact_matches(cl: Any, offs: list[int], topic: str, key: str, b: int, e: int) -> list[Message] | None:
@@ -465,7 +411,8 @@ def _exact_matches(cl: Any, offs: list[int], topic: str, key: str, b: int, e: in
                 return None
             if mm[topic_start : topic_start + topic_len] != tb or not b <= store_ts <= e:
                 continue
-            props = parse_properties(mm[props_start : props_start + props_len].decode("utf-8", "replace"))
+            props_text = mm[props_start : props_start + props_len].decode("utf-8", "replace")
+            props = parse_properties(props_text)
             if key not in split_keys(props.get(PROPERTY_KEYS)) and props.get(PROPERTY_UNIQ_KEY) != key:
                 continue
             body = mm[body_start : body_start + body_len]
@@ -474,11 +421,11 @@ def _exact_matches(cl: Any, offs: list[int], topic: str, key: str, b: int, e: in
             store_raw = mm[store_pos : store_pos + store_w]
             found.append(Message(
                 topic=topic, body=body, queue_id=queue_id, queue_offset=queue_offset, commit_log_offset=off,
-                size=size, flag=flag, sys_flag=sys_flag, born_timestamp=born_ts,
+                total_size=size, flag=flag, sys_flag=sys_flag, born_timestamp=born_ts,
                 born_host=_host_text(mm[born_pos : born_pos + born_w]), store_timestamp=store_ts,
                 store_host=_host_text(store_raw), reconsume_times=reconsume, body_crc=crc,
-                prepared_transaction_offset=prepared, properties=props,
-                msg_id=(store_raw + off.to_bytes(8, "big", signed=True)).hex().upper(),
+                prepared_transaction_offset=prepared, properties_text=props_text, properties=props,
+                magic=_magic,
             ))  # fmt: skip
     return found
 
@@ -900,26 +847,32 @@ class MessageStore:
     def get_by_offset(self, commit_log_offset: int, *, check_crc: bool = True) -> Message:
         """The message whose record starts at ``commit_log_offset``."""
         self._engine.check_open()
-        return Message.from_record(self._engine.commit_log.read_record(int(commit_log_offset), check_crc=check_crc))
+        return self._engine.commit_log.read_record(int(commit_log_offset), check_crc=check_crc)
 
     def get_by_msg_id(self, msg_id: str) -> Message:
         """The message of an offset message id (as returned by :meth:`put`)."""
         _host, offset = decode_message_id(msg_id)
         return self.get_by_offset(offset)
 
+    def _queue_at(self, topic: str, queue_id: int, queue_offset: int) -> Any:
+        """The ConsumeQueue a read from ``queue_offset`` uses (``None``: the queue has no units
+        yet); :class:`OffsetOutOfRangeError` outside its offsets."""
+        self._sync()
+        cq = self._engine.consume_queue(topic, queue_id)
+        if cq is not None and (queue_offset < 0 or queue_offset > cq.max_offset_in_queue):
+            raise OffsetOutOfRangeError(
+                f"queue offset {queue_offset} outside [{cq.min_offset_in_queue}, {cq.max_offset_in_queue}] of {topic}/{queue_id}"
+            )
+        return cq
+
     def get(self, topic: str, queue_id: int, queue_offset: int, max_count: int = 32) -> list[Message]:
         """Up to ``max_count`` messages of a queue from ``queue_offset`` (ConsumeQueue order)."""
         validate_topic(topic)
         if max_count <= 0:
             raise InvalidArgumentError("max_count must be positive")
-        self._sync()
-        cq = self._engine.consume_queue(topic, queue_id)
+        cq = self._queue_at(topic, queue_id, queue_offset)
         if cq is None:
             return []
-        if queue_offset < 0 or queue_offset > cq.max_offset_in_queue:
-            raise OffsetOutOfRangeError(
-                f"queue offset {queue_offset} outside [{cq.min_offset_in_queue}, {cq.max_offset_in_queue}] of {topic}/{queue_id}"
-            )
         units = cq.get_units(queue_offset, max_count)
         out = []
         for i, (off, size) in enumerate(zip(units["offset"].tolist(), units["size"].tolist(), strict=True)):
@@ -953,14 +906,9 @@ class MessageStore:
             raise InvalidArgumentError(f"empty tag expression {tags!r}")
         every = "*" in wanted
         codes = np.array(sorted({tags_hash(t) for t in wanted}), dtype=np.int64)
-        self._sync()
-        cq = self._engine.consume_queue(topic, queue_id)
+        cq = self._queue_at(topic, queue_id, queue_offset)
         if cq is None:
             return []
-        if queue_offset < 0 or queue_offset > cq.max_offset_in_queue:
-            raise OffsetOutOfRangeError(
-                f"queue offset {queue_offset} outside [{cq.min_offset_in_queue}, {cq.max_offset_in_queue}] of {topic}/{queue_id}"
-            )
         out: list[Message] = []
         q = max(queue_offset, cq.min_offset_in_queue)
         min_phy = self._engine.commit_log.min_offset
@@ -1089,8 +1037,8 @@ class MessageStore:
                 continue
             if rec.topic != topic or not b <= rec.store_timestamp <= e:
                 continue
-            if key in split_keys(rec.keys) or rec.uniq_key == key:
-                found.append(Message.from_record(rec))
+            if key in rec.keys or rec.uniq_key == key:
+                found.append(rec)
         return found
 
     def query_offsets_many(self, topic: str, keys: Sequence[str], max_num: int = 64, begin: int = 0,
