@@ -430,4 +430,4 @@ def pack_env(out: _pathlib.Path, overwrite: bool, as_json: bool) -> None:
                             [(res.out, len(res.distributions), res.files, round(res.bytes / 1e6, 1), res.seconds)])
     click.echo(f"ship it with: spark-submit --archives {res.out}#environment "
                "--conf spark.pyspark.python=./environment/bin/python ...")
-    click.echo(f"every node needs the interpreter the archive's bin/python links to: {res.python}")
+    click.echo(f"every node needs the base Python the archive's interpreter runs on, at the same path: {res.python}")
