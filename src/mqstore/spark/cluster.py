@@ -133,12 +133,15 @@ def worker_python(master: str | None, configured: str | None = None) -> str:
         f"--archives mqstore-env.tar.gz#environment (`mqstore spark pack-env`; {DOCS})")
 
 
-def configure_workers(spark: SparkSession) -> str:
+def configure_workers(spark: SparkSession) -> str | None:
     """Make ``spark``'s Python workers run :func:`worker_python` (PySpark itself only reads
     ``PYSPARK_PYTHON``, not ``spark.pyspark.python`` from the builder or SparkConf) with mqstore's
     source directory on their ``PYTHONPATH`` when mqstore is not installed (and no environment
     is shipped with ``--archives``); returns the python."""
-    sc = spark.sparkContext
+    try:
+        sc = spark.sparkContext
+    except Exception:  # a Spark Connect session: the server's configuration decides
+        return None
     conf = sc.getConf()
     python = worker_python(sc.master, conf.get("spark.pyspark.python", None))
     if "/" in python and not os.path.isabs(python) and not os.path.exists(python):
