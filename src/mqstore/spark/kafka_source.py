@@ -296,7 +296,7 @@ class KafkaLogDataSource(DataSource):
     def _checked(self, schema: StructType, *, streaming: bool) -> KafkaLogOptions:
         from mqstore.spark._kafka_read import arrow_schema
 
-        opts = parse_options(self.options, streaming=streaming)
+        opts = with_absolute_paths(parse_options(self.options, streaming=streaming))
         refuse_custom_schema("kafka-log", schema, arrow_schema(opts.include_headers))
         return with_absolute_paths(opts)  # executors resolve relative paths in their own directory
 

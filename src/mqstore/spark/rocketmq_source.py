@@ -407,11 +407,11 @@ class RocketMQDataSource(DataSource):
         return ROCKETMQ_SCHEMA
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        opts = parse_options(self.options)
+        opts = with_absolute_paths(parse_options(self.options))
         refuse_custom_schema("rocketmq", schema, rocketmq_arrow_schema())
-        return RocketMQBatchReader(with_absolute_paths(opts))  # executors resolve relative paths elsewhere
+        return RocketMQBatchReader(opts)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        opts = parse_options(self.options, streaming=True)
+        opts = with_absolute_paths(parse_options(self.options, streaming=True))
         refuse_custom_schema("rocketmq", schema, rocketmq_arrow_schema())
-        return RocketMQStreamReader(with_absolute_paths(opts))
+        return RocketMQStreamReader(opts)
