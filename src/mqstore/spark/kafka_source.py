@@ -298,7 +298,7 @@ class KafkaLogDataSource(DataSource):
 
         opts = with_absolute_paths(parse_options(self.options, streaming=streaming))
         refuse_custom_schema("kafka-log", schema, arrow_schema(opts.include_headers))
-        return with_absolute_paths(opts)  # executors resolve relative paths in their own directory
+        return opts
 
     def reader(self, schema: StructType) -> DataSourceReader:
         return KafkaLogBatchReader(self._checked(schema, streaming=False))
