@@ -248,3 +248,12 @@ def test_configure_workers_refuses_a_relative_python_the_driver_cannot_run(tmp_p
     monkeypatch.setattr(cluster, "source_dir", lambda: "/src/tree")
     assert configure_workers(s) == "./environment/bin/python"
     assert "PYTHONPATH" not in s.sparkContext.environment  # the shipped environment brings mqstore
+
+
+def test_configure_workers_leaves_a_connect_session_alone() -> None:
+    class ConnectSession:  # Spark Connect: no SparkContext on the client
+        @property
+        def sparkContext(self):
+            raise RuntimeError("[JVM_ATTRIBUTE_NOT_SUPPORTED]")
+
+    assert configure_workers(ConnectSession()) is None
