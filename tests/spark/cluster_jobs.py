@@ -117,6 +117,19 @@ def main() -> None:
 
     timed("unreachable", unreachable)
 
+    def unreachable_read() -> dict[str, Any]:
+        # the sources check in the task (no Spark job can run while Spark plans them); the CLI's
+        # one-line rule turns the Py4J error into the Python exception the task raised
+        from mqstore.cli.spark import first_error_line
+
+        try:
+            spark.read.format("kafka-log").load("/proc/self/cwd/data/orders-0").count()
+        except Exception as exc:
+            return {"line": first_error_line(str(exc)), "wrapped": "An error occurred while calling" in str(exc)}
+        return {"line": None}
+
+    timed("unreachable_read", unreachable_read)
+
     def missing_python() -> dict[str, Any]:
         saved = sc.pythonExec
         sc.pythonExec = "/nonexistent/bin/python3"

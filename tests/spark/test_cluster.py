@@ -167,3 +167,11 @@ def test_missing_worker_python_is_named(run: dict[str, Any]) -> None:
     res = _ok(run, "missing_python")
     assert res["type"] == "WorkerPythonError", res
     assert "/nonexistent/bin/python3" in res["message"] and "\n" not in res["message"]
+
+
+def test_a_source_task_names_the_path_its_executor_cannot_see(run: dict[str, Any]) -> None:
+    res = _ok(run, "unreachable_read")
+    assert res["line"] is not None and res["line"].startswith(
+        "PathNotVisibleError: the Kafka partition directory /proc/self/cwd/data/orders-0 does not exist on executor "
+        "host "), res
+    assert "\n" not in res["line"]
