@@ -64,7 +64,7 @@ def _rocketmq_records() -> list[bytes]:
         ("T" * 130, b"x" * 50, {}),  # magic v2 (long topic)
         ("t", b"", {"DELAY": "3", "TAGS": "x"}),
     ]):
-        rec = MessageRecord(topic=topic, body=body, queue_id=i, queue_offset=7 * i, physical_offset=100 * i,
+        rec = MessageRecord(topic=topic, body=body, queue_id=i, queue_offset=7 * i, commit_log_offset=100 * i,
                             born_timestamp=1_700_000_000_000 + i, store_timestamp=1_700_000_000_500 + i,
                             born_host=Host.parse("10.0.0.1:1234"),
                             store_host=Host.parse("[::1]:10911") if i == 2 else Host.parse("127.0.0.1:10911"),

@@ -15,11 +15,11 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-__all__ = ["MessageStore", "StoreConfig", "__version__"]
+__all__ = ["Message", "MessageStore", "StoreConfig", "__version__"]
 
 
 def __getattr__(name: str):  # lazy: importing mqstore must stay cheap for Spark executors
-    if name in ("MessageStore", "StoreConfig"):
+    if name in ("Message", "MessageStore", "StoreConfig"):
         from mqstore.api import rocketmq as _api
 
         return getattr(_api, name)

@@ -187,7 +187,7 @@ def _compaction(root: Path, tmp_path: Path) -> None:
         recs.append(r)
         off += r.total_size
     cl.close()
-    data = b"".join(encode_unit(r.physical_offset, r.total_size, 0, r.store_timestamp, r.queue_offset, 1)
+    data = b"".join(encode_unit(r.commit_log_offset, r.total_size, 0, r.store_timestamp, r.queue_offset, 1)
                     for r in recs if r.queue_offset in (1, 3, 4))
     cq = root / "compaction" / "compactionCq" / "ck" / "0"
     cq.mkdir(parents=True)

@@ -168,7 +168,7 @@ def test_walk_and_scan(built):
         assert part == [e.offset for e in entries[100:]]
         for e, rec in list(zip(entries, recs, strict=True))[::17]:
             got = cl.read_record(e.offset, check_crc=True)
-            assert (got.topic, got.body, got.queue_offset, got.physical_offset) == (rec.topic, rec.body,
+            assert (got.topic, got.body, got.queue_offset, got.commit_log_offset) == (rec.topic, rec.body,
                                                                                    e.queue_offset, e.offset)
             h = cl.entry_at(e.offset)
             assert h is not None and h.index == e.index and h.pos == e.pos

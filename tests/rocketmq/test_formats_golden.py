@@ -93,7 +93,7 @@ def test_every_record_decodes_with_manifest_fields(case: FixtureCase) -> None:
         assert rec.topic == m["topic"]
         assert rec.queue_id == m["queueId"]
         assert rec.queue_offset == m["queueOffset"]
-        assert rec.physical_offset == m["physicalOffset"]
+        assert rec.commit_log_offset == m["physicalOffset"]
         assert rec.total_size == m["size"]
         assert rec.magic == {"v1": MAGIC_V1, "v2": MAGIC_V2}[m["magic"]]
         assert rec.sys_flag == m["sysFlag"]
@@ -107,7 +107,7 @@ def test_every_record_decodes_with_manifest_fields(case: FixtureCase) -> None:
         assert rec.prepared_transaction_offset == m["preparedTransactionOffset"]
         assert rec.properties_text == m["properties"]
         assert rec.body.hex() == m["bodyHex"]
-        assert rec.keys == m["keys"]
+        assert rec.keys == split_keys(m["keys"])
         assert rec.uniq_key == m["uniqKey"]
         # an empty TAGS value is stored but dropped by the parser (empty value rule)
         assert rec.tags == (m["tags"] or None)
@@ -132,7 +132,7 @@ def test_every_record_reencodes_byte_identical(case: FixtureCase) -> None:
             queue_id=m["queueId"],
             flag=m["flag"],
             queue_offset=m["queueOffset"],
-            physical_offset=m["physicalOffset"],
+            commit_log_offset=m["physicalOffset"],
             sys_flag=m["sysFlag"],
             born_timestamp=m["bornTimestamp"],
             born_host=Host.parse(m["bornHost"]),
@@ -294,7 +294,7 @@ def test_queries_replayed(case: FixtureCase) -> None:
         for off in sorted(shared):
             data, pos = _record_bytes(case, off)
             rec = decode_record(data, pos)
-            if rec.topic == q["topic"] and (q["key"] in split_keys(rec.keys) or rec.uniq_key == q["key"]):
+            if rec.topic == q["topic"] and (q["key"] in rec.keys or rec.uniq_key == q["key"]):
                 exact.append(off)
         assert exact == q["exactMatchOffsets"], q["indexKey"]
 
@@ -392,7 +392,7 @@ def test_message_decoder_round_trip(host: str) -> None:
         topic="abc",
         body=b"hello!q!",
         queue_id=1,
-        physical_offset=123456,
+        commit_log_offset=123456,
         born_host=Host.parse(host),
         store_host=Host.parse(host),
         properties_text=text,
@@ -401,8 +401,8 @@ def test_message_decoder_round_trip(host: str) -> None:
     back = decode_record(data, check_crc=True)
     assert back.properties == {"a": "123", "b": "hello", "c": "3.14"}
     assert back.topic == "abc" and back.body == b"hello!q!" and back.queue_id == 1
-    assert back.physical_offset == 123456
-    msg_id = create_message_id(back.store_host, back.physical_offset)
+    assert back.commit_log_offset == 123456
+    msg_id = create_message_id(back.store_host, back.commit_log_offset)
     assert len(msg_id) == (32 if host.startswith("127") else 56)
     assert decode_message_id(msg_id) == (Host.parse(host), 123456)
 

@@ -70,7 +70,7 @@ def records(draw: st.DrawFn) -> tuple[MessageRecord, int]:
         queue_id=draw(i32),
         flag=draw(i32),
         queue_offset=draw(i64),
-        physical_offset=draw(i64),
+        commit_log_offset=draw(i64),
         sys_flag=draw(st.integers(0, 0x7FF)),
         born_timestamp=draw(i64),
         born_host=draw(hosts),
@@ -97,7 +97,7 @@ def test_record_round_trip(sample: tuple[MessageRecord, int], prop_crc: bool) ->
     assert back.sys_flag == expected_flag
     assert back.magic == magic
     assert (back.topic, back.body, back.queue_id, back.flag) == (rec.topic, rec.body, rec.queue_id, rec.flag)
-    assert (back.queue_offset, back.physical_offset) == (rec.queue_offset, rec.physical_offset)
+    assert (back.queue_offset, back.commit_log_offset) == (rec.queue_offset, rec.commit_log_offset)
     assert (back.born_timestamp, back.store_timestamp) == (rec.born_timestamp, rec.store_timestamp)
     assert (back.born_host, back.store_host) == (rec.born_host, rec.store_host)
     assert str(back.born_host) == str(Host.parse(str(rec.born_host)))

@@ -17,11 +17,11 @@ from mqstore.spark.dispatch import (
     _read_range,
     apply_dispatch,
     arrow_to_dispatch_batch,
-    complete_end,
     run_dispatch_once,
     start_dispatch,
 )
 from mqstore.storage.rocketmq.rebuild import compare_trees, rebuild_indexes, tree_files
+from mqstore.storage.rocketmq.tail import complete_end
 
 SEG = 64 * 1024
 GEOMETRY = dict(commit_log_file_size=SEG, consume_queue_file_size=400, hash_slot_num=64, index_num=300)

@@ -15,6 +15,7 @@ from mqstore.errors import InvalidArgumentError, StoreNotFoundError, Unsupported
 from mqstore.spark import _rebuild_rocketmq as rr
 from mqstore.spark.rebuild import rebuild_kafka, rebuild_rocketmq
 from mqstore.storage.rocketmq.index import IndexService
+from mqstore.storage.rocketmq.index_roll import keys_per_file, new_file_firsts, roll_plan
 from mqstore.storage.rocketmq.rebuild import (
     compare_trees,
     rebuild_indexes,
@@ -216,7 +217,8 @@ def test_index_plan_matches_index_service(tmp_path: Path) -> None:
     svc = IndexService(tmp_path / "svc", 5, 8)
     svc.put_hashes(hashes, phy, ts)
     svc.flush()
-    per = 7
+    roll = roll_plan(n, keys_per_file(8))
+    firsts = np.array(new_file_firsts(roll), np.int64)
     # the keys arrive in chunks of arbitrary sizes
     cuts = [0, 5, 6, 7, 14, 30, 31, 70, n]
     picks = []
@@ -225,16 +227,17 @@ def test_index_plan_matches_index_service(tmp_path: Path) -> None:
         scan = rr.ChunkScan(i, 0, 0, True, 0, "end", None, b - a, [], *(np.empty(0),) * 6, None,
                             hashes[a:b], phy[a:b], ts[a:b])
         scans.append(scan)
-        picks += list(rr.boundary_picks(scan, a, per))
-    plans = rr.plan_index_files(n, per, picks)
+        picks += list(rr.boundary_picks(scan, a, firsts))
+    plans = rr.plan_index_files(roll, picks)
     assert [p.name for p in plans] == [f.name for f in svc.files]
+    assert [p.carry_ts for p in plans[1:]] == [f.header.end_timestamp for f in svc.files[:-1]]
     # the summaries answer boundaries at chunk edges; only the other chunks are asked
     starts = {i: a for i, a in enumerate(cuts[:-1])}
-    quick, ask = rr.summary_picks([c.summary() for c in scans], starts, per)
+    quick, ask = rr.summary_picks([c.summary() for c in scans], starts, firsts)
     assert ask and len(ask) < len(scans)
     for i in ask:
-        quick += list(rr.boundary_picks(scans[i], starts[i], per))
-    assert rr.plan_index_files(n, per, quick) == plans
+        quick += list(rr.boundary_picks(scans[i], starts[i], firsts))
+    assert rr.plan_index_files(roll, quick) == plans
     for p in plans:
         write_index_file(tmp_path / "plan", p.name, 5, 8, hashes[p.first_key:p.first_key + p.keys],
                          phy[p.first_key:p.first_key + p.keys], ts[p.first_key:p.first_key + p.keys],

@@ -68,7 +68,7 @@ def test_arrow_columns_hold_the_fixture_records(shared_fixtures: Path, arrow: An
     assert cols["bornHost"].to_pylist() == [str(r.born_host) for r in recs]
     assert cols["tags"].to_pylist() == [r.tags for r in recs]
     assert cols["uniqKey"].to_pylist() == [r.uniq_key for r in recs]
-    assert cols["keys"].to_pylist() == [[k for k in (r.keys or "").split(" ") if k] for r in recs]
+    assert cols["keys"].to_pylist() == [r.keys for r in recs]
     assert [dict(m) for m in cols["properties"].to_pylist()] == [r.properties for r in recs]
     assert cols["brokerName"].to_pylist() == ["b"] * len(recs)
     assert arrow(data, seg.base, np.array([3], np.int64), broker_name="b") is None  # not a record
@@ -96,7 +96,7 @@ def encode_all(recs: list[MessageRecord]) -> tuple[bytearray, np.ndarray]:
     pos = []
     for r in recs:
         pos.append(len(buf))
-        r.physical_offset = 1000 + len(buf)
+        r.commit_log_offset = 1000 + len(buf)
         buf += encode_record(r)
     return buf, np.array(pos, np.int64)
 

@@ -19,7 +19,7 @@ import struct
 import time
 from collections import deque
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from itertools import islice, repeat
 from operator import itemgetter
 from typing import Any
@@ -193,63 +193,9 @@ class PutBatchResult(Sequence[PutResult]):
         return out
 
 
-@dataclass(slots=True)
-class Message:
-    """A stored message with every record field (names as the Spark ``rocketmq`` source)."""
-
-    topic: str
-    body: bytes
-    queue_id: int
-    queue_offset: int
-    commit_log_offset: int
-    size: int
-    flag: int
-    sys_flag: int
-    born_timestamp: int
-    born_host: str
-    store_timestamp: int
-    store_host: str
-    reconsume_times: int
-    body_crc: int
-    prepared_transaction_offset: int
-    properties: dict[str, str] = field(default_factory=dict)
-    msg_id: str = ""
-
-    @property
-    def keys(self) -> list[str]:
-        return split_keys(self.properties.get(PROPERTY_KEYS))
-
-    @property
-    def tags(self) -> str | None:
-        return self.properties.get(PROPERTY_TAGS)
-
-    @property
-    def uniq_key(self) -> str | None:
-        return self.properties.get(PROPERTY_UNIQ_KEY)
-
-    @classmethod
-    def from_record(cls, rec: MessageRecord) -> Message:
-        return cls(
-            topic=rec.topic, body=rec.body, queue_id=rec.queue_id, queue_offset=rec.queue_offset,
-            commit_log_offset=rec.physical_offset, size=rec.total_size, flag=rec.flag, sys_flag=rec.sys_flag,
-            born_timestamp=rec.born_timestamp, born_host=str(rec.born_host), store_timestamp=rec.store_timestamp,
-            store_host=str(rec.store_host), reconsume_times=rec.reconsume_times, body_crc=rec.body_crc or 0,
-            prepared_transaction_offset=rec.prepared_transaction_offset, properties=dict(rec.properties),
-            msg_id=create_message_id(rec.store_host, rec.physical_offset),
-        )
-
-    def to_json_dict(self) -> dict[str, Any]:
-        """The JSON shape of every CLI command that prints messages (Spark column names)."""
-        import base64
-
-        return {
-            "topic": self.topic, "flag": self.flag, "body": base64.b64encode(self.body).decode("ascii"),
-            "properties": self.properties, "queueId": self.queue_id, "queueOffset": self.queue_offset,
-            "commitLogOffset": self.commit_log_offset, "size": self.size, "bornTimestamp": self.born_timestamp,
-            "storeTimestamp": self.store_timestamp, "bornHost": self.born_host, "storeHost": self.store_host,
-            "sysFlag": self.sys_flag, "reconsumeTimes": self.reconsume_times, "bodyCRC": self.body_crc,
-            "keys": self.keys, "tags": self.tags, "uniqKey": self.uniq_key,
-        }
+#: the message model of the whole package: a stored record with every field (the names of the
+#: Spark ``rocketmq`` source's columns in :meth:`~MessageRecord.to_json_dict`)
+Message = MessageRecord
 
 
 _HEX4 = [f"{i:04X}" for i in range(65536)]
@@ -419,7 +365,7 @@ def _check_query_topic(topic: object) -> None:
         validate_topic(topic)
 
 
-_HOST_TEXT: dict[bytes, str] = {}  # raw host bytes -> ``str(Host)`` (a store has a handful of hosts)
+_HOST_TEXT: dict[bytes, Host] = {}  # raw host bytes -> Host (a store has a handful of hosts)
 
 
 # the rows of decode_fields are unpacked by position below (one ``tolist()`` per group of candidates
@@ -433,13 +379,13 @@ if RECORD_FIELDS != _EXACT_FIELDS:  # pragma: no cover - a changed layout must c
     raise ImportError("mqstore.kernels.rocketmq.columns.RECORD_FIELDS changed: update _exact_matches")
 
 
-def _host_text(raw: bytes) -> str:
-    text = _HOST_TEXT.get(raw)
-    if text is None:
+def _host_text(raw: bytes) -> Host:
+    host = _HOST_TEXT.get(raw)
+    if host is None:
         if len(_HOST_TEXT) >= 4096:
             _HOST_TEXT.clear()
-        text = _HOST_TEXT[raw] = str(Host.from_bytes(raw))
-    return text
+        host = _HOST_TEXT[raw] = Host.from_bytes(raw)
+    return host
 
 
 def _exact_matches(cl: Any, offs: list[int], topic: str, key: str, b: int, e: int) -> list[Message] | None:
@@ -480,26 +426,37 @@ def _exact_matches(cl: Any, offs: list[int], topic: str, key: str, b: int, e: in
                 return None
             if mm[topic_start : topic_start + topic_len] != tb or not b <= store_ts <= e:
                 continue
-            props = parse_properties(mm[props_start : props_start + props_len].decode("utf-8", "replace"))
+            props_text = mm[props_start : props_start + props_len].decode("utf-8", "replace")
+            props = parse_properties(props_text)
             if key not in split_keys(props.get(PROPERTY_KEYS)) and props.get(PROPERTY_UNIQ_KEY) != key:
                 continue
             body = mm[body_start : body_start + body_len]
             if body_crc(body) != crc:
                 return None
-            found.append(_message_of(mm, topic, body, props, row))
+            found.append(_message_of(mm, topic, body, props_text, props, row))
     return found
 
 
-def _message_of(mm: Any, topic: str, body: bytes, props: dict[str, str], row: Sequence[int]) -> Message:
+def _message_of(mm: Any, topic: str, body: bytes, props_text: str, props: dict[str, str],
+                row: Sequence[int]) -> Message:
     """The :class:`Message` of a checked record from its :data:`RECORD_FIELDS` row in ``mm``."""
-    (size, _magic, crc, queue_id, flag, queue_offset, off, sys_flag, born_ts, born_pos, born_w, store_ts,
+    (size, magic, crc, queue_id, flag, queue_offset, off, sys_flag, born_ts, born_pos, born_w, store_ts,
      store_pos, store_w, reconsume, prepared) = row[:16]  # fmt: skip
-    store_raw = mm[store_pos : store_pos + store_w]
+    # positional, in the order of the fields of MessageRecord (checked at import below)
     return Message(
-        topic, body, queue_id, queue_offset, off, size, flag, sys_flag, born_ts,
-        _host_text(mm[born_pos : born_pos + born_w]), store_ts, _host_text(store_raw), reconsume, crc, prepared,
-        props, (store_raw + off.to_bytes(8, "big", signed=True)).hex().upper(),
+        topic, body, queue_id, flag, queue_offset, off, sys_flag, born_ts, _host_text(mm[born_pos : born_pos + born_w]),
+        store_ts, _host_text(mm[store_pos : store_pos + store_w]), reconsume, prepared, props_text, crc, magic, size,
+        props,
     )  # fmt: skip
+
+
+_MESSAGE_FIELDS = (
+    "topic", "body", "queue_id", "flag", "queue_offset", "commit_log_offset", "sys_flag", "born_timestamp",
+    "born_host", "store_timestamp", "store_host", "reconsume_times", "prepared_transaction_offset",
+    "properties_text", "body_crc", "magic", "total_size", "properties",
+)  # fmt: skip
+if tuple(f.name for f in fields(Message)) != _MESSAGE_FIELDS:  # pragma: no cover - a changed model
+    raise ImportError("mqstore.api.rocketmq: the fields of Message changed: update _message_of")
 
 
 def _messages_of_matches(rows: list[list[int]], segments: list[Any], topic: str) -> list[Message]:
@@ -508,8 +465,8 @@ def _messages_of_matches(rows: list[list[int]], segments: list[Any], topic: str)
     for row in rows:
         mm = segments[row[_F_SEGMENT]].mm
         bs, pls = row[_F_BODY_START], row[_F_PROPS_START]
-        props = parse_properties(mm[pls : pls + row[_F_PROPS_LEN]].decode("utf-8", "replace"))
-        out.append(_message_of(mm, topic, mm[bs : bs + row[_F_BODY_LEN]], props, row))
+        text = mm[pls : pls + row[_F_PROPS_LEN]].decode("utf-8", "replace")
+        out.append(_message_of(mm, topic, mm[bs : bs + row[_F_BODY_LEN]], text, parse_properties(text), row))
     return out
 
 
@@ -930,7 +887,7 @@ class MessageStore:
     def get_by_offset(self, commit_log_offset: int, *, check_crc: bool = True) -> Message:
         """The message whose record starts at ``commit_log_offset``."""
         self._engine.check_open()
-        return Message.from_record(self._engine.commit_log.read_record(int(commit_log_offset), check_crc=check_crc))
+        return self._engine.commit_log.read_record(int(commit_log_offset), check_crc=check_crc)
 
     def get_by_msg_id(self, msg_id: str) -> Message:
         """The message of an offset message id (as returned by :meth:`put`)."""
@@ -1131,8 +1088,8 @@ class MessageStore:
                 continue
             if rec.topic != topic or not b <= rec.store_timestamp <= e:
                 continue
-            if key in split_keys(rec.keys) or rec.uniq_key == key:
-                found.append(Message.from_record(rec))
+            if key in rec.keys or rec.uniq_key == key:
+                found.append(rec)
         return found
 
     def query_offsets_many(self, topic: str, keys: Sequence[str], max_num: int = 64, begin: int = 0,

@@ -234,7 +234,6 @@ def dump(store: Path, topic: str | None, from_offset: int, limit: int | None, fr
         with _open(store) as s:
             dump_timer(store, s.engine, as_json, limit, timer_all)
         return
-    from mqstore.api.rocketmq import Message
     from mqstore.cli.filters import check_decoder, check_time_range, parse_time
     from mqstore.storage.rocketmq.dump import candidate_rows, matches
 
@@ -263,7 +262,7 @@ def dump(store: Path, topic: str | None, from_offset: int, limit: int | None, fr
                 rec = cl.read_record(off)
                 if not matches(rec, key, tags):
                     continue
-                m = Message.from_record(rec)
+                m = rec
                 if as_json:
                     row = _json_message(m, decode)
                     entry = cl.entry_at(off) if hasattr(cl, "entry_at") else None

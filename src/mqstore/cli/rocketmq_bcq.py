@@ -40,7 +40,7 @@ def _unit_json(u: Any) -> dict[str, Any]:
 
 
 def _record_json(rec: Any) -> dict[str, Any]:
-    return {"commitLogOffset": rec.physical_offset, "topic": rec.topic, "queueId": rec.queue_id,
+    return {"commitLogOffset": rec.commit_log_offset, "topic": rec.topic, "queueId": rec.queue_id,
             "queueOffset": rec.queue_offset, "sysFlag": rec.sys_flag, "storeTimestamp": rec.store_timestamp,
             "bornTimestamp": rec.born_timestamp, "size": rec.total_size, "properties": rec.properties,
             "body": base64.b64encode(rec.body).decode("ascii")}
@@ -150,7 +150,7 @@ def dump_compaction(store: Path, topic: str, queue_id: int, as_json: bool) -> No
         echo_json_lines(_record_json(r) for r in recs)
         return
     print_table(f"compaction {topic}/{queue_id}", ["queueOffset", "offset", "storeTimestamp", "keys", "size"],
-                [(r.queue_offset, r.physical_offset, r.store_timestamp, r.keys or "", r.total_size) for r in recs])
+                [(r.queue_offset, r.commit_log_offset, r.store_timestamp, " ".join(r.keys), r.total_size) for r in recs])
 
 
 @bcq_group.command()

@@ -20,6 +20,7 @@ import numpy as np
 from mqstore.errors import StoreNotFoundError
 from mqstore.kernels.arrays import unique
 from mqstore.storage.mapped import ReadOnlyMap
+from mqstore.storage.rocketmq.index_roll import FileKeys, IndexRoll, name_rolls
 
 DEFAULT_SPLIT_BYTES = 128 * 1024 * 1024
 
@@ -176,16 +177,6 @@ def included_chunks(summaries: list[ChunkSummary], segments: list[SegmentDesc]) 
     return out
 
 
-@dataclass(frozen=True, slots=True)
-class IndexFilePlan:
-    number: int
-    name: str
-    first_key: int  # global index (in CommitLog order) of its first key
-    keys: int
-    carry_phy: int  # end values of the previous file, which a rolled file starts from
-    carry_ts: int
-
-
 def key_starts(included: list[ChunkSummary]) -> dict[int, int]:
     """Global index of the first key of each included chunk."""
     starts: dict[int, int] = {}
@@ -196,66 +187,58 @@ def key_starts(included: list[ChunkSummary]) -> dict[int, int]:
     return starts
 
 
-def boundary_picks(scan: ChunkScan | KeyColumns, start: int, per_file: int) -> Iterator[tuple[str, int, int, int]]:
-    """``("first", file, ts, 0)`` for each file whose first key is in this chunk, and
-    ``("carry", file, phy, ts)`` for each file whose predecessor's last key is in it."""
+Pick = tuple[str, int, int, int]
+
+
+def boundary_picks(scan: ChunkScan | KeyColumns, start: int, firsts: np.ndarray) -> Iterator[Pick]:
+    """``("first", g, ts, 0)`` for each new IndexFile whose first key ``g`` (global index,
+    ``firsts`` from storage's roll plan) is in this chunk, and ``("carry", g, phy, ts)`` for each
+    whose preceding key ``g - 1`` is in it."""
     n = len(scan.key_hash)
     if n == 0:
         return
-    for g in range(-(-start // per_file) * per_file, start + n, per_file):
-        yield "first", g // per_file, int(scan.key_ts[g - start]), 0
-    for g in range(-(-(start + 1) // per_file) * per_file - 1, start + n, per_file):
-        yield "carry", (g + 1) // per_file, int(scan.key_phy[g - start]), int(scan.key_ts[g - start])
+    for g in firsts[(firsts >= start) & (firsts < start + n)].tolist():
+        yield "first", g, int(scan.key_ts[g - start]), 0
+    for g in firsts[(firsts > start) & (firsts <= start + n)].tolist():
+        yield "carry", g, int(scan.key_phy[g - 1 - start]), int(scan.key_ts[g - 1 - start])
 
 
 def summary_picks(included: list[ChunkSummary], starts: dict[int, int],
-                  per_file: int) -> tuple[list[tuple[str, int, int, int]], set[int]]:
+                  firsts: np.ndarray) -> tuple[list[Pick], set[int]]:
     """The boundary picks the chunk summaries already answer (a file starting at a chunk's first
-    key, a file ending at a chunk's last key), and the chunks that must be asked for the rest."""
-    picks: list[tuple[str, int, int, int]] = []
+    key, a file whose predecessor ends at a chunk's last key), and the chunks that must be asked
+    for the rest."""
+    picks: list[Pick] = []
     ask: set[int] = set()
     for s in included:
         if not s.keys:
             continue
         start, n = starts[s.index], s.keys
-        for g in range(-(-start // per_file) * per_file, start + n, per_file):
+        for g in firsts[(firsts >= start) & (firsts < start + n)].tolist():
             if g == start:
-                picks.append(("first", g // per_file, s.first_key_ts, 0))
+                picks.append(("first", g, s.first_key_ts, 0))
             else:
                 ask.add(s.index)
-                break
-        for g in range(-(-(start + 1) // per_file) * per_file - 1, start + n, per_file):
-            if g == start + n - 1:
-                picks.append(("carry", (g + 1) // per_file, s.last_key_phy, s.last_key_ts))
+        for g in firsts[(firsts > start) & (firsts <= start + n)].tolist():
+            if g == start + n:
+                picks.append(("carry", g, s.last_key_phy, s.last_key_ts))
             else:
                 ask.add(s.index)
-                break
     return picks, ask
 
 
-def plan_index_files(total_keys: int, per_file: int, picks: Iterable[tuple[str, int, int, int]],
-                     directory: str | os.PathLike[str] | None = None) -> list[IndexFilePlan]:
-    """Names and carry-over values of the IndexFiles, as the IndexService would roll them into
-    ``directory`` (the naming rule is :func:`mqstore.storage.rocketmq.layout.next_index_file_name`)."""
-    from mqstore.storage.rocketmq.layout import next_index_file_name
-
-    n_files = -(-total_keys // per_file) if total_keys else 0
+def plan_index_files(plan: list[FileKeys], picks: Iterable[Pick],
+                     directory: str | os.PathLike[str] | None = None) -> list[IndexRoll]:
+    """The IndexFiles of the rebuild, rolled, named and carried over by storage's rule
+    (:func:`mqstore.storage.rocketmq.index_roll.name_rolls`) from the boundary keys' values."""
     first_ts: dict[int, int] = {}
-    carry: dict[int, tuple[int, int]] = {}
-    for kind, k, a, b in picks:
+    last_of: dict[int, tuple[int, int]] = {}
+    for kind, g, a, b in picks:
         if kind == "first":
-            first_ts[k] = a
-        elif k < n_files:
-            carry[k] = (a, b)
-    plans: list[IndexFilePlan] = []
-    prev: str | None = None
-    for k in range(n_files):
-        name = next_index_file_name(directory, prev, first_ts[k])
-        phy, ts = carry.get(k, (0, 0))
-        keys = min(per_file, total_keys - k * per_file)
-        plans.append(IndexFilePlan(k, name, k * per_file, keys, phy, ts))
-        prev = name
-    return plans
+            first_ts[g] = a
+        else:
+            last_of[g] = (a, b)
+    return name_rolls(plan, first_ts, last_of, directory)
 
 
 # ----------------------------------------------------------------------------- staged columns
@@ -343,7 +326,7 @@ class WriteTask:
 
 
 def plan_writes(staged: list[StagedChunk], included: list[ChunkSummary], starts: dict[int, int],
-                plans: list[IndexFilePlan], n_cq: int, n_ix: int) -> list[WriteTask]:
+                plans: list[IndexRoll], n_cq: int, n_ix: int) -> list[WriteTask]:
     """The write tasks: the queues spread over ``n_cq`` tasks by a stable hash, the IndexFiles
     over ``n_ix`` tasks (file ``k`` to task ``k % n_ix``); each lists only the chunks it reads."""
     by_index = {s.summary.index: s for s in staged}
@@ -369,13 +352,14 @@ def plan_writes(staged: list[StagedChunk], included: list[ChunkSummary], starts:
 
 
 def write_task(task: WriteTask, stage: str, target: str, cq_file_size: int, hash_slot_num: int, index_num: int,
-               plans: dict[int, IndexFilePlan], time_index_interval: int = 0) -> Iterator[tuple[Any, ...]]:
+               plans: dict[int, IndexRoll], time_index_interval: int = 0) -> Iterator[tuple[Any, ...]]:
     """Stage 3: write the ConsumeQueues or IndexFiles of one task from the staged columns
     (``time_index_interval`` > 0: with the queues' sparse time index sidecars)."""
     import json
     from pathlib import Path
 
     from mqstore.errors import CorruptIndexError
+    from mqstore.storage.rocketmq.lmq import queue_groups
     from mqstore.storage.rocketmq.rebuild import write_consume_queue, write_index_file
 
     root = Path(target)
@@ -386,13 +370,8 @@ def write_task(task: WriteTask, stage: str, target: str, cq_file_size: int, hash
             with open(os.path.join(_chunk_dir(stage, i), "topics.json"), encoding="utf-8") as fh:
                 topics = json.load(fh)
             cols = _load(stage, i, _CQ_COLS)
-            gkey = cols["cq_topic_id"].astype(np.int64) * (1 << 32) + cols["cq_queue_id"].astype(np.int64)
-            order = np.argsort(gkey, kind="stable")
-            bounds = np.flatnonzero(np.diff(gkey[order])) + 1
-            for grp in np.split(order, bounds):
-                if not len(grp):
-                    continue
-                q = (topics[int(cols["cq_topic_id"][grp[0]])], int(cols["cq_queue_id"][grp[0]]))
+            for tid, qid, grp in queue_groups(cols["cq_topic_id"], cols["cq_queue_id"]):
+                q = (topics[tid], qid)
                 if q in wanted:
                     parts.setdefault(q, []).append([cols[n][grp] for n in _CQ_COLS[2:]])
         for (topic, qid), pieces in sorted(parts.items()):

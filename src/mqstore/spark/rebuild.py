@@ -195,7 +195,16 @@ def rebuild_rocketmq(spark: SparkSession, store: str | os.PathLike[str], out: st
 def _rebuild_rocketmq(spark: SparkSession, root: Path, out: str | os.PathLike[str], in_place: bool, cfg: Any,
                       split: int, check_crc: bool, progress: ProgressFn | None, t0: float,
                       time_index: bool | None = None) -> RocketMQRebuildStats:
+    import numpy as np
+
     from mqstore.spark import _rebuild_rocketmq as rr
+    from mqstore.storage.rocketmq.index_roll import (
+        IndexRoll,
+        checkpoint_index_time,
+        keys_per_file,
+        new_file_firsts,
+        roll_plan,
+    )
     from mqstore.storage.rocketmq.rebuild import (
         rebuild_target,
         swap_in,
@@ -233,14 +242,16 @@ def _rebuild_rocketmq(spark: SparkSession, root: Path, out: str | os.PathLike[st
         # ---------------------------------------------------------------- 2. plan the IndexFiles
         starts = rr.key_starts(included)
         total_keys = sum(s.keys for s in included)
-        per_file = cfg.index_num - 1
-        n_files = -(-total_keys // per_file) if cfg.message_index_enable and total_keys else 0
-        plans: list[rr.IndexFilePlan] = []
-        if n_files:
-            picks, ask = rr.summary_picks(included, starts, per_file)
+        # storage's roll rule: which keys each new IndexFile gets (the IndexService's own plan)
+        roll = roll_plan(total_keys, keys_per_file(cfg.index_num)) if cfg.message_index_enable else []
+        firsts = np.array(new_file_firsts(roll), np.int64)
+        plans: list[IndexRoll] = []
+        if len(firsts):
+            picks, ask = rr.summary_picks(included, starts, firsts)
             for i in sorted(ask):  # files roll inside these chunks: read the keys at the boundaries
-                picks += list(rr.boundary_picks(rr.load_key_columns(str(stage), i), starts[i], per_file))
-            plans = rr.plan_index_files(total_keys, per_file, picks, target / "index")
+                picks += list(rr.boundary_picks(rr.load_key_columns(str(stage), i), starts[i], firsts))
+            plans = rr.plan_index_files(roll, picks, target / "index")
+        n_files = len(plans)
         # ---------------------------------------------------------------- 3. write
         written: list[tuple[Any, ...]] = []
         if included:
@@ -257,9 +268,8 @@ def _rebuild_rocketmq(spark: SparkSession, root: Path, out: str | os.PathLike[st
                                                tix_interval)).collect()
         shutil.rmtree(stage, ignore_errors=True)
         last_cq = [s.last_cq_timestamp for s in included if s.last_cq_timestamp is not None]
-        index_ts = 0
-        if len(plans) >= 2:  # the IndexService reports a full file when it rolls the next one
-            index_ts = plans[-1].carry_ts
+        # the end time of file k is the carry-over of file k + 1
+        index_ts = checkpoint_index_time(len(plans), lambda k: plans[k + 1].carry_ts)
         write_rebuild_checkpoint(root, target, last_cq[-1] if last_cq else 0, index_ts)
         if in_place:
             swap_in(root, target)

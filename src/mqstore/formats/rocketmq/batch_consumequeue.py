@@ -117,8 +117,3 @@ def valid_prefix_py(units: np.ndarray) -> int:
         if not (u["offset"] >= 0 and u["size"] > 0 and u["msg_base_offset"] >= 0 and u["batch_size"] > 0):
             return i
     return len(units)
-
-
-def encode_units(units: np.ndarray) -> bytes:
-    """Bytes of a structured array of units (any dtype with the :data:`BCQ_DTYPE` field names)."""
-    return np.asarray(units).astype(BCQ_DTYPE).tobytes()

@@ -33,6 +33,7 @@ from mqstore.formats.rocketmq.properties import (
     PROPERTY_TAGS,
     PROPERTY_UNIQ_KEY,
     parse_properties,
+    split_keys,
 )
 
 MAGIC_V1 = -626843481  # 0xDAA320A7
@@ -105,14 +106,27 @@ def record_length(body_len: int, topic_len: int, props_len: int, *, v2: bool, bo
     )  # fmt: skip
 
 
-class Host(NamedTuple):
-    """A socket address as stored in a record."""
+class Host(str):
+    """A socket address as stored in a record: the text ``a.b.c.d:port`` or
+    ``[8 full groups]:port`` (it compares and prints as that text), with ``ip`` and ``port``."""
 
     ip: str
     port: int
 
+    def __new__(cls, ip: str, port: int) -> Host:
+        self = super().__new__(cls, f"[{ip}]:{port}" if ":" in ip else f"{ip}:{port}")
+        self.ip = ip
+        self.port = int(port)
+        return self
+
+    def __getnewargs__(self) -> tuple[str, int]:  # type: ignore[override]  # pickling
+        return self.ip, self.port
+
+    def __repr__(self) -> str:
+        return f"Host({self.ip!r}, {self.port})"
+
     def __str__(self) -> str:
-        return f"[{self.ip}]:{self.port}" if ":" in self.ip else f"{self.ip}:{self.port}"
+        return str.__str__(self)
 
     @property
     def is_v6(self) -> bool:
@@ -186,7 +200,7 @@ class MessageRecord:
     queue_id: int = 0
     flag: int = 0
     queue_offset: int = 0
-    physical_offset: int = 0
+    commit_log_offset: int = 0
     sys_flag: int = 0
     born_timestamp: int = 0
     born_host: Host = DEFAULT_HOST
@@ -201,8 +215,32 @@ class MessageRecord:
     properties: dict[str, str] = field(default_factory=dict)
 
     @property
-    def keys(self) -> str | None:
-        return self.properties.get(PROPERTY_KEYS)
+    def keys(self) -> list[str]:
+        """The KEYS property split at its separator (empty without keys)."""
+        return split_keys(self.properties.get(PROPERTY_KEYS))
+
+    @property
+    def size(self) -> int:
+        """TOTALSIZE (the record's length in the CommitLog)."""
+        return self.total_size
+
+    @property
+    def msg_id(self) -> str:
+        """The offset message id (store host + commit log offset, hex)."""
+        return (self.store_host.to_bytes() + self.commit_log_offset.to_bytes(8, "big", signed=True)).hex().upper()
+
+    def to_json_dict(self) -> dict[str, object]:
+        """The JSON shape of every CLI command that prints messages (the Spark column names)."""
+        import base64
+
+        return {
+            "topic": self.topic, "flag": self.flag, "body": base64.b64encode(self.body).decode("ascii"),
+            "properties": self.properties, "queueId": self.queue_id, "queueOffset": self.queue_offset,
+            "commitLogOffset": self.commit_log_offset, "size": self.size, "bornTimestamp": self.born_timestamp,
+            "storeTimestamp": self.store_timestamp, "bornHost": str(self.born_host),
+            "storeHost": str(self.store_host), "sysFlag": self.sys_flag, "reconsumeTimes": self.reconsume_times,
+            "bodyCRC": self.body_crc, "keys": self.keys, "tags": self.tags, "uniqKey": self.uniq_key,
+        }
 
     @property
     def tags(self) -> str | None:
@@ -293,7 +331,7 @@ def encode_record(
     crc = body_crc(body) if rec.body_crc is None else rec.body_crc
     out = bytearray(total)
     _HEAD.pack_into(
-        out, 0, total, magic, crc, rec.queue_id, rec.flag, rec.queue_offset, rec.physical_offset, sys_flag, rec.born_timestamp
+        out, 0, total, magic, crc, rec.queue_id, rec.flag, rec.queue_offset, rec.commit_log_offset, sys_flag, rec.born_timestamp
     )
     pos = 48
     hb = born.to_bytes()
@@ -449,7 +487,7 @@ def _decode_fields(
         queue_id=queue_id,
         flag=flag,
         queue_offset=queue_offset,
-        physical_offset=phys,
+        commit_log_offset=phys,
         sys_flag=sys_flag,
         born_timestamp=born_ts,
         born_host=born,

@@ -653,7 +653,7 @@ def decode_columns_py(
     cols["sysFlag"] = i32([r.sys_flag for r in recs])
     cols["reconsumeTimes"] = i32([r.reconsume_times for r in recs])
     cols["bodyCRC"] = i32([r.body_crc for r in recs])
-    cols["keys"] = [split_keys(r.keys) for r in recs]
+    cols["keys"] = [r.keys for r in recs]
     cols["tags"] = [r.tags for r in recs]
     cols["uniqKey"] = [r.uniq_key for r in recs]
     cols["preparedTransactionOffset"] = i64([r.prepared_transaction_offset for r in recs])

@@ -12,20 +12,19 @@ the kept property pairs and ``KEYS`` pieces (``_props_kernel``) and formats the 
 strings with JSON's escapes (``\\"``, ``\\\\``, ``\\b\\t\\n\\f\\r``, ``\\u00xx`` for the other control
 characters, everything else as is — ``ensure_ascii=False``), the body in base64.  Text is copied
 as UTF-8 bytes, which equals Python's output when it is valid UTF-8; when a record's topic or
-properties span is not (Python would show U+FFFD), or a position is not a valid record, it returns
-``None`` and the caller takes the per-record path.  Twin: :func:`json_lines_py` (``check_record`` and ``json.dumps`` per
+properties span is not (Python would show U+FFFD), a position is not a valid record or a record's
+stored physical offset is not its position (the reader raises), it returns ``None`` and the caller
+takes the per-record path.  Twin: :func:`json_lines_py` (``check_record`` and ``json.dumps`` per
 record).
 """
 
 from __future__ import annotations
 
-import base64
 import json
 
 import numpy as np
 from numba import njit
 
-from mqstore.formats.rocketmq.properties import PROPERTY_KEYS, PROPERTY_TAGS, PROPERTY_UNIQ_KEY, split_keys
 from mqstore.formats.rocketmq.record import check_record
 from mqstore.kernels.endian import as_u8
 from mqstore.kernels.registry import register
@@ -240,8 +239,9 @@ def _put_b64(out: np.ndarray, o: int, buf: np.ndarray, s: int, n: int) -> int:
 
 @njit(cache=True, nogil=True)
 def _json_kernel(buf, rows, offs, pairs, special, keys, born, born_off, store, store_off, out):  # type: ignore[no-untyped-def]  # fmt: skip
-    """Write the lines of every row into ``out``; the byte count, or ``-1 - r`` when a string of
-    row ``r`` is not valid UTF-8."""
+    """Write the lines of every row into ``out``; the byte count, or ``-1 - r`` when row ``r``
+    needs the per-record path (its text is not valid UTF-8, or its stored physical offset is not
+    where it lies: the reader raises on that)."""
     pair_off, ns, nl, vs, vl = pairs
     key_off, ks, kl = keys
     o = 0
@@ -249,7 +249,7 @@ def _json_kernel(buf, rows, offs, pairs, special, keys, born, born_off, store, s
         row = rows[r]
         ts0 = row[18]
         tl0 = row[19]
-        if not _utf8_ok(buf, ts0, tl0) or not _utf8_ok(buf, row[20], row[21]):
+        if row[6] != offs[r] or not _utf8_ok(buf, ts0, tl0) or not _utf8_ok(buf, row[20], row[21]):
             return -1 - r
         o = _put(out, o, _K_TOPIC)
         o = _put_str(out, o, buf, ts0, tl0)
@@ -377,16 +377,9 @@ def json_lines_py(buf: object, file_from_offset: int, positions: np.ndarray,
             props_raw.decode("utf-8")
         except UnicodeDecodeError:
             return None
-        props = rec.properties
-        obj = {
-            "topic": rec.topic, "flag": rec.flag, "body": base64.b64encode(rec.body).decode("ascii"),
-            "properties": dict(props), "queueId": rec.queue_id, "queueOffset": rec.queue_offset,
-            "commitLogOffset": file_from_offset + p, "size": rec.total_size, "bornTimestamp": rec.born_timestamp,
-            "storeTimestamp": rec.store_timestamp, "bornHost": str(rec.born_host), "storeHost": str(rec.store_host),
-            "sysFlag": rec.sys_flag, "reconsumeTimes": rec.reconsume_times, "bodyCRC": rec.body_crc or 0,
-            "keys": split_keys(props.get(PROPERTY_KEYS)), "tags": props.get(PROPERTY_TAGS),
-            "uniqKey": props.get(PROPERTY_UNIQ_KEY),
-        }  # fmt: skip
+        if rec.commit_log_offset != file_from_offset + p:  # the reader raises on this: the per-record path
+            return None
+        obj = rec.to_json_dict()
         lines.append(json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n")
     return memoryview("".join(lines).encode("utf-8"))
 

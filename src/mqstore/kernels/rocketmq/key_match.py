@@ -221,7 +221,7 @@ def _row_py(buf: bytes, pos: int) -> list[int] | None:
     props_len = int.from_bytes(buf[props_start - 2 : props_start], "big", signed=True)
     return [
         r.total_size, r.magic, int.from_bytes(buf[pos + 8 : pos + 12], "big", signed=True), r.queue_id, r.flag,
-        r.queue_offset, r.physical_offset, r.sys_flag, r.born_timestamp, pos + 48, bw, r.store_timestamp,
+        r.queue_offset, r.commit_log_offset, r.sys_flag, r.born_timestamp, pos + 48, bw, r.store_timestamp,
         pos + 56 + bw, sw, r.reconsume_times, r.prepared_transaction_offset, body_start, body_len, topic_start,
         topic_len, props_start, props_len,
     ]  # fmt: skip

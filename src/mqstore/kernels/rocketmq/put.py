@@ -296,7 +296,7 @@ def encode_records_bytes(cols: RecordColumns, lo: int, hi: int, phys: np.ndarray
             topic=bytes(cols.topics[t0 : t0 + int(cols.topic_len[i])]).decode("utf-8"),
             body=bytes(cols.bodies[b0 : b0 + int(cols.body_len[i])]),
             queue_id=int(cols.queue_id[i]), flag=int(cols.flag[i]), queue_offset=int(cols.queue_offset[i]),
-            physical_offset=int(phys[i]),
+            commit_log_offset=int(phys[i]),
             sys_flag=int(cols.sys_flag[i]) & ~(BORNHOST_V6_FLAG | STOREHOST_V6_FLAG),
             born_timestamp=int(cols.born_ts[i]), born_host=_host_of(cols.born_hosts[i], bool(cols.born_v6[i])),
             store_timestamp=store_ts, store_host=store, reconsume_times=int(cols.reconsume[i]),

@@ -31,9 +31,6 @@ from mqstore.formats.rocketmq.javahash import (
     tags_code,
 )
 from mqstore.formats.rocketmq.lmq import PROPERTY_INNER_MULTI_DISPATCH, PROPERTY_INNER_MULTI_QUEUE_OFFSET
-from mqstore.formats.rocketmq.properties import (
-    split_keys,
-)
 from mqstore.formats.rocketmq.record import (
     MAGIC_V2,
     TRANSACTION_MASK,
@@ -190,7 +187,7 @@ def scan_segment_py(
         if rec.uniq_key is not None:
             key_row.append(row)
             key_hash.append(index_key_hash(f"{rec.topic}#{rec.uniq_key}"))
-        for k in split_keys(rec.keys):
+        for k in rec.keys:
             key_row.append(row)
             key_hash.append(index_key_hash(f"{rec.topic}#{k}"))
         md = rec.properties.get(PROPERTY_INNER_MULTI_DISPATCH)

@@ -253,10 +253,10 @@ def batch_fields(rec: MessageRecord) -> tuple[int, int] | None:
     base_text, num_text = props[PROPERTY_INNER_BASE], props[PROPERTY_INNER_NUM]
     if not _JAVA_INT.match(base_text) or not _JAVA_INT.match(num_text):
         raise CorruptDataError(f"INNER_BASE={props[PROPERTY_INNER_BASE]!r} / INNER_NUM={props[PROPERTY_INNER_NUM]!r} "
-                               f"are not numbers", offset=rec.physical_offset)
+                               f"are not numbers", offset=rec.commit_log_offset)
     base, num = int(base_text), int(num_text)
     if not -(2**63) <= base < 2**63 or not -SHORT_MAX - 1 <= num <= SHORT_MAX:
-        raise CorruptDataError(f"INNER_BASE={base} / INNER_NUM={num} out of range", offset=rec.physical_offset)
+        raise CorruptDataError(f"INNER_BASE={base} / INNER_NUM={num} out of range", offset=rec.commit_log_offset)
     if base < 0 or num < 0:
         return None
     return base, num

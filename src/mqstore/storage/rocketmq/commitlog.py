@@ -235,8 +235,8 @@ class CommitLog:
         pos = offset - mf.file_from_offset
         res = check_record(mf.mm, pos, mf.wrote_position, check_crc=check_crc)
         if res.success and res.record is not None:
-            if res.record.physical_offset != offset:  # no CRC covers the header: catch what we can
-                raise CorruptDataError(f"record says it is at offset {res.record.physical_offset}",
+            if res.record.commit_log_offset != offset:  # no CRC covers the header: catch what we can
+                raise CorruptDataError(f"record says it is at offset {res.record.commit_log_offset}",
                                        path=str(mf.path), offset=offset)
             return res.record
         if res.size == 0 and res.success:
@@ -347,7 +347,7 @@ class CommitLog:
         if normal:
             for i in range(len(files) - 1, 0, -1):
                 rec = self._first_record_ok(files[i], check_crc)
-                if rec is not None and rec.physical_offset <= dispatch_from_phy:
+                if rec is not None and rec.commit_log_offset <= dispatch_from_phy:
                     return i
             return 0
         for i in range(len(files) - 1, -1, -1):

@@ -681,7 +681,7 @@ class DLedgerWriter:
             size = len(encode_record(rec))  # the entry's place depends on its size only
             room = self.file_size - self.write_pos % self.file_size
             pos = self.write_pos if fmt.ENTRY_HEADER_SIZE + size + fmt.MIN_BLANK_LEN <= room else self.write_pos + room
-            rec.physical_offset = pos + fmt.ENTRY_HEADER_SIZE
+            rec.commit_log_offset = pos + fmt.ENTRY_HEADER_SIZE
             data = encode_record(rec)
             index, at = self.append_body(data)
             assert at == pos

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from mqstore.formats.rocketmq.javahash import index_key_hash, tags_hash
-from mqstore.formats.rocketmq.properties import PROPERTY_UNIQ_KEY, split_keys
+from mqstore.formats.rocketmq.properties import PROPERTY_UNIQ_KEY
 from mqstore.formats.rocketmq.record import MessageRecord
 from mqstore.kernels.rocketmq.scan import DispatchBatch
 from mqstore.storage.rocketmq.lmq import names_queue
@@ -52,6 +52,6 @@ def matches(rec: MessageRecord, key: str | None, tags: list[str] | None) -> bool
     """The exact check of a candidate: ``key`` is one of its KEYS or its unique key; its TAGS is one of ``tags``."""
     if tags is not None and rec.tags not in tags:
         return False
-    if key is not None and key not in split_keys(rec.keys) and rec.properties.get(PROPERTY_UNIQ_KEY) != key:
+    if key is not None and key not in rec.keys and rec.properties.get(PROPERTY_UNIQ_KEY) != key:
         return False
     return True

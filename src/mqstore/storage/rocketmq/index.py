@@ -268,20 +268,20 @@ class IndexService:
         self.files.append(f)
         return f
 
-    def _current(self, timestamp: int) -> IndexFile:
-        last = self.last_file()
-        if last is None or last.is_write_full():
-            last = self._new_file(timestamp)
-        return last
-
     # ------------------------------------------------------------------ build (spec §4.2)
     def put_hashes(self, key_hash: np.ndarray, phy_offset: np.ndarray, store_ts: np.ndarray) -> None:
         """Put keys (already hashed) in order, rolling files as they fill."""
-        n = len(key_hash)
-        i = 0
-        while i < n:
-            f = self._current(int(store_ts[i]))
-            i += _bulk_put(f, key_hash, phy_offset, store_ts, i, self.bulk_threads)
+        from mqstore.storage.rocketmq.index_roll import keys_per_file, roll_plan
+
+        last = self.last_file()
+        room = 0 if last is None or last.is_write_full() else max(last.buffer.index_num - last.header.index_count, 0)
+        for fk in roll_plan(len(key_hash), keys_per_file(self.index_num), room):
+            f = self._new_file(int(store_ts[fk.lo])) if fk.new_file else self.files[-1]
+            # bounded to the plan's range: the file takes exactly the keys the plan gives it
+            put = _bulk_put(f, key_hash[: fk.hi], phy_offset[: fk.hi], store_ts[: fk.hi], fk.lo, self.bulk_threads)
+            if put != fk.hi - fk.lo:
+                raise CorruptIndexError(f"index file took {put} keys, the roll plan gave it {fk.hi - fk.lo}",
+                                        path=str(f.path))
 
     def build(self, batch: DispatchBatch) -> int:
         """Index the keys of a dispatch batch (ROLLBACK messages skipped, already indexed keys

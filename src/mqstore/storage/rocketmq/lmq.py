@@ -100,14 +100,21 @@ class CQUnits:
 
     def groups(self) -> Iterator[tuple[str, int, np.ndarray]]:
         """``(topic, queue id, rows)`` per queue, rows in CommitLog order."""
-        if not len(self):
-            return
-        keys = self.topic_id.astype(np.int64) * (1 << 32) + (self.queue_id.astype(np.int64) & 0xFFFFFFFF)
-        order = np.argsort(keys, kind="stable")
-        bounds = np.flatnonzero(np.diff(keys[order])) + 1
-        for grp in np.split(order, bounds):
-            r0 = int(grp[0])
-            yield self.topics[int(self.topic_id[r0])], int(self.queue_id[r0]), grp
+        for tid, qid, rows in queue_groups(self.topic_id, self.queue_id):
+            yield self.topics[tid], qid, rows
+
+
+def queue_groups(topic_id: np.ndarray, queue_id: np.ndarray) -> Iterator[tuple[int, int, np.ndarray]]:
+    """``(topic id, queue id, rows)`` per queue of ConsumeQueue rows, rows in their order (the
+    dispatch's per-queue grouping: the live dispatch, the local and the Spark rebuild)."""
+    if not len(topic_id):
+        return
+    keys = np.asarray(topic_id).astype(np.int64) * (1 << 32) + (np.asarray(queue_id).astype(np.int64) & 0xFFFFFFFF)
+    order = np.argsort(keys, kind="stable")
+    bounds = np.flatnonzero(np.diff(keys[order])) + 1
+    for grp in np.split(order, bounds):
+        r0 = int(grp[0])
+        yield int(topic_id[r0]), int(queue_id[r0]), grp
 
 
 def _multi_entries(batch: DispatchBatch, rule: MultiDispatchRule, cq: np.ndarray,

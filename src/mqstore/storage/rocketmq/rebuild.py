@@ -25,6 +25,7 @@ from mqstore.storage.rocketmq.dispatch import IndexWriters
 from mqstore.storage.rocketmq.dledger import dledger_home, open_commit_log
 from mqstore.storage.rocketmq.index import IndexFile, IndexService
 from mqstore.storage.rocketmq.index import _bulk_put as bulk_put_into
+from mqstore.storage.rocketmq.index_roll import checkpoint_index_time
 from mqstore.storage.rocketmq.layout import commit_log_dirs, is_rocksdb_dir, resolve_config
 from mqstore.storage.rocketmq.lmq import MultiDispatchRule
 from mqstore.storage.rocketmq.timeindex import TIMEINDEX_DIR, QueueTimeIndex
@@ -232,8 +233,6 @@ def _rebuild(root: Path, out: str | os.PathLike[str] | None, cfg: StoreConfig,
                            time_index_interval=time_index_interval_for(root, cfg, time_index),
                            store_time=commit_log.pickup_store_timestamp,
                            multi_dispatch=MultiDispatchRule.of(cfg))
-    full_end_ts: list[int] = []
-    index.on_file_full = full_end_ts.append
     messages = keys = 0
     end = commit_log.max_offset
     last_stop = None
@@ -251,7 +250,8 @@ def _rebuild(root: Path, out: str | os.PathLike[str] | None, cfg: StoreConfig,
                 progress(batch.next_offset - commit_log.min_offset, end - commit_log.min_offset)
         writers.flush()
         index.flush()
-        write_rebuild_checkpoint(root, target, writers.last_logic_store_ts, full_end_ts[-1] if full_end_ts else 0)
+        index_ts = checkpoint_index_time(len(index.files), lambda k: index.files[k].header.end_timestamp)
+        write_rebuild_checkpoint(root, target, writers.last_logic_store_ts, index_ts)
         n_cq = len(writers.consume_queues)
         n_idx = len(index.files)
     finally:

@@ -355,7 +355,7 @@ class RocketMQStore:
 
             def encode_at(i: int, phys: int) -> bytes:
                 rec = records[i]
-                rec.physical_offset = phys
+                rec.commit_log_offset = phys
                 return encode_record(rec, append_prop_crc=cfg.enabled_append_prop_crc,
                                      max_message_size=cfg.max_message_size)
 
