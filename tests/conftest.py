@@ -7,6 +7,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
+
+# No wall-clock limits in tests (shared, noisy machines): hypothesis' per-example deadline and its
+# too-slow health check are off; what an example may take is not a property under test.
+settings.register_profile("mqstore", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("mqstore")
 
 # Must happen before any JVM starts (Spark workers must use this interpreter).
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)

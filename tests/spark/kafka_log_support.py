@@ -98,7 +98,7 @@ def write_partition(d: Path, *, batches: int = 30, per_batch: int = 7, segment_b
                     "offset": info.first_offset + k,
                     "timestamp": T0 + n * 10 + 5 if log_append else int(r.timestamp or 0),
                     "timestampType": 1 if log_append else 0,
-                    "headers": [{"key": hk, "value": hv} for hk, hv in r.headers],
+                    "headers": [{"key": hk, "value": hv} for hk, hv in r.headers] or None,  # Spark: null
                 })
             if transactional:
                 marker = encode_end_txn_marker_batch(commit=b % 2 == 0, producer_id=7 + b, producer_epoch=0,
@@ -120,7 +120,7 @@ def collect(df: Any) -> list[Row]:
         for k in ("key", "value"):
             if d[k] is not None:
                 d[k] = bytes(d[k])
-        if "headers" in d:
+        if d.get("headers") is not None:
             d["headers"] = [{"key": h["key"], "value": None if h["value"] is None else bytes(h["value"])}
                             for h in d["headers"]]
         out.append(d)
@@ -132,7 +132,7 @@ def as_manifest(r: Row) -> Row:
     return {"offset": r["offset"], "timestamp": r["timestamp"],
             "key": None if key is None else key.decode("utf-8"),
             "value_size": -1 if r["value"] is None else len(r["value"]),
-            "header_keys": [h["key"] for h in r["headers"]], "timestampType": r["timestampType"]}
+            "header_keys": [h["key"] for h in r["headers"] or ()], "timestampType": r["timestampType"]}
 
 
 def arrow_rows(batches: Any) -> list[Row]:

@@ -248,7 +248,7 @@ def test_fixture_rows_equal_manifest_without_spark(case: str, tmp_path: Path) ->
     assert rows == _rows_ref(rng)
     got = [{"offset": r["offset"], "timestamp": r["timestamp"],
             "key": None if r["key"] is None else r["key"].decode(), "value_size": -1 if r["value"] is None else len(r["value"]),
-            "header_keys": [h["key"] for h in r["headers"]], "timestampType": r["timestampType"]} for r in rows]
+            "header_keys": [h["key"] for h in r["headers"] or ()], "timestampType": r["timestampType"]} for r in rows]
     assert got == manifest_rows(case)
 
 

@@ -142,7 +142,7 @@ def test_stream_options() -> None:
     o = parse_options({"paths": "/a,/b", "startingOffsets": '{"a": 120}', "maxOffsetsPerTrigger": "5",
                        "maxBytesPerTrigger": "1000"}, streaming=True)
     assert o.stream_starting == {"a": 120} and o.max_offsets_per_trigger == 5 and o.max_bytes_per_trigger == 1000
-    assert parse_options({"path": "/a"}, streaming=True).stream_starting == "earliest"
+    assert parse_options({"path": "/a"}, streaming=True).stream_starting == "latest"  # as rocketmq-spark
     assert parse_options({"path": "/a", "startingOffsets": "latest"}, streaming=True).stream_starting == "latest"
     with pytest.raises(UnknownTopicError, match="unknown broker 'zz'"):
         parse_options({"path": "/a", "startingOffsets": '{"zz": 0}'}, streaming=True)

@@ -201,7 +201,8 @@ def test_stream_reader_offsets_and_admission_control(tmp_path: Path) -> None:
     from mqstore.spark.rocketmq_source import RocketMQStreamReader
 
     a, b = make_store(tmp_path / "a", 40), make_store(tmp_path / "b", 10)
-    opts = parse_options({"paths": f"{a},{b}", "maxOffsetsPerTrigger": "20"}, streaming=True)
+    opts = parse_options({"paths": f"{a},{b}", "maxOffsetsPerTrigger": "20", "startingOffsets": "earliest"},
+                         streaming=True)
     r = RocketMQStreamReader(opts)
     start = r.initialOffset()
     ends = {n: walk(list_segments(str(p)), 0).end for n, p in (("a", a), ("b", b))}

@@ -36,7 +36,8 @@ def test_live_writer_stop_restart_exactly_once(spark, tmp_path: Path) -> None:
                 time.sleep(0.25)
 
         def start(trigger: dict[str, object]):
-            df = (spark.readStream.format("rocketmq").option("maxOffsetsPerTrigger", 25).load(str(path))
+            df = (spark.readStream.format("rocketmq").option("startingOffsets", "earliest")
+                  .option("maxOffsetsPerTrigger", 25).load(str(path))
                   .select(F.col("properties")["seq"].cast("int").alias("seq"), "commitLogOffset", "topic"))
             return (df.writeStream.format("parquet").option("path", str(out))
                     .option("checkpointLocation", str(ckpt)).trigger(**trigger).start())

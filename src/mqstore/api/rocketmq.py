@@ -894,19 +894,25 @@ class MessageStore:
         _host, offset = decode_message_id(msg_id)
         return self.get_by_offset(offset)
 
+    def _queue_at(self, topic: str, queue_id: int, queue_offset: int) -> Any:
+        """The ConsumeQueue a read from ``queue_offset`` uses (``None``: the queue has no units
+        yet); :class:`OffsetOutOfRangeError` outside its offsets."""
+        self._sync()
+        cq = self._engine.consume_queue(topic, queue_id)
+        if cq is not None and (queue_offset < 0 or queue_offset > cq.max_offset_in_queue):
+            raise OffsetOutOfRangeError(
+                f"queue offset {queue_offset} outside [{cq.min_offset_in_queue}, {cq.max_offset_in_queue}] of {topic}/{queue_id}"
+            )
+        return cq
+
     def get(self, topic: str, queue_id: int, queue_offset: int, max_count: int = 32) -> list[Message]:
         """Up to ``max_count`` messages of a queue from ``queue_offset`` (ConsumeQueue order)."""
         validate_topic(topic)
         if max_count <= 0:
             raise InvalidArgumentError("max_count must be positive")
-        self._sync()
-        cq = self._engine.consume_queue(topic, queue_id)
+        cq = self._queue_at(topic, queue_id, queue_offset)
         if cq is None:
             return []
-        if queue_offset < 0 or queue_offset > cq.max_offset_in_queue:
-            raise OffsetOutOfRangeError(
-                f"queue offset {queue_offset} outside [{cq.min_offset_in_queue}, {cq.max_offset_in_queue}] of {topic}/{queue_id}"
-            )
         units = cq.get_units(queue_offset, max_count)
         out = []
         for i, (off, size) in enumerate(zip(units["offset"].tolist(), units["size"].tolist(), strict=True)):
@@ -940,14 +946,9 @@ class MessageStore:
             raise InvalidArgumentError(f"empty tag expression {tags!r}")
         every = "*" in wanted
         codes = np.array(sorted({tags_hash(t) for t in wanted}), dtype=np.int64)
-        self._sync()
-        cq = self._engine.consume_queue(topic, queue_id)
+        cq = self._queue_at(topic, queue_id, queue_offset)
         if cq is None:
             return []
-        if queue_offset < 0 or queue_offset > cq.max_offset_in_queue:
-            raise OffsetOutOfRangeError(
-                f"queue offset {queue_offset} outside [{cq.min_offset_in_queue}, {cq.max_offset_in_queue}] of {topic}/{queue_id}"
-            )
         out: list[Message] = []
         q = max(queue_offset, cq.min_offset_in_queue)
         min_phy = self._engine.commit_log.min_offset

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from mqstore.errors import InvalidArgumentError
+from mqstore.spark._option_names import refuse_unknown
 
 EARLIEST = -2
 LATEST = -1
@@ -31,18 +32,33 @@ DEFAULT_MAX_RECORDS_PER_BATCH = 10_000
 TopicPartition = tuple[str, int]
 SpecKind = Literal["earliest", "latest", "offsets", "timestamp", "timestamps"]
 
-_KNOWN = {
-    "path", "paths", "subscribe", "subscribepattern", "assign",
-    "startingoffsets", "endingoffsets", "startingtimestamp", "endingtimestamp",
-    "startingoffsetsbytimestamp", "endingoffsetsbytimestamp", "startingoffsetsbytimestampstrategy",
-    "failondataloss", "minpartitions", "includeheaders", "maxrecordsperbatch",
-    "maxoffsetspertrigger", "maxbytespertrigger", "kafka.isolation.level",
+#: every option name the source takes (Spark's spelling; compared case-insensitively)
+OPTION_NAMES = (
+    "path", "paths", "subscribe", "subscribePattern", "assign",
+    "startingOffsets", "endingOffsets", "startingTimestamp", "endingTimestamp",
+    "startingOffsetsByTimestamp", "endingOffsetsByTimestamp", "startingOffsetsByTimestampStrategy",
+    "failOnDataLoss", "minPartitions", "maxRecordsPerPartition", "includeHeaders", "maxRecordsPerBatch",
+    "maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay", "maxBytesPerTrigger",
+    "kafka.isolation.level",
+    # Spark options that only make sense against a broker: accepted and ignored, so that a job
+    # written for format("kafka") runs unchanged offline (as are all other kafka.* consumer settings)
+    "kafka.bootstrap.servers", "kafka.group.id", "groupIdPrefix", "kafkaConsumer.pollTimeoutMs",
+    "fetchOffset.numRetries", "fetchOffset.retryIntervalMs",
+)
+_IGNORED_PREFIXES = ("kafka.",)
+#: kafka.* settings Spark's Kafka source refuses (KafkaSourceProvider), with its reasons
+_REFUSED = {
+    "kafka.auto.offset.reset": "Kafka option 'auto.offset.reset' is not supported: set the source option "
+                               "startingOffsets to earliest or latest instead (a stream resumes from its checkpoint)",
+    "kafka.key.deserializer": "Kafka option 'key.deserializer' is not supported: keys are always binary; "
+                              "deserialize them with DataFrame operations",
+    "kafka.value.deserializer": "Kafka option 'value.deserializer' is not supported: values are always binary; "
+                                "deserialize them with DataFrame operations",
+    "kafka.enable.auto.commit": "Kafka option 'enable.auto.commit' is not supported",
+    "kafka.interceptor.classes": "Kafka option 'interceptor.classes' is not supported",
 }
-# Options of Spark's Kafka source that only make sense against a broker: accepted and ignored so
-# that a job written for format("kafka") runs unchanged offline.
-_IGNORED_PREFIXES = ("kafka.", "kafkaconsumer.", "fetchoffset.", "groupidprefix", "maxtriggerdelay",
-                     "minoffsetspertrigger")
-_STREAM_ONLY = ("maxoffsetspertrigger", "maxbytespertrigger")
+DEFAULT_MAX_TRIGGER_DELAY_MS = 15 * 60 * 1000  # Spark's default maxTriggerDelay, 15m
+_STREAM_ONLY = ("maxoffsetspertrigger", "maxbytespertrigger", "minoffsetspertrigger", "maxtriggerdelay")
 _BATCH_ONLY = ("endingoffsets", "endingtimestamp", "endingoffsetsbytimestamp")
 
 
@@ -79,6 +95,9 @@ class KafkaLogOptions:
     max_records_per_batch: int = DEFAULT_MAX_RECORDS_PER_BATCH
     max_offsets_per_trigger: int | None = None
     max_bytes_per_trigger: int | None = None
+    min_offsets_per_trigger: int | None = None
+    max_trigger_delay_ms: int = DEFAULT_MAX_TRIGGER_DELAY_MS
+    max_records_per_partition: int | None = None
     read_committed: bool = False  # kafka.isolation.level=read_committed
 
     def selects_topic(self, topic: str) -> bool:
@@ -107,6 +126,18 @@ def _positive_int(name: str, value: str) -> int:
     if n <= 0:
         raise InvalidArgumentError(f"option {name} must be a positive integer, got {value!r}")
     return n
+
+
+_TIME_UNITS_MS = {"us": 0.001, "ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+
+def parse_duration_ms(name: str, value: str) -> int:
+    """A time with a unit as Spark reads it (``15m``, ``30s``, ``500ms``, ``2h``, ``1d``; a bare
+    number is milliseconds)."""
+    m = re.fullmatch(r"\s*(\d+)\s*([a-z]*)\s*", str(value).lower())
+    if m is None or m.group(2) not in ("", *_TIME_UNITS_MS):
+        raise InvalidArgumentError(f"option {name} must be a time like 15m, 30s or 500ms, got {value!r}")
+    return int(int(m.group(1)) * _TIME_UNITS_MS.get(m.group(2) or "ms", 1))
 
 
 def _timestamp(name: str, value: str) -> int:
@@ -244,8 +275,9 @@ def parse_options(options: Mapping[str, Any], *, streaming: bool) -> KafkaLogOpt
     """Validate the options of a ``kafka-log`` read (keys case-insensitive)."""
     opts = {str(k).lower(): ("" if v is None else str(v)) for k, v in dict(options).items()}
     for key in opts:
-        if key not in _KNOWN and not key.startswith(_IGNORED_PREFIXES):
-            raise InvalidArgumentError(f"unknown option {key!r} for kafka-log")
+        if key in _REFUSED:
+            raise InvalidArgumentError(_REFUSED[key])
+    refuse_unknown("kafka-log", (str(k) for k in dict(options)), OPTION_NAMES, prefixes=_IGNORED_PREFIXES)
     if streaming:
         bad = [k for k in _BATCH_ONLY if k in opts]
         if bad:
@@ -276,9 +308,19 @@ def parse_options(options: Mapping[str, Any], *, streaming: bool) -> KafkaLogOpt
     if strategy not in ("error", "latest"):
         raise InvalidArgumentError(f"option startingOffsetsByTimestampStrategy must be error or latest, "
                                    f"got {strategy!r}")
+    max_offsets = _positive_int("maxOffsetsPerTrigger", opts["maxoffsetspertrigger"]) \
+        if "maxoffsetspertrigger" in opts else None
+    min_offsets = _positive_int("minOffsetsPerTrigger", opts["minoffsetspertrigger"]) \
+        if "minoffsetspertrigger" in opts else None
+    if min_offsets is not None and max_offsets is not None and min_offsets > max_offsets:
+        raise InvalidArgumentError(f"minOffsetsPerTrigger ({min_offsets}) is higher than maxOffsetsPerTrigger "
+                                   f"({max_offsets})")
+    delay = parse_duration_ms("maxTriggerDelay", opts["maxtriggerdelay"]) if "maxtriggerdelay" in opts \
+        else DEFAULT_MAX_TRIGGER_DELAY_MS
     if not streaming:
         for k in _STREAM_ONLY:
             opts.pop(k, None)  # accepted and ignored by batch queries, as Spark does
+        max_offsets = min_offsets = None
     return KafkaLogOptions(
         paths=parse_paths(opts),
         streaming=streaming,
@@ -293,8 +335,11 @@ def parse_options(options: Mapping[str, Any], *, streaming: bool) -> KafkaLogOpt
         include_headers=_bool("includeHeaders", opts.get("includeheaders", "false")),
         max_records_per_batch=_positive_int("maxRecordsPerBatch", opts["maxrecordsperbatch"])
         if "maxrecordsperbatch" in opts else DEFAULT_MAX_RECORDS_PER_BATCH,
-        max_offsets_per_trigger=_positive_int("maxOffsetsPerTrigger", opts["maxoffsetspertrigger"])
-        if "maxoffsetspertrigger" in opts else None,
+        max_offsets_per_trigger=max_offsets,
+        min_offsets_per_trigger=min_offsets,
+        max_trigger_delay_ms=delay,
+        max_records_per_partition=_positive_int("maxRecordsPerPartition", opts["maxrecordsperpartition"])
+        if "maxrecordsperpartition" in opts else None,
         max_bytes_per_trigger=_positive_int("maxBytesPerTrigger", opts["maxbytespertrigger"])
         if "maxbytespertrigger" in opts else None,
         read_committed=level == "read_committed",

@@ -270,26 +270,70 @@ def split_points(rng: OffsetRange, targets: list[int]) -> list[tuple[int, int, i
     return [cuts[k] for k in sorted(cuts)]
 
 
-def split_ranges(ranges: list[OffsetRange], min_partitions: int | None) -> list[OffsetRange]:
-    """Spark's ``minPartitions`` rule (pieces per partition ∝ its share of the offsets, at least
-    one), with cuts moved to offset-index entries (see :func:`split_points`)."""
-    nonempty = [r for r in ranges if r.size > 0]
-    if not min_partitions or len(nonempty) >= min_partitions:
-        return nonempty
-    total = sum(r.size for r in nonempty)
+def _round_half_up(x: float) -> int:
+    """``Math.round`` of the JVM (half up), which Spark's partition counts use."""
+    return math.floor(x + 0.5)
+
+
+def divide_range(r: OffsetRange, parts: int) -> list[OffsetRange]:
+    """``r`` cut into ``parts`` pieces of nearly equal offset counts at exact offsets (the last
+    pieces take the remainder, as Spark's range calculator does).  A batch that straddles a cut
+    is read by both neighbours, each keeping only its own offsets."""
+    if parts <= 1 or r.size <= 1:
+        return [r]
     out: list[OffsetRange] = []
-    for r in nonempty:
-        parts = max(round(r.size / total * min_partitions), 1)
-        if parts <= 1:
-            out.append(r)
-            continue
-        targets = [r.start + (r.size * k) // parts for k in range(1, parts)]
-        cuts = split_points(r, targets)
-        lo, seg, pos = r.start, None, None
-        for b, cseg, cpos in cuts:
-            out.append(OffsetRange(r.topic, r.partition, r.path, lo, b, seg, pos, cseg, cpos))
-            lo, seg, pos = b, cseg, cpos
-        out.append(OffsetRange(r.topic, r.partition, r.path, lo, r.end, seg, pos))
+    lo, remaining = r.start, r.size
+    for k in range(parts):
+        n = remaining // (parts - k)
+        remaining -= n
+        hi = min(lo + n, r.end)
+        first, last = k == 0, k == parts - 1
+        out.append(OffsetRange(r.topic, r.partition, r.path, lo, hi,
+                               r.segment if first else None, r.position if first else None,
+                               r.stop_segment if last else None, r.stop_position if last else None))
+        lo = hi
+    return [p for p in out if p.size > 0]
+
+
+def _cut_at_index(r: OffsetRange, parts: int) -> list[OffsetRange]:
+    """``r`` in about ``parts`` pieces whose cuts sit on offset-index entries (see :func:`split_points`)."""
+    if parts <= 1:
+        return [r]
+    targets = [r.start + (r.size * k) // parts for k in range(1, parts)]
+    out: list[OffsetRange] = []
+    lo, seg, pos = r.start, r.segment, r.position
+    for b, cseg, cpos in split_points(r, targets):
+        out.append(OffsetRange(r.topic, r.partition, r.path, lo, b, seg, pos, cseg, cpos))
+        lo, seg, pos = b, cseg, cpos
+    out.append(OffsetRange(r.topic, r.partition, r.path, lo, r.end, seg, pos, r.stop_segment, r.stop_position))
+    return out
+
+
+def split_ranges(ranges: list[OffsetRange], min_partitions: int | None,
+                 max_records_per_partition: int | None = None) -> list[OffsetRange]:
+    """The tasks of a batch, by Spark's Kafka range rules.
+
+    * ``maxRecordsPerPartition``: every range of more offsets is cut into
+      ``ceil(size / maxRecordsPerPartition)`` equal pieces (exact offsets), so no task exceeds it;
+    * then ``minPartitions``, when there are still fewer tasks: a range whose share of the offsets
+      rounds to one task stays whole, the others share the remaining task count in proportion to
+      their size (cuts moved down to offset-index entries, see :func:`split_points`; this only
+      makes pieces smaller, so the maxRecordsPerPartition bound still holds).
+
+    Empty ranges are dropped."""
+    pieces = [r for r in ranges if r.size > 0]
+    if max_records_per_partition:
+        pieces = [p for r in pieces for p in divide_range(r, -(-r.size // max_records_per_partition))]
+    if not min_partitions or len(pieces) >= min_partitions:
+        return pieces
+    total = sum(r.size for r in pieces)
+    whole = [_round_half_up(r.size / total * min_partitions) <= 1 for r in pieces]
+    split_total = total - sum(r.size for r, w in zip(pieces, whole, strict=True) if w)
+    split_min = max(min_partitions - sum(whole), 1)
+    out: list[OffsetRange] = []
+    for r, w in zip(pieces, whole, strict=True):
+        parts = 1 if w else max(_round_half_up(r.size / split_total * split_min), 1)
+        out.extend(_cut_at_index(r, parts))
     return out
 
 

@@ -112,6 +112,15 @@ def _const_string(value: str, n: int) -> pa.Array:
     return pa.StringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(b * n))
 
 
+def _headers_list(first: np.ndarray, structs: pa.Array) -> pa.Array:
+    """The headers column from per-row start indexes into ``structs``: a record without headers
+    gives null, as Spark's Kafka source does (not an empty list)."""
+    offsets = np.ascontiguousarray(first, dtype=np.int32)
+    empty = offsets[1:] == offsets[:-1]
+    return pa.ListArray.from_arrays(pa.array(offsets), structs, type=HEADERS_TYPE,
+                                    mask=pa.array(empty) if empty.any() else None)
+
+
 def _headers_array(headers: list[list[tuple[str, bytes | None]]]) -> pa.Array:
     lengths = np.fromiter((len(h) for h in headers), dtype=np.int32, count=len(headers))
     offsets = np.zeros(len(headers) + 1, dtype=np.int32)
@@ -120,7 +129,7 @@ def _headers_array(headers: list[list[tuple[str, bytes | None]]]) -> pa.Array:
     vals = [v for h in headers for _, v in h]
     structs = pa.StructArray.from_arrays([pa.array(keys, pa.string()), pa.array(vals, pa.binary())],
                                          fields=list(HEADER_TYPE))
-    return pa.ListArray.from_arrays(pa.array(offsets), structs, type=HEADERS_TYPE)
+    return _headers_list(offsets, structs)
 
 
 def columns_to_arrow(cols: dict[str, Any], topic: str, partition: int, include_headers: bool) -> pa.RecordBatch:
@@ -220,8 +229,7 @@ def _window_fast(view: memoryview, scan: dict[str, Any], idx: np.ndarray, lo: in
                                    offset=int(scan["position"][kept[0]])) from None
         structs = pa.StructArray.from_arrays(
             [hkeys, _binary(buf, res["hvalue_start"], res["hvalue_len"], pa.binary())], fields=list(HEADER_TYPE))
-        arrays.append(pa.ListArray.from_arrays(pa.array(res["header_first"].astype(np.int32)), structs,
-                                               type=HEADERS_TYPE))
+        arrays.append(_headers_list(res["header_first"], structs))
     return pa.RecordBatch.from_arrays(arrays, schema=arrow_schema(include_headers))
 
 
@@ -324,7 +332,7 @@ def read_rows(rng: OffsetRange, *, include_headers: bool = False,
                         continue
                     row: tuple[Any, ...] = (r.key, r.value, rng.topic, rng.partition, r.offset, _ts(r.timestamp), tt)
                     if include_headers:
-                        row += ([{"key": h.key, "value": h.value} for h in r.headers],)
+                        row += ([{"key": h.key, "value": h.value} for h in r.headers] or None,)
                     yield row
 
 

@@ -14,10 +14,31 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from mqstore.errors import OffsetOptionOutOfRangeError, SourceOptionError, UnknownTopicError
+from mqstore.errors import (
+    InvalidArgumentError,
+    OffsetOptionOutOfRangeError,
+    SourceOptionError,
+    UnknownTopicError,
+)
+from mqstore.formats.rocketmq.javahash import parse_sub_expression
+from mqstore.spark._option_names import refuse_unknown
 
 EARLIEST = -2  # rocketmq-spark / Kafka conventions inside offsets JSON
 LATEST = -1
+
+#: every option name the source takes (compared case-insensitively)
+OPTION_NAMES = (
+    "path", "paths", "brokerNames", "commitLogPath", "storeType",
+    "topics", "topicPattern", "topic", "subscribe", "subscribePattern", "subExpression",
+    "startingOffsets", "endingOffsets", "startingTimestamp", "endingTimestamp",
+    "includeBody", "checkCRC", "failOnDataLoss", "minPartitions", "maxOffsetsPerTrigger", "maxBytesPerTrigger",
+    # rocketmq-spark options that only make sense against a name server / broker: accepted and
+    # ignored, so that a job written for rocketmq-spark runs unchanged offline
+    "nameServer", "nameserver.addr", "group", "consumer.group", "pullBatchSize", "pull.max.batch.size",
+    "pullTimeout", "pullTimeoutMs", "pull.timeout.ms", "fetchOffset.numRetries", "fetchOffset.retryIntervalMs",
+)
+#: the options that choose topics (at most one may be given)
+_TOPIC_OPTIONS = ("topics", "topicPattern", "topic", "subscribe", "subscribePattern")
 
 #: ``{topic: {brokerName: {queueId: offset}}}`` (offsets may be EARLIEST / LATEST)
 QueueOffsets = dict[str, dict[str, dict[int, int]]]
@@ -44,11 +65,14 @@ class RocketMQOptions:
     min_partitions: int | None = None
     max_offsets_per_trigger: int | None = None
     max_bytes_per_trigger: int | None = None
-    stream_starting: str | dict[str, int] = "earliest"  # streaming: "earliest"/"latest"/{broker: offset}
+    stream_starting: str | dict[str, int] = "latest"  # streaming: "earliest"/"latest"/{broker: offset}
     # commitLogPath: per store, its CommitLog directory or comma-separated directories (None: STORE/commitlog)
     commit_log_paths: tuple[str | None, ...] = ()
     # storeType: where the stores' ConsumeQueues live (None: decided from each store's files)
     store_type: str | None = None
+    # subExpression: the tags selected ("TagA || TagB"; None: every message)
+    tags: frozenset[str] | None = None
+    topics_option: str = "topics"  # the option the topic selection came from (for messages)
 
     def commit_log_of(self, index: int) -> str | None:
         return self.commit_log_paths[index] if index < len(self.commit_log_paths) else None
@@ -168,7 +192,15 @@ def _parse_stream_start(text: str) -> str | dict[str, int]:
 
 
 def parse_options(options: Mapping[str, str], *, streaming: bool = False) -> RocketMQOptions:
-    """Validate the options of ``spark.read(Stream).format("rocketmq")`` (names case-insensitive)."""
+    """Validate the options of ``spark.read(Stream).format("rocketmq")`` (names case-insensitive).
+
+    Unknown names are refused (one line naming the nearest valid one); rocketmq-spark's names are
+    taken: ``topic``/``subscribe`` (topic names) and ``subscribePattern`` (a regex) select topics as
+    ``topics``/``topicPattern`` do, ``subExpression`` filters tags, and its broker-only options
+    (``nameServer``, ``group``, ``pullBatchSize``...) are accepted and ignored.  A stream starts at
+    the latest offsets unless ``startingOffsets`` says otherwise (as rocketmq-spark and Spark's
+    Kafka source do); a batch reads from the earliest."""
+    refuse_unknown("rocketmq", (str(k) for k in options), OPTION_NAMES, error=SourceOptionError)
     raw_paths = _get(options, "paths")
     path = _get(options, "path")
     paths: list[str] = []
@@ -207,22 +239,29 @@ def parse_options(options: Mapping[str, str], *, streaming: bool = False) -> Roc
                                     "give a JSON list aligned with the paths")
         commit_logs = (cl_text.strip(),)
 
-    topics_text = _get(options, "topics")
-    pattern = _get(options, "topicPattern")
+    chosen = [name for name in _TOPIC_OPTIONS if _get(options, name) is not None]
+    if len(chosen) > 1:
+        raise SourceOptionError(f"give only one of {', '.join(_TOPIC_OPTIONS)} (got {', '.join(chosen)})")
+    topics_option = chosen[0] if chosen else "topics"
+    topics_text = _get(options, topics_option) if topics_option in ("topics", "topic", "subscribe") else None
+    pattern = _get(options, topics_option) if topics_option in ("topicPattern", "subscribePattern") else None
     topics: tuple[str, ...] | None = None
-    if topics_text is not None and topics_text.strip().startswith("regex:"):
-        if pattern is not None:
-            raise SourceOptionError("give either topics=regex:... or topicPattern, not both")
+    if topics_option == "topics" and topics_text is not None and topics_text.strip().startswith("regex:"):
         pattern = topics_text.strip()[len("regex:"):]
     elif topics_text is not None:
-        if pattern is not None:
-            raise SourceOptionError("give either topics or topicPattern, not both")
-        topics = tuple(dict.fromkeys(_parse_list("topics", topics_text)))
+        topics = tuple(dict.fromkeys(_parse_list(topics_option, topics_text)))
     if pattern is not None:
+        if not pattern.strip():
+            raise SourceOptionError(f"option {topics_option}: the topic pattern is empty")
         try:
             re.compile(pattern)
         except re.error as exc:
             raise SourceOptionError(f"topic pattern {pattern!r} is not a valid regular expression: {exc}") from exc
+    sub_expression = _get(options, "subExpression")
+    try:
+        tags = parse_sub_expression(sub_expression)
+    except InvalidArgumentError as exc:
+        raise SourceOptionError(f"option subExpression: {exc.message}") from None
 
     so_text = _get(options, "startingOffsets")
     eo_text = _get(options, "endingOffsets")
@@ -238,13 +277,14 @@ def parse_options(options: Mapping[str, str], *, streaming: bool = False) -> Roc
         min_partitions=_parse_int("minPartitions", _get(options, "minPartitions"), minimum=1),
         commit_log_paths=commit_logs,
         store_type=_store_type(_get(options, "storeType")),
+        tags=tags, topics_option=topics_option,
     )
     if streaming:
         for name, value in (("endingOffsets", eo_text), ("startingTimestamp", st), ("endingTimestamp", et)):
             if value is not None:
                 raise SourceOptionError(f"option {name} is not supported by the rocketmq stream source "
                                         "(streams start at startingOffsets and never end)")
-        start = _parse_stream_start(so_text) if so_text is not None else "earliest"
+        start = _parse_stream_start(so_text) if so_text is not None else "latest"
         if isinstance(start, dict):
             unknown = sorted(set(start) - set(names))
             if unknown:
@@ -276,7 +316,7 @@ def select_topics(opts: RocketMQOptions, known: set[str]) -> frozenset[str] | No
     if opts.topics is not None:
         missing = [t for t in opts.topics if t not in known]
         if missing:
-            raise UnknownTopicError(f"option topics names unknown topic {missing[0]!r} "
+            raise UnknownTopicError(f"option {opts.topics_option} names unknown topic {missing[0]!r} "
                                     f"(the stores hold: {', '.join(sorted(known)) or 'no ConsumeQueues'})")
         return frozenset(opts.topics)
     if opts.topic_pattern is not None:
@@ -290,7 +330,7 @@ def _check_named(name: str, spec: QueueOffsets, catalogue: Catalogue, topics: fr
         if topic not in known_topics:
             raise UnknownTopicError(f"option {name} names unknown topic {topic!r}")
         if topics is not None and topic not in topics:
-            raise SourceOptionError(f"option {name} names topic {topic!r}, which the topics option does not select")
+            raise SourceOptionError(f"option {name} names topic {topic!r}, which the topic selection does not select")
         for broker, queues in brokers.items():
             if broker not in catalogue:
                 raise UnknownTopicError(f"option {name} names unknown broker {broker!r} for topic {topic!r} "

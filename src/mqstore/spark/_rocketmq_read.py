@@ -84,6 +84,11 @@ class RowFilter:
     * ``ts_min`` / ``ts_end``: ``ts_min <= storeTimestamp < ts_end`` (``None``: unbounded).
     * ``offset_min`` / ``offset_end``: the same on ``commitLogOffset``.
     * ``queue_ids``: only these queue ids.
+    * ``tags``: a TAG subscription (:func:`~mqstore.formats.rocketmq.javahash.parse_sub_expression`),
+      applied as a consumer does: first the ConsumeQueue tags code of each record (the Java
+      ``hashCode`` of its tag, which the CommitLog scan computes exactly as dispatch writes it) must
+      be one of the tags' hashes, then the stored TAGS property must be one of the tags, which drops
+      hash collisions (:meth:`tag_check` on the decoded rows).  ``None``: every tag.
 
     An LMQ / multi-dispatch queue (``%LMQ%name``, queue 0) is matched through the records it was
     dispatched from (their ``INNER_MULTI_DISPATCH`` / ``INNER_MULTI_QUEUE_OFFSET``; bounds apply to
@@ -98,13 +103,36 @@ class RowFilter:
     offset_end: int | None = None
     queue_ids: frozenset[int] | None = None
     topic_pattern: str | None = None  # regex matched in full (streams: topics may appear later)
+    tags: frozenset[str] | None = None
 
     @property
     def is_trivial(self) -> bool:
         return (
             self.topics is None and self.topic_pattern is None and self.queue_bounds is None and self.ts_min is None and self.ts_end is None
-            and self.offset_min is None and self.offset_end is None and self.queue_ids is None
+            and self.offset_min is None and self.offset_end is None and self.queue_ids is None and self.tags is None
         )  # fmt: skip
+
+    def _tag_mask(self, b: DispatchBatch) -> np.ndarray:
+        """First stage of the tag filter: the tags code is the hash of a wanted tag.  Messages of
+        the delay topic keep a deliver time there, so only the second stage decides for them."""
+        from mqstore.formats.rocketmq.javahash import SCHEDULE_TOPIC, tags_hash
+
+        assert self.tags is not None
+        codes = np.fromiter(sorted({tags_hash(t) for t in self.tags}), np.int64)
+        keep = np.isin(b.tags_code, codes)
+        if SCHEDULE_TOPIC in b.topics:
+            keep |= b.topic_id == b.topics.index(SCHEDULE_TOPIC)
+        return keep
+
+    def tag_check(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        """Second stage of the tag filter on decoded rows: the TAGS property is a wanted tag."""
+        if self.tags is None or batch.num_rows == 0:
+            return batch
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        ok = pc.fill_null(pc.is_in(batch.column("tags"), value_set=pa.array(sorted(self.tags), pa.string())), False)
+        return batch if pc.all(ok).as_py() else batch.filter(ok)
 
     def _queue_ok(self, topic: str, queue_id: int, queue_offset: int) -> bool:
         """Topic, queue id and queue bounds of one queue position."""
@@ -130,7 +158,7 @@ class RowFilter:
                 if not keep[row] and self._queue_ok(name, qid, qoff):
                     extra[row] = True
             if extra.any():
-                keep |= extra & self._time_offset_mask(b)
+                keep |= extra & self._time_offset_mask(b) & (self._tag_mask(b) if self.tags is not None else True)
         return keep
 
     def _time_offset_mask(self, b: DispatchBatch) -> np.ndarray:
@@ -159,6 +187,8 @@ class RowFilter:
         if self.queue_ids is not None:
             keep &= np.isin(b.queue_id, np.fromiter(self.queue_ids, np.int64, len(self.queue_ids)))
         keep &= self._time_offset_mask(b)
+        if self.tags is not None:
+            keep &= self._tag_mask(b)
         if self.queue_bounds is not None:
             lo = np.ones(n, np.int64)
             hi = np.zeros(n, np.int64)  # rows of unlisted queues: lo > hi → dropped
@@ -177,7 +207,10 @@ class RowFilter:
 
     def accepts(self, topic: str, queue_id: int, queue_offset: int, store_ts: int, offset: int, sys_flag: int,
                 properties: dict[str, str] | None = None) -> bool:
-        """The same rule for one record (the pure-Python twin uses it)."""
+        """The same rule for one record (the pure-Python twin uses it; the tag filter compares
+        the TAGS property directly, which is what both stages together decide)."""
+        if self.tags is not None and (properties or {}).get("TAGS") not in self.tags:
+            return False
         if self._accepts_own(topic, queue_id, queue_offset, store_ts, offset, sys_flag):
             return True
         if not properties or (sys_flag & TRANSACTION_MASK) not in (0, 0x8):
@@ -346,16 +379,20 @@ def rocketmq_arrow_batches(
         for chunk in _chunks(positions, sizes, max_rows, max_bytes):
             fast = arrow_columns(u8, base, chunk, broker_name=broker_name, include_body=include_body)
             if fast is not None:
-                yield pa.RecordBatch.from_arrays([fast[c] for c in ROCKETMQ_COLUMNS], schema=schema)
+                rb = pa.RecordBatch.from_arrays([fast[c] for c in ROCKETMQ_COLUMNS], schema=schema)
                 del fast
+                if row_filter is not None and row_filter.tags is not None:
+                    rb = row_filter.tag_check(rb)
+                yield rb
                 continue
             # unusual batch (invalid UTF-8 text, an unreadable record, > 2 GiB column): old path
             try:
                 cols = decode_columns(u8, base, chunk, include_body=include_body)
             except CorruptDataError as exc:
                 raise CorruptDataError(exc.message, path=path, offset=exc.offset) from exc
-            yield columns_to_arrow(cols, broker_name, include_body=include_body)
+            rb = columns_to_arrow(cols, broker_name, include_body=include_body)
             del cols
+            yield row_filter.tag_check(rb) if row_filter is not None and row_filter.tags is not None else rb
     finally:
         del u8
         close_map(mm)

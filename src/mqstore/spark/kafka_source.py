@@ -15,7 +15,8 @@ module only adapts them to PySpark's Python Data Source API.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,6 +26,7 @@ from pyspark.sql.streaming.datasource import (
     ReadLimit,
     ReadMaxBytes,
     ReadMaxRows,
+    ReadMinRows,
     SupportsTriggerAvailableNow,
 )
 from pyspark.sql.types import (
@@ -53,6 +55,7 @@ from mqstore.spark._kafka_plan import (
     resolve_bound,
     split_ranges,
 )
+from mqstore.spark._option_names import refuse_custom_schema
 
 __all__ = [
     "KAFKA_SCHEMA",
@@ -115,7 +118,7 @@ def _read(partition: KafkaLogPartition) -> Iterator[Any]:
 def _partitions(opts: KafkaLogOptions, ranges: list[OffsetRange]) -> list[KafkaLogPartition]:
     """One task per piece; with read_committed the planner scans each partition's transactions
     once and hands every task the excluded ranges of its own offsets."""
-    pieces = split_ranges(ranges, opts.min_partitions)
+    pieces = split_ranges(ranges, opts.min_partitions, opts.max_records_per_partition)
     states: dict[str, Any] = {}
     out = []
     for r in pieces:
@@ -153,6 +156,8 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, opts: KafkaLogOptions) -> None:
         self.opts = opts
         self._target: dict[TopicPartition, int] | None = None  # availableNow snapshot
+        self.clock: Callable[[], float] = time.time  # seconds; tests replace it
+        self._last_trigger_ms = 0.0  # when the last batch was admitted (0: never, so the first one goes)
 
     # -------------------------------------------------------------- helpers
     def _infos(self) -> dict[TopicPartition, PartitionInfo]:
@@ -193,6 +198,8 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return offsets_json(starts)
 
     def getDefaultReadLimit(self) -> ReadLimit:
+        if self.opts.min_offsets_per_trigger is not None:
+            return ReadMinRows(self.opts.min_offsets_per_trigger)
         if self.opts.max_offsets_per_trigger is not None:
             return ReadMaxRows(self.opts.max_offsets_per_trigger)
         if self.opts.max_bytes_per_trigger is not None:
@@ -202,9 +209,26 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def prepareForTriggerAvailableNow(self) -> None:
         self._target = {i.tp: i.log_end for i in self._infos().values()}
 
+    def delay_batch(self, starts: dict[TopicPartition, int], ends: dict[TopicPartition, int]) -> bool:
+        """Spark's ``minOffsetsPerTrigger`` rule: hold the batch back while fewer new offsets than
+        the minimum are available, unless ``maxTriggerDelay`` has passed since the last batch was
+        admitted (the first batch of a reader is never held back).  Admitting resets the timer."""
+        now_ms = self.clock() * 1000.0
+        if now_ms - self._last_trigger_ms >= self.opts.max_trigger_delay_ms:
+            self._last_trigger_ms = now_ms
+            return False
+        available = sum(max(0, e - starts.get(tp, e)) for tp, e in ends.items())
+        if available < (self.opts.min_offsets_per_trigger or 0):
+            return True
+        self._last_trigger_ms = now_ms
+        return False
+
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         infos = self._infos()
         s, ends = self._bounds(parse_offsets_json(start), infos)
+        if (self.opts.min_offsets_per_trigger is not None and not isinstance(limit, ReadAllAvailable)
+                and self.delay_batch(s, ends)):
+            return start  # no new batch yet (Trigger.Once hands ReadAllAvailable: never delayed)
         max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else None
         max_bytes = limit.max_bytes if isinstance(limit, ReadMaxBytes) else None
         if not isinstance(limit, ReadAllAvailable):
@@ -267,8 +291,15 @@ class KafkaLogDataSource(DataSource):
     def schema(self) -> StructType:
         return kafka_schema(self._include_headers())
 
+    def _checked(self, schema: StructType, *, streaming: bool) -> KafkaLogOptions:
+        from mqstore.spark._kafka_read import arrow_schema
+
+        opts = parse_options(self.options, streaming=streaming)
+        refuse_custom_schema("kafka-log", schema, arrow_schema(opts.include_headers))
+        return opts
+
     def reader(self, schema: StructType) -> DataSourceReader:
-        return KafkaLogBatchReader(parse_options(self.options, streaming=False))
+        return KafkaLogBatchReader(self._checked(schema, streaming=False))
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        return KafkaLogStreamReader(parse_options(self.options, streaming=True))
+        return KafkaLogStreamReader(self._checked(schema, streaming=True))

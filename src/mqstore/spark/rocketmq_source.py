@@ -42,6 +42,7 @@ from pyspark.sql.streaming.datasource import (
 
 from mqstore.errors import DataLossError, SourceOptionError
 from mqstore.formats.rocketmq.dledger import ENTRY_HEADER_SIZE as DLEDGER_ENTRY_HEADER
+from mqstore.spark._option_names import refuse_custom_schema
 from mqstore.spark._rocketmq_options import (
     LATEST,
     RocketMQOptions,
@@ -203,7 +204,8 @@ def plan_batch(opts: RocketMQOptions, pushed: PushedFilters | None = None) -> li
                 if v.dledger:  # from the first message back to its entry
                     lo -= DLEDGER_ENTRY_HEADER
             rf = RowFilter(topics=topics, queue_bounds=qb, ts_min=pushed.ts_min, ts_end=pushed.ts_end,
-                           offset_min=pushed.offset_min, offset_end=pushed.offset_end, queue_ids=pushed.queue_ids)
+                           offset_min=pushed.offset_min, offset_end=pushed.offset_end, queue_ids=pushed.queue_ids,
+                           tags=opts.tags)
             for seg in v.segments:
                 if seg.end <= lo or seg.base >= hi:
                     continue
@@ -263,9 +265,10 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                                         "rocketmq source reads classic CommitLogs only; read it as a batch")
         self._target: dict[str, int] | None = None
         self._latest: dict[str, int] | None = None
-        if opts.topics is not None or opts.topic_pattern is not None:
+        if opts.topics is not None or opts.topic_pattern is not None or opts.tags is not None:
             self._filter: RowFilter | None = RowFilter(
-                topics=frozenset(opts.topics) if opts.topics is not None else None, topic_pattern=opts.topic_pattern)
+                topics=frozenset(opts.topics) if opts.topics is not None else None, topic_pattern=opts.topic_pattern,
+                tags=opts.tags)
         else:
             self._filter = None
 
@@ -400,7 +403,11 @@ class RocketMQDataSource(DataSource):
         return ROCKETMQ_SCHEMA
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        return RocketMQBatchReader(parse_options(self.options))
+        opts = parse_options(self.options)
+        refuse_custom_schema("rocketmq", schema, rocketmq_arrow_schema())
+        return RocketMQBatchReader(opts)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        return RocketMQStreamReader(parse_options(self.options, streaming=True))
+        opts = parse_options(self.options, streaming=True)
+        refuse_custom_schema("rocketmq", schema, rocketmq_arrow_schema())
+        return RocketMQStreamReader(opts)

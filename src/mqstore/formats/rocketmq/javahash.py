@@ -7,6 +7,8 @@ These are the scalar reference functions; :mod:`mqstore.kernels.javahash` has th
 
 from __future__ import annotations
 
+from mqstore.errors import InvalidArgumentError
+
 INT_MIN = -(2**31)
 _MASK32 = 0xFFFFFFFF
 
@@ -75,6 +77,26 @@ def tags_hash(tags: str | None) -> int:
     if not tags:
         return 0
     return java_string_hashcode(tags)
+
+
+SUB_ALL = "*"
+
+
+def parse_sub_expression(expression: str | None) -> frozenset[str] | None:
+    """The tags a consumer's TAG subscription expression selects (``None``: every message).
+
+    RocketMQ's rule (``FilterAPI.buildSubscriptionData``): ``*`` or an empty expression selects
+    all; otherwise the expression is split at ``||`` and each trimmed, non-empty piece is a tag
+    (``"TagA || TagB"``).  A ``*`` among other tags is the literal tag ``*``, as on a broker.
+    A consumer then matches a message when the ConsumeQueue tags code is the hash
+    (:func:`tags_hash`) of one of these tags, and finally when its TAGS property is one of them.
+    """
+    if expression is None or expression.strip() in ("", SUB_ALL):
+        return None
+    tags = frozenset(t.strip() for t in expression.split("||") if t.strip())
+    if not tags:
+        raise InvalidArgumentError(f"the tag expression {expression!r} names no tag (use * for all)")
+    return tags
 
 
 def tags_code(
