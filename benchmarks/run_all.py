@@ -231,7 +231,8 @@ def main() -> None:
                 r = sc[what]
                 rows.append((f"scaling: {what} {sc['mb']} MiB ({sc['segments']} seg.)",
                              f"{sc['messages'] / r['wall']:,.0f} msgs/s", "-", "-",
-                             f"{r['wall']:.2f} s; peak RSS {r['rss_mib']:,.0f} MiB"))
+                             f"{r['wall']:.2f} s; peak RSS {r['rss_mib']:,.0f} MiB, anonymous "
+                             f"{r.get('anon_mib', 0):,.0f} MiB"))
 
     print(f"\n\nmqstore benchmark suite ({'quick' if args.quick else 'full'}), {time.perf_counter() - started:.0f} s; "
           f"Java anchors of issue 5 measured on this machine; ratio = ours / Java")
