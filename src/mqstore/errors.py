@@ -157,3 +157,19 @@ class UnknownTopicError(SourceOptionError):
 class OffsetOptionOutOfRangeError(SourceOptionError, DataLossError):
     """A requested offset lies outside what a queue (or CommitLog) holds and ``failOnDataLoss`` is
     true."""
+
+
+# ----------------------------------------------------------------------------- spark beyond local mode
+class ClusterError(MqStoreError):
+    """Spark's executors cannot do what the driver planned: they do not see a path the driver
+    sees, or cannot run the Python worker."""
+
+
+class PathNotVisibleError(ClusterError, FileNotFoundError):
+    """A path the driver sees (a store, an output or checkpoint directory) is missing on an
+    executor host: it is not on a filesystem every node mounts at the same path."""
+
+
+class WorkerPythonError(ClusterError):
+    """The Python interpreter Spark's executors should run is missing, cannot import mqstore, or
+    cannot be chosen safely for the cluster (``spark.pyspark.python`` / ``PYSPARK_PYTHON``)."""

@@ -48,3 +48,17 @@ def test_record_fields_the_api_uses(keys: list[str], offset: int, ip: str, p: in
     d = back.to_json_dict()
     assert (d["commitLogOffset"], d["size"], d["storeHost"], d["keys"]) == (offset, len(raw), f"{ip}:{p}", back.keys)
     assert type(d["storeHost"]) is str
+
+
+def test_get_by_tag_follows_the_subscription_rule(tmp_path) -> None:
+    """``MessageStore.get_by_tag`` reads a tag expression by the broker's rule (one home:
+    ``parse_sub_expression``): ``*`` or empty selects all, a ``*`` among tags is a literal tag."""
+    from mqstore.api.rocketmq import MessageStore, StoreConfig
+
+    with MessageStore.open(tmp_path, StoreConfig(commit_log_file_size=1 << 20)) as s:
+        s.put_batch([dict(topic="T", body=b"%d" % i, tags=["A", "B", "*"][i % 3]) for i in range(9)])
+        s.flush()
+        assert len(s.get_by_tag("T", 0, "*", 0, 100)) == 9
+        assert len(s.get_by_tag("T", 0, "  ", 0, 100)) == 9
+        assert [m.tags for m in s.get_by_tag("T", 0, "A || *", 0, 100)] == ["A", "*"] * 3
+        assert [m.tags for m in s.get_by_tag("T", 0, "B||", 0, 100)] == ["B"] * 3

@@ -48,7 +48,7 @@ def test_topics_and_patterns() -> None:
     o = parse_options({"path": "/p", "topics": "regex:ord.*"})
     assert o.topics is None and o.topic_pattern == "ord.*"
     assert parse_options({"path": "/p", "topicPattern": "x|y"}).topic_pattern == "x|y"
-    with pytest.raises(SourceOptionError, match="not both"):
+    with pytest.raises(SourceOptionError, match="give only one of"):
         parse_options({"path": "/p", "topics": "a", "topicPattern": "b"})
     with pytest.raises(SourceOptionError, match="regular expression"):
         parse_options({"path": "/p", "topicPattern": "("})

@@ -933,18 +933,18 @@ class MessageStore:
     def get_by_tag(self, topic: str, queue_id: int, tags: str, queue_offset: int = 0,
                    max_count: int = 32) -> list[Message]:
         """Up to ``max_count`` messages of a queue from ``queue_offset`` whose tag matches the
-        subscription expression ``tags`` (``"TagA || TagB"``, ``"*"``: all), as a consumer sees
+        subscription expression ``tags`` (``"TagA || TagB"``, ``"*"`` or empty: all; the rule of
+        :func:`~mqstore.formats.rocketmq.javahash.parse_sub_expression`), as a consumer sees
         them: the ConsumeQueue tags codes (through the ConsumeQueueExt when the units hold ext
         addresses) select the candidates, then the tag itself is compared (hash collisions)."""
-        from mqstore.formats.rocketmq.javahash import tags_hash
+        from mqstore.formats.rocketmq.javahash import parse_sub_expression, tags_hash
 
         validate_topic(topic)
         if max_count <= 0:
             raise InvalidArgumentError("max_count must be positive")
-        wanted = {t.strip() for t in tags.split("||") if t.strip()}
-        if not wanted:
-            raise InvalidArgumentError(f"empty tag expression {tags!r}")
-        every = "*" in wanted
+        selected = parse_sub_expression(tags)  # the broker's rule: None selects every message
+        every = selected is None
+        wanted = selected or frozenset()
         codes = np.array(sorted({tags_hash(t) for t in wanted}), dtype=np.int64)
         cq = self._queue_at(topic, queue_id, queue_offset)
         if cq is None:

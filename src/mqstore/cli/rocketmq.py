@@ -240,7 +240,10 @@ def dump(store: Path, topic: str | None, from_offset: int, limit: int | None, fr
     lo, hi = parse_time(from_time, "--from-time"), parse_time(to_time, "--to-time")
     check_time_range(lo, hi)
     check_decoder(decode)
-    tags = [t.strip() for t in tag.split("||") if t.strip()] if tag is not None else None
+    from mqstore.formats.rocketmq.javahash import parse_sub_expression
+
+    selected = parse_sub_expression(tag)  # a consumer's subscription rule ("*": every tag)
+    tags = sorted(selected) if selected is not None else None
     with _open(store) as s, progress("dump") as prog:
         cl = s.engine.commit_log
         out: list = []

@@ -62,15 +62,11 @@ def handle_spark_errors(func: F) -> F:
 
 
 def first_error_line(message: str) -> str:
-    """The most useful line of a Spark error: the mqstore error raised in a worker if there is one."""
-    lines = [line.strip() for line in message.splitlines() if line.strip()]
-    for line in reversed(lines):
-        if line.startswith("mqstore.errors.") or ("Error: " in line and "mqstore" in line):
-            return line
-    for line in lines:
-        if "Error" in line or "error" in line:
-            return line
-    return lines[0] if lines else message
+    """The most useful line of a Spark error: the Python exception raised in a task (type and
+    message, not the Py4J wrapper), or the worker Python that could not be started."""
+    from mqstore.spark.cluster import explain_spark_error
+
+    return explain_spark_error(message)
 
 
 @click.group(name="spark")
@@ -412,3 +408,26 @@ def export_cmd(layout: str, paths: tuple[_pathlib.Path, ...], out: _pathlib.Path
     else:
         _cli_common.print_table("exported", ["out", "rows", "partitions", "files"],
                                 [(res.out, res.rows, res.partitions, res.files)])
+
+
+# ------------------------------------------------------------------------------ pack-env
+@group.command("pack-env")
+@click.argument("out", type=click.Path(dir_okay=False, path_type=_pathlib.Path))
+@click.option("--overwrite", is_flag=True, help="Replace OUT if it exists.")
+@_cli_common.json_option
+@_cli_common.handle_errors
+def pack_env(out: _pathlib.Path, overwrite: bool, as_json: bool) -> None:
+    """Pack this virtual environment's Python with mqstore and its run-time dependencies into OUT
+    (.tar.gz or .tgz) for `spark-submit --archives OUT#environment` (docs/spark.md,
+    Running on a cluster)."""
+    from mqstore.spark.pack import pack_environment
+
+    res = pack_environment(out, overwrite=overwrite)
+    if as_json:
+        click.echo(_cli_common.to_json(res.as_dict()))
+        return
+    _cli_common.print_table("packed", ["archive", "distributions", "files", "MB", "seconds"],
+                            [(res.out, len(res.distributions), res.files, round(res.bytes / 1e6, 1), res.seconds)])
+    click.echo(f"ship it with: spark-submit --archives {res.out}#environment "
+               "--conf spark.pyspark.python=./environment/bin/python ...")
+    click.echo(f"every node needs the interpreter the archive's bin/python links to: {res.python}")

@@ -11,7 +11,12 @@ Names, defaults and precedence follow Spark's own Kafka source:
 * offsets JSON ``{"topic": {"0": 23}}`` with −2 = earliest, −1 = latest; a batch query may not
   start at latest nor end at earliest.
 
-Every problem raises :class:`~mqstore.errors.InvalidArgumentError` naming the option.
+Every problem raises :class:`~mqstore.errors.InvalidArgumentError` naming the option: an unknown
+name (with the nearest valid one), the ``kafka.*`` settings Spark's Kafka source refuses
+(``auto.offset.reset``, the deserializers, ``enable.auto.commit``, ``interceptor.classes``), a
+``minOffsetsPerTrigger`` above ``maxOffsetsPerTrigger``.  Broker-only settings (other ``kafka.*``,
+``groupIdPrefix``, ``fetchOffset.*``, ``kafkaConsumer.pollTimeoutMs``) are accepted and ignored,
+and the trigger options are ignored by batch queries, as in Spark.
 """
 
 from __future__ import annotations

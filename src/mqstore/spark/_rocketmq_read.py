@@ -113,16 +113,12 @@ class RowFilter:
         )  # fmt: skip
 
     def _tag_mask(self, b: DispatchBatch) -> np.ndarray:
-        """First stage of the tag filter: the tags code is the hash of a wanted tag.  Messages of
-        the delay topic keep a deliver time there, so only the second stage decides for them."""
-        from mqstore.formats.rocketmq.javahash import SCHEDULE_TOPIC, tags_hash
+        """First stage of the tag filter: the tags code is the hash of a wanted tag (storage's
+        :func:`~mqstore.storage.rocketmq.dump.tag_candidates`, also behind ``dump --tag``)."""
+        from mqstore.storage.rocketmq.dump import tag_candidates
 
         assert self.tags is not None
-        codes = np.fromiter(sorted({tags_hash(t) for t in self.tags}), np.int64)
-        keep = np.isin(b.tags_code, codes)
-        if SCHEDULE_TOPIC in b.topics:
-            keep |= b.topic_id == b.topics.index(SCHEDULE_TOPIC)
-        return keep
+        return tag_candidates(b, self.tags)
 
     def tag_check(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         """Second stage of the tag filter on decoded rows: the TAGS property is a wanted tag."""

@@ -423,6 +423,12 @@ class DispatchStreamWriter(DataSourceStreamArrowWriter):
         staged = sorted((m for m in messages if isinstance(m, StagedDispatch) and m.rows), key=lambda m: m.first_offset)
         batches = []
         for m in staged:
+            if not os.path.exists(m.path):
+                from mqstore.errors import PathNotVisibleError
+
+                raise PathNotVisibleError(
+                    f"the dispatch staging file {m.path} written by an executor is missing on the driver: the "
+                    "checkpoint directory must be on a filesystem the driver and every executor share")
             with pa.memory_map(m.path, "r") as src:
                 table = pa.ipc.open_file(src).read_all()
             batches.append(arrow_to_dispatch_batch(table))
@@ -494,9 +500,12 @@ def start_dispatch(spark: SparkSession, store: str | os.PathLike[str], checkpoin
 
     if max_bytes_per_trigger is not None and max_bytes_per_trigger <= 0:
         raise InvalidArgumentError("max_bytes_per_trigger must be positive")
+    from mqstore.spark.cluster import absolute_path, preflight
+
     cfg = store_config_for(store, config)
-    root = str(Path(store).resolve())
-    cp = Path(checkpoint).resolve()
+    root = str(Path(absolute_path(store)).resolve())
+    cp = Path(absolute_path(checkpoint)).resolve()
+    preflight(spark, read={"store": [Path(root) / "commitlog"]}, write={"checkpoint directory": [cp]})
     geometry = json.dumps({name: getattr(cfg, name) for name in _GEOMETRY_FIELDS})
     spark.dataSource.register(RocketMQDispatchDataSource)
     reader = (spark.readStream.format(FORMAT).option("path", root)

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mqstore.errors import InvalidArgumentError, StoreNotFoundError
+from mqstore.spark.cluster import absolute_path, absolute_paths, preflight
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
@@ -44,7 +45,7 @@ def _options(options: Mapping[str, Any]) -> dict[str, str]:
 def _check_out(out: str | os.PathLike[str], mode: str) -> str:
     if mode not in MODES:
         raise InvalidArgumentError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
-    path = os.fspath(out)
+    path = absolute_path(out)  # executors write the files: resolve it on the driver
     if "://" not in path and mode == "error" and Path(path).exists() and any(Path(path).iterdir()):
         raise InvalidArgumentError(f"output directory {path} exists and is not empty (choose mode='overwrite' or 'append')")
     return path
@@ -61,7 +62,7 @@ def _summary(spark: SparkSession, path: str, schema: Any, partition_cols: tuple[
 def rocketmq_frame(spark: SparkSession, stores: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
                    **options: Any) -> DataFrame:
     """The ``rocketmq`` source over one store or several (one per broker)."""
-    paths = [stores] if isinstance(stores, str | os.PathLike) else list(stores)
+    paths = list(absolute_paths([stores] if isinstance(stores, str | os.PathLike) else stores))
     if not paths:
         raise InvalidArgumentError("no store given")
     for p in paths:
@@ -81,13 +82,15 @@ def export_rocketmq(spark: SparkSession, stores: str | os.PathLike[str] | Sequen
 
     path = _check_out(out, mode)
     df = rocketmq_frame(spark, stores, **options)
+    preflight(spark, read={"store": absolute_paths([stores] if isinstance(stores, str | os.PathLike) else stores)},
+              write={"output directory": [path]})
     df.write.mode(mode).partitionBy("topic", "queueId").parquet(path)
     return _summary(spark, path, ROCKETMQ_SCHEMA, ("topic", "queueId"))
 
 
 def kafka_frame(spark: SparkSession, path: str | os.PathLike[str], **options: Any) -> DataFrame:
     """The ``kafka-log`` source over a data directory or partition directory."""
-    p = os.fspath(path)
+    p = absolute_path(path)
     if "://" not in p and not Path(p).is_dir():
         raise StoreNotFoundError(f"Kafka log directory {p} does not exist")
     return spark.read.format("kafka-log").options(**_options(options)).load(p)
@@ -101,6 +104,7 @@ def export_kafka(spark: SparkSession, path: str | os.PathLike[str], out: str | o
 
     target = _check_out(out, mode)
     df = kafka_frame(spark, path, **options)
+    preflight(spark, read={"Kafka log path": [absolute_path(path)]}, write={"output directory": [target]})
     df.write.mode(mode).partitionBy("topic", "partition").parquet(target)
     schema = KAFKA_SCHEMA_WITH_HEADERS if "headers" in df.columns else KAFKA_SCHEMA
     return _summary(spark, target, schema, ("topic", "partition"))

@@ -56,6 +56,7 @@ from mqstore.spark._kafka_plan import (
     split_ranges,
 )
 from mqstore.spark._option_names import refuse_custom_schema
+from mqstore.spark.cluster import check_visible, with_absolute_paths
 
 __all__ = [
     "KAFKA_SCHEMA",
@@ -110,6 +111,7 @@ class KafkaLogPartition(InputPartition):
 def _read(partition: KafkaLogPartition) -> Iterator[Any]:
     from mqstore.spark._kafka_read import read_arrow
 
+    check_visible(partition.range.path, "Kafka partition directory")  # planned on the driver: there it exists
     yield from read_arrow(partition.range, include_headers=partition.include_headers,
                           max_records=partition.max_records, fail_on_data_loss=partition.fail_on_data_loss,
                           read_committed=partition.read_committed, committed=partition.committed)
@@ -294,7 +296,7 @@ class KafkaLogDataSource(DataSource):
     def _checked(self, schema: StructType, *, streaming: bool) -> KafkaLogOptions:
         from mqstore.spark._kafka_read import arrow_schema
 
-        opts = parse_options(self.options, streaming=streaming)
+        opts = with_absolute_paths(parse_options(self.options, streaming=streaming))
         refuse_custom_schema("kafka-log", schema, arrow_schema(opts.include_headers))
         return opts
 

@@ -267,6 +267,9 @@ def query_keys(spark: SparkSession, stores: str | os.PathLike[str] | Sequence[st
     if not paths:
         raise InvalidArgumentError("no stores given")
     roots = [Path(p).resolve() for p in paths]
+    from mqstore.spark.cluster import preflight
+
+    preflight(spark, read={"store": roots})
     names = _broker_names([Path(p) for p in paths], broker_names)
     geometry = tuple(_store_geometry(r, hash_slot_num, index_num) for r in roots)
     keys_df = _keys_frame(spark, keys)

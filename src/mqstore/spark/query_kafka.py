@@ -85,7 +85,11 @@ def query_kafka_keys(spark: SparkSession, paths: str | os.PathLike[str] | Sequen
     ps = [paths] if isinstance(paths, str | os.PathLike) else list(paths)
     if not ps:
         raise InvalidArgumentError("no log directories given")
-    segs = [(str(f), p.name) for p in kafka_partitions(ps) for f in log_files(p)]
+    parts = kafka_partitions(ps)
+    from mqstore.spark.cluster import preflight
+
+    preflight(spark, read={"Kafka partition directory": parts})
+    segs = [(str(f), p.name) for p in parts for f in log_files(p)]
     chunks = [ks[i : i + KEY_CHUNK] for i in range(0, len(ks), KEY_CHUNK)]
     sc = spark.sparkContext
     bkeys = sc.broadcast(chunks)

@@ -154,10 +154,11 @@ def rebuild_rocketmq(spark: SparkSession, store: str | os.PathLike[str], out: st
     rebuild with the same setting.
     """
     from mqstore.spark import _rebuild_rocketmq as rr
+    from mqstore.spark.cluster import absolute_path, preflight
     from mqstore.storage.locks import DISPATCH_LOCK_FILE, StoreLock
 
     t0 = time.perf_counter()
-    root = Path(store)
+    root = Path(absolute_path(store))  # executors resolve relative paths in their own directory
     if not (root / "commitlog").is_dir():
         raise StoreNotFoundError(f"{root} has no commitlog/ directory", path=str(root))
     if out is None or str(out) == "":
@@ -181,7 +182,9 @@ def rebuild_rocketmq(spark: SparkSession, store: str | os.PathLike[str], out: st
         raise UnsupportedFormatError(
             f"{root} uses ConsumeQueueExt (consumequeue_ext/): the Spark rebuild does not write it yet; "
             "use `mqstore rocketmq rebuild-index`, which regenerates both byte-identically", path=str(root))
+    out = absolute_path(out)
     in_place = _check_out(root, Path(out))
+    preflight(spark, read={"store": [root / "commitlog"]}, write={"output directory": [out]})
     # in place: no writer nor dispatcher may run while the files are rebuilt and swapped, as in
     # the local rebuild (StoreLockedError)
     locks = [StoreLock(root), StoreLock(root, DISPATCH_LOCK_FILE)] if in_place else []
@@ -317,6 +320,7 @@ def rebuild_kafka(spark: SparkSession, path: str | os.PathLike[str], out: str | 
         rebuild_partition_txn,
         rebuild_segment,
     )
+    from mqstore.spark.cluster import absolute_path, preflight
 
     t0 = time.perf_counter()
     if isinstance(index_interval_bytes, bool) or not isinstance(index_interval_bytes, int) or index_interval_bytes < 0:
@@ -329,15 +333,16 @@ def rebuild_kafka(spark: SparkSession, path: str | os.PathLike[str], out: str | 
     check_header_name(key_header)
     if out is None or str(out) == "":
         raise InvalidArgumentError("an output directory is required")
-    out_p = Path(out)
+    out_p = Path(absolute_path(out))  # executors resolve relative paths in their own directory
     if out_p.exists() and not out_p.is_dir():
         raise InvalidArgumentError("the output path exists and is not a directory", path=str(out_p))
-    segs = find_segments(Path(path), out_p)
+    segs = find_segments(Path(absolute_path(path)), out_p)
     tasks = []
     for part, log, od in segs:
         od.mkdir(parents=True, exist_ok=True)
         tasks.append(SegmentTask(str(log), str(od), part, index_interval_bytes, max_index_bytes, key_index,
                                  key_header))
+    preflight(spark, read={"Kafka log path": [absolute_path(path)]}, write={"output directory": [out_p]})
     sc = spark.sparkContext
     with phase(sc, "rebuild Kafka indexes", progress):
         results = sc.parallelize(tasks, len(tasks)).map(rebuild_segment).collect()

@@ -15,6 +15,7 @@ Options: see ``docs/spark.md`` (section *The rocketmq source*).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -68,6 +69,7 @@ from mqstore.spark._rocketmq_store import (
     split_range,
     walk,
 )
+from mqstore.spark.cluster import check_visible, with_absolute_paths
 
 if TYPE_CHECKING:  # pragma: no cover
     import pyarrow as pa
@@ -107,6 +109,8 @@ class CommitLogRange(InputPartition):
 
 def read_range(part: CommitLogRange, *, include_body: bool, check_crc: bool) -> Iterator[pa.RecordBatch]:
     """The RecordBatches of one partition (runs on the executors)."""
+    # planned on the driver, where it exists (retention deletes segments, never the directory)
+    check_visible(os.path.dirname(part.segment), "CommitLog directory")
     return rocketmq_arrow_batches(
         part.segment, part.start, part.end, broker_name=part.broker_name, file_from_offset=part.base,
         include_body=include_body, check_crc=check_crc, row_filter=part.row_filter, dledger=part.dledger,
@@ -403,11 +407,11 @@ class RocketMQDataSource(DataSource):
         return ROCKETMQ_SCHEMA
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        opts = parse_options(self.options)
+        opts = with_absolute_paths(parse_options(self.options))
         refuse_custom_schema("rocketmq", schema, rocketmq_arrow_schema())
         return RocketMQBatchReader(opts)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        opts = parse_options(self.options, streaming=True)
+        opts = with_absolute_paths(parse_options(self.options, streaming=True))
         refuse_custom_schema("rocketmq", schema, rocketmq_arrow_schema())
         return RocketMQStreamReader(opts)

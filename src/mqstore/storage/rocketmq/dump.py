@@ -4,6 +4,8 @@ those records are decoded and checked exactly (:func:`matches`): a hash only nar
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import numpy as np
 
 from mqstore.formats.rocketmq.javahash import index_key_hash, tags_hash
@@ -34,10 +36,7 @@ def candidate_rows(batch: DispatchBatch, topic: str | None, lo: int | None, hi: 
                       if names_queue(q, o, topic)]] = True
         mask &= in_topic
     if tags is not None:
-        ok = np.isin(batch.tags_code, np.array([tags_hash(t) for t in tags], np.int64))
-        if SCHEDULE_TOPIC in batch.topics:
-            ok |= batch.topic_id == batch.topics.index(SCHEDULE_TOPIC)
-        mask &= ok
+        mask &= tag_candidates(batch, tags)
     if key is not None:
         # the IndexFile hashes topic#key
         wanted = np.array([index_key_hash(f"{t}#{key}") for t in batch.topics], np.int32)
@@ -46,6 +45,16 @@ def candidate_rows(batch: DispatchBatch, topic: str | None, lo: int | None, hi: 
         has[rows] = True
         mask &= has
     return mask
+
+
+def tag_candidates(batch: DispatchBatch, tags: Iterable[str]) -> np.ndarray:
+    """Rows whose ConsumeQueue tags code is the hash of one of ``tags`` (a consumer's first, hash
+    stage; the tag itself is compared afterwards).  Rows of the delay topic, whose code is a
+    delivery time, are all candidates."""
+    ok = np.isin(batch.tags_code, np.array(sorted({tags_hash(t) for t in tags}), np.int64))
+    if SCHEDULE_TOPIC in batch.topics:
+        ok |= batch.topic_id == batch.topics.index(SCHEDULE_TOPIC)
+    return ok
 
 
 def matches(rec: MessageRecord, key: str | None, tags: list[str] | None) -> bool:
