@@ -111,7 +111,7 @@ def make_commitlog(size: int, seed: int = 2, *, base_offset: int = 0, first_inde
             break
         ts += int(rng.integers(0, 3))
         head.pack_into(
-            out, pos, total, MAGIC_V1, zlib.crc32(body) & 0x7FFFFFFF, n % 4, 0, n // 4, base_offset + pos, 0, ts - 5,
+            out, pos, total, MAGIC_V1, zlib.crc32(body) & 0x7FFFFFFF, n % 4, 0, n // 8, base_offset + pos, 0, ts - 5,
             b"\xc0\xa8\x01\x07", 40000, ts, b"\x0a\x00\x00\x05", 10911, 0, 0, body_len,
         )  # fmt: skip
         p = pos + 88

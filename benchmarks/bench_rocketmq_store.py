@@ -280,7 +280,7 @@ def bench_query(mb: int, lookups: int = 20_000, batch_records: int = 30_000) -> 
         big: dict[str, list[str]] = {}
         for off in batch.commit_log_offset[:batch_records].tolist():
             r = cl.read_record(off)
-            big.setdefault(r.topic, []).extend([r.uniq_key or "", *r.keys.split(" ")])
+            big.setdefault(r.topic, []).extend([r.uniq_key or "", *r.keys])
         absent = {t: [f"absent-{k}" for k in ks] for t, ks in big.items()}
         n_big = sum(map(len, big.values()))
         cols_w, cols_c = _best(lambda: [s.query_offsets_columns(t, ks) for t, ks in big.items()])

@@ -10,6 +10,11 @@ figure, our number, the Java anchor measured on this machine with the real Rocke
 (single-threaded, warm JIT, page cache), the ratio, and for the file-scanning figures the physical
 anchor: reading the same file from the page cache with ``cat``.  ``--quick`` uses 256 MiB files and
 fewer keys (a smoke run; figures are then not comparable with the anchors' sizes).
+
+``commands`` (issue 15, ``bench_commands.py``): every operator command of the issue's table as a
+whole ``mqstore`` process, median of 3, with ``cat`` of the same file in the same run as the ratio's
+denominator, and the scaling rows (rebuild-index and verify of 0.25 and 1 GiB stores, plus 4 GiB in
+4 segments with ``--big``) with msgs/s and peak RSS.
 """
 
 from __future__ import annotations
@@ -90,13 +95,15 @@ def figure(text: str, label: str, column: int = 1, sep: str = r"\s{2,}|\s\|\s") 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="256 MiB files, 1M keys, fewer puts (smoke run)")
-    ap.add_argument("--only", nargs="*", choices=["kernels", "store", "kafka", "put"], help="run only these")
+    ap.add_argument("--only", nargs="*", choices=["kernels", "store", "kafka", "put", "commands"], help="run only these")
+    ap.add_argument("--big", action="store_true",
+                    help="commands: also the 4 GiB scaling row (4 segments of 1 GiB; ~5 GiB of disk while it runs)")
     ap.add_argument("--rss-mb", type=int, nargs="*", default=[1024, 4096],
                     help="CommitLog sizes of the rebuild peak-RSS measurement (default 1024 4096)")
     args = ap.parse_args()
     mb = 256 if args.quick else 1024
     keys = 1_000_000 if args.quick else 4_000_000
-    only = set(args.only or ["kernels", "store", "kafka", "put"])
+    only = set(args.only or ["kernels", "store", "kafka", "put", "commands"])
     DATA.mkdir(exist_ok=True)
     rows: list[tuple[str, str, str, str, str]] = []
 
@@ -190,6 +197,42 @@ def main() -> None:
         add("embedded put_columns (1000/call)", get("columns"), "msgs/s", None, f"goal {GOALS['put_batch']:,}")
         add("  baseline: general path, one by one", get("general"), "msgs/s", None, "(old put)")
         add("  baseline: general path, 1000/call", get("general_batch"), "msgs/s", None, "(old put_batch)")
+
+    if "commands" in only:  # issue 15: each operator command as a whole process, median of 3, vs cat
+        js = DATA / "results" / "commands.json"
+        scaling = ["256"] if args.quick else ["256", "1024", *(["4096"] if args.big else [])]
+        out = run("commands", ["benchmarks/bench_commands.py", "--mb", str(mb), "--json", str(js),
+                               "--scaling", *scaling])
+        c = json.loads(js.read_text()) if out and js.exists() else {}
+        for key, name, unit in (
+            ("rocketmq_rebuild", f"CLI rocketmq rebuild-index ({mb} MiB)", "msgs/s"),
+            ("rocketmq_verify", "CLI rocketmq verify", "MB/s"),
+            ("rocketmq_dump_json", "CLI rocketmq dump --json", "msgs/s"),
+            ("kafka_verify_idx", "CLI kafka verify (with index files)", "MB/s"),
+            ("kafka_verify_noidx", "CLI kafka verify (no index files)", "MB/s"),
+            ("kafka_rebuild", "CLI kafka rebuild-index", "MB/s"),
+            ("kafka_dump_json", "CLI kafka dump --json --print-data", "records/s"),
+        ):  # fmt: skip
+            r = c.get(key)
+            if r is None:
+                add(name, None, unit, None)
+                continue
+            rows.append((name, f"{r['rate']:,.0f} {unit}", "(whole process, median of 3)", "-",
+                         f"{r['wall'] / r['cat_s']:.1f}x the time of cat of the file" if r.get("cat_s") else ""))
+        if "version" in c:
+            rows.append(("mqstore --version start-up", f"{c['version']['wall']:.3f} s", "goal 0.15 s", "-", ""))
+        if "query_by_key" in c:
+            q = c["query_by_key"]
+            rows.append(("query_by_key, exact, single (in-process)", f"{q['new']['wall']:,.0f} lookups/s",
+                         f"goal {GOALS['query_single']:,}", "-",
+                         f"{q['new']['wall'] / q['old']['wall']:.2f}x the record-by-record path"))
+        for sc in c.get("scaling", []):
+            for what in ("rebuild", "verify"):
+                r = sc[what]
+                rows.append((f"scaling: {what} {sc['mb']} MiB ({sc['segments']} seg.)",
+                             f"{sc['messages'] / r['wall']:,.0f} msgs/s", "-", "-",
+                             f"{r['wall']:.2f} s; peak RSS {r['rss_mib']:,.0f} MiB, anonymous "
+                             f"{r.get('anon_mib', 0):,.0f} MiB"))
 
     print(f"\n\nmqstore benchmark suite ({'quick' if args.quick else 'full'}), {time.perf_counter() - started:.0f} s; "
           f"Java anchors of issue 5 measured on this machine; ratio = ours / Java")

@@ -17,6 +17,7 @@ from mqstore.formats.rocketmq.properties import (
     encode_properties,
     java_hashmap_order,
     parse_properties,
+    parse_properties_reference,
     split_keys,
 )
 from mqstore.formats.rocketmq.record import (
@@ -178,3 +179,12 @@ def test_java_hash_matches_utf16_definition(s: str) -> None:
 @given(st.binary(max_size=40))
 def test_java_bytes_hash_of_invalid_utf8(b: bytes) -> None:
     assert java_bytes_hashcode(b) == java_hash_direct(b.decode("utf-8", "replace"))
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.text(st.sampled_from("ab \x01\x02\u00e9\ufffd"), max_size=40))
+def test_parse_properties_matches_reference_walk(text: str) -> None:
+    """The split/partition parser gives the reference walk's dict, in the same order."""
+    got, exp = parse_properties(text), parse_properties_reference(text)
+    assert got == exp
+    assert list(got) == list(exp)

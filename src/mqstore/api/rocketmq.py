@@ -40,7 +40,23 @@ from mqstore.formats.rocketmq.properties import (
 )
 from mqstore.formats.rocketmq.record import MAGIC_V1, Host, MessageRecord, body_crc, choose_magic
 from mqstore.kernels.crc import crc32_spans
-from mqstore.kernels.rocketmq.columns import RECORD_FIELDS, decode_fields
+from mqstore.kernels.rocketmq.columns import (
+    F_BODY_LEN as _F_BODY_LEN,
+)
+from mqstore.kernels.rocketmq.columns import (
+    F_BODY_START as _F_BODY_START,
+)
+from mqstore.kernels.rocketmq.columns import (
+    F_PROPS_LEN as _F_PROPS_LEN,
+)
+from mqstore.kernels.rocketmq.columns import (
+    F_PROPS_START as _F_PROPS_START,
+)
+from mqstore.kernels.rocketmq.columns import (
+    RECORD_FIELDS,
+    decode_fields,
+)
+from mqstore.kernels.rocketmq.key_match import F_SEGMENT as _F_SEGMENT
 from mqstore.kernels.rocketmq.put import RecordColumns, build_common_props
 from mqstore.storage.rocketmq.config import FLUSH_ASYNC, FLUSH_SYNC, StoreConfig, validate_topic
 from mqstore.storage.rocketmq.consumequeue import BOUNDARY_LOWER, BOUNDARY_UPPER
@@ -404,9 +420,8 @@ def _exact_matches(cl: Any, offs: list[int], topic: str, key: str, b: int, e: in
         if isinstance(rows, int):
             return None
         for off, row in zip(group, rows.tolist(), strict=True):
-            (size, _magic, crc, queue_id, flag, queue_offset, phys, sys_flag, born_ts, born_pos, born_w, store_ts,
-             store_pos, store_w, reconsume, prepared, body_start, body_len, topic_start, topic_len, props_start,
-             props_len) = row  # fmt: skip
+            crc, phys, store_ts = row[2], row[6], row[11]
+            body_start, body_len, topic_start, topic_len, props_start, props_len = row[16:22]
             if phys != off:
                 return None
             if mm[topic_start : topic_start + topic_len] != tb or not b <= store_ts <= e:
@@ -418,16 +433,41 @@ def _exact_matches(cl: Any, offs: list[int], topic: str, key: str, b: int, e: in
             body = mm[body_start : body_start + body_len]
             if body_crc(body) != crc:
                 return None
-            store_raw = mm[store_pos : store_pos + store_w]
-            found.append(Message(
-                topic=topic, body=body, queue_id=queue_id, queue_offset=queue_offset, commit_log_offset=off,
-                total_size=size, flag=flag, sys_flag=sys_flag, born_timestamp=born_ts,
-                born_host=_host_text(mm[born_pos : born_pos + born_w]), store_timestamp=store_ts,
-                store_host=_host_text(store_raw), reconsume_times=reconsume, body_crc=crc,
-                prepared_transaction_offset=prepared, properties_text=props_text, properties=props,
-                magic=_magic,
-            ))  # fmt: skip
+            found.append(_message_of(mm, topic, body, props_text, props, row))
     return found
+
+
+def _message_of(mm: Any, topic: str, body: bytes, props_text: str, props: dict[str, str],
+                row: Sequence[int]) -> Message:
+    """The :class:`Message` of a checked record from its :data:`RECORD_FIELDS` row in ``mm``."""
+    (size, magic, crc, queue_id, flag, queue_offset, off, sys_flag, born_ts, born_pos, born_w, store_ts,
+     store_pos, store_w, reconsume, prepared) = row[:16]  # fmt: skip
+    # positional, in the order of the fields of MessageRecord (checked at import below)
+    return Message(
+        topic, body, queue_id, flag, queue_offset, off, sys_flag, born_ts, _host_text(mm[born_pos : born_pos + born_w]),
+        store_ts, _host_text(mm[store_pos : store_pos + store_w]), reconsume, prepared, props_text, crc, magic, size,
+        props,
+    )  # fmt: skip
+
+
+_MESSAGE_FIELDS = (
+    "topic", "body", "queue_id", "flag", "queue_offset", "commit_log_offset", "sys_flag", "born_timestamp",
+    "born_host", "store_timestamp", "store_host", "reconsume_times", "prepared_transaction_offset",
+    "properties_text", "body_crc", "magic", "total_size", "properties",
+)  # fmt: skip
+if tuple(f.name for f in fields(Message)) != _MESSAGE_FIELDS:  # pragma: no cover - a changed model
+    raise ImportError("mqstore.api.rocketmq: the fields of Message changed: update _message_of")
+
+
+def _messages_of_matches(rows: list[list[int]], segments: list[Any], topic: str) -> list[Message]:
+    """The messages of the match rows of ``IndexService.exact_matches`` (already checked, newest first)."""
+    out = []
+    for row in rows:
+        mm = segments[row[_F_SEGMENT]].mm
+        bs, pls = row[_F_BODY_START], row[_F_PROPS_START]
+        text = mm[pls : pls + row[_F_PROPS_LEN]].decode("utf-8", "replace")
+        out.append(_message_of(mm, topic, mm[bs : bs + row[_F_BODY_LEN]], text, parse_properties(text), row))
+    return out
 
 
 class KeyOffsets:
@@ -1017,6 +1057,18 @@ class MessageStore:
         if max_num is not None and max_num <= 0:
             raise InvalidArgumentError("max_num must be positive")
         self._sync()
+        engine = self._engine
+        got = engine.index.exact_matches(topic, key, b, e, engine.commit_log)
+        if got is not None:  # one compiled call: chain walk + record checks; Messages for the matches only
+            rows, segments = got
+            if max_num is not None:
+                rows = rows[:max_num]
+            return _messages_of_matches(rows, segments, topic)
+        return self._query_by_key_records(topic, key, b, e, max_num)
+
+    def _query_by_key_records(self, topic: str, key: str, b: int, e: int, max_num: int | None) -> list[Message]:
+        """:meth:`query_by_key` through the candidate offsets (the path when the compiled one does
+        not apply or a candidate is not a clean record)."""
         min_off = self._engine.commit_log.min_offset
         offs = [off for off in dict.fromkeys(self._engine.index.candidates(topic, key, b, e)) if off >= min_off]
         found = _exact_matches(self._engine.commit_log, offs, topic, key, b, e)

@@ -1,50 +1,37 @@
-"""Entry point of the ``mqstore`` command."""
+"""Entry point of the ``mqstore`` command.
+
+Kept free of heavy imports: ``mqstore --version`` answers without importing click (the group is in
+:mod:`mqstore.cli.app`, imported by :func:`main` for every other command and by ``cli`` here).
+"""
 
 from __future__ import annotations
 
 import atexit
-import importlib
 import os
 import sys
 import threading
 from typing import Any
 
-import click
-
 from mqstore import __version__
 
-# Command groups are imported when first used: a one-shot command (say ``mqstore rocketmq
-# rebuild-index``) must not pay for the imports of the others (Spark, Kafka, the demo).
-_LAZY_COMMANDS: dict[str, tuple[str, str]] = {
-    "rocketmq": ("mqstore.cli.rocketmq", "group"),
-    "kafka": ("mqstore.cli.kafka", "group"),
-    "spark": ("mqstore.cli.spark", "group"),
-    "demo": ("mqstore.cli.demo", "demo"),
-    "warm-up": ("mqstore.cli.warmup", "warm_up"),
-}
 
+def __getattr__(name: str) -> Any:
+    """``from mqstore.cli.main import cli`` (tests, tools): the click group, imported on first use."""
+    if name == "cli":
+        from mqstore.cli.app import cli
 
-class _LazyGroup(click.Group):
-    def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted(set(super().list_commands(ctx)) | set(_LAZY_COMMANDS))
-
-    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        cmd = super().get_command(ctx, cmd_name)
-        if cmd is None and cmd_name in _LAZY_COMMANDS:
-            module, attr = _LAZY_COMMANDS[cmd_name]
-            cmd = getattr(importlib.import_module(module), attr)
-            self.add_command(cmd, cmd_name)
-        return cmd
-
-
-@click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, prog_name="mqstore")
-def cli() -> None:
-    """mqstore: RocketMQ- and Kafka-compatible message-log storage, offline tools and Spark jobs."""
+        return cli
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def main() -> None:
     """The ``mqstore`` command: runs :func:`cli`, then ends the process (see :func:`_end_process`)."""
+    if sys.argv[1:] == ["--version"]:  # what click's version option prints, without importing click
+        sys.stdout.write(f"mqstore, version {__version__}\n")
+        _end_process(0)
+        return
+    from mqstore.cli.app import cli
+
     try:
         cli(prog_name="mqstore")
     except SystemExit as exc:

@@ -250,8 +250,18 @@ def dump(store: Path, topic: str | None, from_offset: int, limit: int | None, fr
         n = 0
         start = max(from_offset, cl.min_offset)
         total = max(cl.max_offset - start, 0)
+        # JSON lines without an exact per-record filter: written in bulk by compiled passes
+        bulk = as_json and key is None and tags is None and decode is None and not hasattr(cl, "entry_at")
+        sink = _BulkJsonLines() if bulk else None
         for batch in cl.scan(start, cl.max_offset, max_records=1 << 16):
-            for off in batch.commit_log_offset[candidate_rows(batch, topic, lo, hi, key, tags)].tolist():
+            offs = batch.commit_log_offset[candidate_rows(batch, topic, lo, hi, key, tags)]
+            if sink is not None:
+                if limit is not None:
+                    offs = offs[: limit - n]
+                if sink.write(cl, offs):
+                    n += len(offs)
+                    offs = offs[:0]
+            for off in offs.tolist():
                 rec = cl.read_record(off)
                 if not matches(rec, key, tags):
                     continue
@@ -275,6 +285,41 @@ def dump(store: Path, topic: str | None, from_offset: int, limit: int | None, fr
                 click.echo(f"error: invalid record at offset {batch.next_offset}: {batch.error}", err=True)
         if not as_json:
             _print_messages(out, False, f"messages of {store}", decode)
+
+
+class _BulkJsonLines:
+    """The JSON lines of ``dump --json`` for many records at once
+    (:func:`~mqstore.kernels.rocketmq.json_lines.json_lines`, the same bytes as ``to_json`` of each
+    message), written to the binary stdout."""
+
+    def __init__(self) -> None:
+        import sys
+
+        self.scratch: list = []
+        enc = (getattr(sys.stdout, "encoding", None) or "").lower().replace("-", "")
+        self.stream = getattr(sys.stdout, "buffer", None) if enc == "utf8" else None
+
+    def write(self, cl, offs) -> bool:  # type: ignore[no-untyped-def]
+        """Write the lines of the records at ``offs`` (one batch of a scan); False (nothing
+        written) when the caller must take the per-record path."""
+        import sys
+
+        from mqstore.kernels.rocketmq.json_lines import json_lines
+
+        if self.stream is None or not len(offs):
+            return self.stream is not None
+        mf = cl.segment_for(int(offs[0]))
+        base = mf.file_from_offset
+        if int(offs[-1]) >= mf.end_offset:  # a batch never spans segments; be safe
+            return False
+        data = json_lines(mf.array[: mf.wrote_position], base, offs - base,
+                          self.scratch)  # fmt: skip
+        if data is None:
+            return False
+        sys.stdout.flush()
+        self.stream.write(data)
+        self.stream.flush()
+        return True
 
 
 def _json_message(m, decode: str | None) -> dict:

@@ -53,6 +53,8 @@ KERNEL_MODULES = (
     "mqstore.kernels.rocketmq.columns",
     "mqstore.kernels.rocketmq.index_build",
     "mqstore.kernels.rocketmq.chain_walk",
+    "mqstore.kernels.rocketmq.key_match",
+    "mqstore.kernels.rocketmq.json_lines",
     "mqstore.kernels.rocketmq.put",
     "mqstore.kernels.rocketmq.dledger",
     "mqstore.kernels.kafka.batches",

@@ -31,7 +31,20 @@ PROPERTY_DUP_INFO = "DUP_INFO"
 
 
 def parse_properties(text: str) -> dict[str, str]:
-    """Parse a properties string with the broker's exact rules (spec 1.6)."""
+    """Parse a properties string with the broker's exact rules (spec 1.6): pairs split on
+    ``\x02``, name and value on the pair's first ``\x01``, both non-empty, a later duplicate
+    wins (at the first one's position).  ``str.split``/``str.partition`` do the scanning; the
+    character loop of the rules is :func:`parse_properties_reference`, its twin."""
+    result: dict[str, str] = {}
+    for pair in text.split(PROPERTY_SEPARATOR):
+        name, _, value = pair.partition(NAME_VALUE_SEPARATOR)
+        if name and value:
+            result[name] = value
+    return result
+
+
+def parse_properties_reference(text: str) -> dict[str, str]:
+    """:func:`parse_properties` written as ``string2messageProperties`` walks the text."""
     result: dict[str, str] = {}
     n = len(text)
     start = 0

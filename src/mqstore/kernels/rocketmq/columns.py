@@ -131,78 +131,85 @@ class KeyPieces(NamedTuple):
 def _decode_kernel(buf: np.ndarray, positions: np.ndarray, out: np.ndarray) -> int:
     """Fill ``out[i]`` with the fields of the record at ``positions[i]``; returns the first row that
     is not a valid message record (or -1)."""
-    nbuf = buf.shape[0]
     for r in range(positions.shape[0]):
-        pos = positions[r]
-        if pos < 0 or pos + 8 > nbuf:
+        if not decode_one(buf, positions[r], out[r]):
             return r
-        total = rd_i32(buf, pos)
-        magic = rd_i32(buf, pos + 4)
-        if (magic != MAGIC_V1 and magic != MAGIC_V2) or total < FIXED_MIN or pos + total > nbuf:
-            return r
-        rend = pos + total
-        sys = rd_i32(buf, pos + 36)
-        bw = 20 if sys & 0x10 else 8
-        sw = 20 if sys & 0x20 else 8
-        p = pos + 48 + bw + 8 + sw + 12
-        if p + 4 > rend:
-            return r
-        body_len = rd_i32(buf, p)
-        p += 4
-        if body_len < 0 or p + body_len > rend:
-            return r
-        bs = p
-        p += body_len
-        if magic == MAGIC_V2:
-            if p + 2 > rend:
-                return r
-            tl = rd_i16(buf, p)
-            p += 2
-            tw = 2
-        else:
-            if p + 1 > rend:
-                return r
-            tl = np.int64(buf[p])
-            if tl >= 128:
-                tl -= 256
-            p += 1
-            tw = 1
-        if tl < 0 or p + tl > rend:
-            return r
-        tps = p
-        p += tl
-        if p + 2 > rend:
-            return r
-        pl = rd_i16(buf, p)
-        p += 2
-        if pl < 0 or p + pl > rend:
-            return r
-        if 48 + bw + 8 + sw + 12 + 4 + body_len + tw + tl + 2 + pl != total:
-            return r
-        o = out[r]
-        o[F_SIZE] = total
-        o[F_MAGIC] = magic
-        o[F_BODY_C_R_C] = rd_i32(buf, pos + 8)
-        o[F_QUEUE_ID] = rd_i32(buf, pos + 12)
-        o[F_FLAG] = rd_i32(buf, pos + 16)
-        o[F_QUEUE_OFFSET] = rd_i64(buf, pos + 20)
-        o[F_PHYSICAL_OFFSET] = rd_i64(buf, pos + 28)
-        o[F_SYS_FLAG] = sys
-        o[F_BORN_TIMESTAMP] = rd_i64(buf, pos + 40)
-        o[F_BORN_HOST_POS] = pos + 48
-        o[F_BORN_HOST_WIDTH] = bw
-        o[F_STORE_TIMESTAMP] = rd_i64(buf, pos + 48 + bw)
-        o[F_STORE_HOST_POS] = pos + 56 + bw
-        o[F_STORE_HOST_WIDTH] = sw
-        o[F_RECONSUME_TIMES] = rd_i32(buf, pos + 56 + bw + sw)
-        o[F_PREPARED_TRANSACTION_OFFSET] = rd_i64(buf, pos + 60 + bw + sw)
-        o[F_BODY_START] = bs
-        o[F_BODY_LEN] = body_len
-        o[F_TOPIC_START] = tps
-        o[F_TOPIC_LEN] = tl
-        o[F_PROPS_START] = p
-        o[F_PROPS_LEN] = pl
     return -1
+
+
+@njit(cache=True, nogil=True)
+def decode_one(buf: np.ndarray, pos: int, o: np.ndarray) -> bool:
+    """Fill the row ``o`` (:data:`RECORD_FIELDS`) with the fields of the record at ``pos`` of
+    ``buf``; False when ``pos`` is not a valid message record inside ``buf``."""
+    nbuf = buf.shape[0]
+    if pos < 0 or pos + 8 > nbuf:
+        return False
+    total = rd_i32(buf, pos)
+    magic = rd_i32(buf, pos + 4)
+    if (magic != MAGIC_V1 and magic != MAGIC_V2) or total < FIXED_MIN or pos + total > nbuf:
+        return False
+    rend = pos + total
+    sys = rd_i32(buf, pos + 36)
+    bw = 20 if sys & 0x10 else 8
+    sw = 20 if sys & 0x20 else 8
+    p = pos + 48 + bw + 8 + sw + 12
+    if p + 4 > rend:
+        return False
+    body_len = rd_i32(buf, p)
+    p += 4
+    if body_len < 0 or p + body_len > rend:
+        return False
+    bs = p
+    p += body_len
+    if magic == MAGIC_V2:
+        if p + 2 > rend:
+            return False
+        tl = rd_i16(buf, p)
+        p += 2
+        tw = 2
+    else:
+        if p + 1 > rend:
+            return False
+        tl = np.int64(buf[p])
+        if tl >= 128:
+            tl -= 256
+        p += 1
+        tw = 1
+    if tl < 0 or p + tl > rend:
+        return False
+    tps = p
+    p += tl
+    if p + 2 > rend:
+        return False
+    pl = rd_i16(buf, p)
+    p += 2
+    if pl < 0 or p + pl > rend:
+        return False
+    if 48 + bw + 8 + sw + 12 + 4 + body_len + tw + tl + 2 + pl != total:
+        return False
+    o[F_SIZE] = total
+    o[F_MAGIC] = magic
+    o[F_BODY_C_R_C] = rd_i32(buf, pos + 8)
+    o[F_QUEUE_ID] = rd_i32(buf, pos + 12)
+    o[F_FLAG] = rd_i32(buf, pos + 16)
+    o[F_QUEUE_OFFSET] = rd_i64(buf, pos + 20)
+    o[F_PHYSICAL_OFFSET] = rd_i64(buf, pos + 28)
+    o[F_SYS_FLAG] = sys
+    o[F_BORN_TIMESTAMP] = rd_i64(buf, pos + 40)
+    o[F_BORN_HOST_POS] = pos + 48
+    o[F_BORN_HOST_WIDTH] = bw
+    o[F_STORE_TIMESTAMP] = rd_i64(buf, pos + 48 + bw)
+    o[F_STORE_HOST_POS] = pos + 56 + bw
+    o[F_STORE_HOST_WIDTH] = sw
+    o[F_RECONSUME_TIMES] = rd_i32(buf, pos + 56 + bw + sw)
+    o[F_PREPARED_TRANSACTION_OFFSET] = rd_i64(buf, pos + 60 + bw + sw)
+    o[F_BODY_START] = bs
+    o[F_BODY_LEN] = body_len
+    o[F_TOPIC_START] = tps
+    o[F_TOPIC_LEN] = tl
+    o[F_PROPS_START] = p
+    o[F_PROPS_LEN] = pl
+    return True
 
 
 def _host_strings(u8: np.ndarray, pos: np.ndarray, width: np.ndarray) -> list[str]:

@@ -79,6 +79,8 @@ class CommitLog:
         self.directory = self.queue.directory
         self.read_only = read_only
         self._warmed = (-1, 0)  # (segment start offset, position populated up to)
+        # (segments, table, views) of segment_table(); dropped before segments are closed or deleted
+        self._seg_plan: tuple[list[MappedFile], np.ndarray, list[np.ndarray]] | None = None
 
     def load(self) -> None:
         self.queue.load()
@@ -202,6 +204,26 @@ class CommitLog:
                 f"offset {offset} is outside the CommitLog [{self.min_offset}, {self.max_offset})"
             )
         return mf
+
+    def segment_table(self) -> tuple[list[MappedFile], np.ndarray]:
+        """The segments and a table of their mappings for compiled readers
+        (:mod:`mqstore.kernels.rocketmq.key_match`): one ``int64`` row per segment, ascending,
+        ``[address, wrote position, global offset of its first byte, file size]``.  Cached while the
+        segment list is the same (the last row's wrote position is refreshed on every call); the
+        views behind the addresses are held by the cache, which :meth:`truncate_dirty`,
+        :meth:`delete_expired_by_time` and :meth:`close` drop first (a caller holding an older
+        table keeps its mappings alive through it until it returns)."""
+        files = self.queue.files
+        plan = self._seg_plan
+        if plan is None or plan[0] != files:
+            views = [mf.array for mf in files]
+            table = np.empty((len(files), 4), np.int64)
+            for i, (mf, v) in enumerate(zip(files, views, strict=True)):
+                table[i] = (v.ctypes.data, mf.wrote_position, mf.file_from_offset, mf.file_size)
+            plan = self._seg_plan = (list(files), table, views)
+        elif files:
+            plan[1][-1, 1] = files[-1].wrote_position
+        return plan[0], plan[1]
 
     def read_record(self, offset: int, *, check_crc: bool = False) -> MessageRecord:
         """Decode the message record at ``offset`` or raise a typed error naming the offset."""
@@ -363,6 +385,7 @@ class CommitLog:
         the segment holding it is zeroed (so stale bytes can never be mistaken for records).
         Returns the number of bytes that were dropped from written segments."""
         dropped = 0
+        self._seg_plan = None
         for mf in self.queue.files:
             if mf.file_from_offset > offset:
                 dropped += _used_bytes(mf, 0)
@@ -391,9 +414,11 @@ class CommitLog:
                 victims.append(mf)
             else:
                 break
+        self._seg_plan = None
         return self.queue.delete_files(victims)
 
     def close(self) -> None:
+        self._seg_plan = None
         self.queue.close()
 
 

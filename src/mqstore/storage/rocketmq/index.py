@@ -19,6 +19,7 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -32,6 +33,7 @@ from mqstore.kernels.rocketmq.chain_walk import (
     select_files,
     select_one,
 )
+from mqstore.kernels.rocketmq.key_match import EXACT_ROOM, EXACT_UNCLEAN, MATCH_COLUMNS, exact_key_files
 from mqstore.kernels.rocketmq.scan import DispatchBatch
 from mqstore.storage.mapped import MappedFile, msync_range, size_file
 from mqstore.storage.rocketmq.layout import (
@@ -40,6 +42,9 @@ from mqstore.storage.rocketmq.layout import (
     is_offset_name,
     next_index_file_name,
 )
+
+if TYPE_CHECKING:  # pragma: no cover
+    from mqstore.storage.rocketmq.commitlog import CommitLog
 
 LONG_MAX = 2**63 - 1
 
@@ -175,6 +180,8 @@ class IndexService:
         self.on_file_full = None  # callback(end_timestamp) after a full file is flushed
         self._prefixes: dict[str, int] = {}  # Java hash state of "topic#" per queried topic
         self._seeds: dict[str, int] = {}  # its complement, the seed of select_files
+        self._topic_bytes: dict[str, bytes] = {}  # UTF-8 bytes of queried topics (exact_matches)
+        self._match_pool: list[tuple[np.ndarray, np.ndarray]] = []  # buffers of exact_matches
         self._out_pool: list[tuple[np.ndarray, memoryview]] = []
         # (files, table, views) of select_files; dropped before any file is closed
         self._plan: tuple[list[IndexFile], np.ndarray, list[np.ndarray]] | None = None
@@ -363,6 +370,62 @@ class IndexService:
         finally:
             if len(pool) < 8:
                 pool.append((out, mv))
+
+    def exact_matches(self, topic: str, key: str, begin: int, end: int,
+                      commit_log: CommitLog) -> tuple[list[list[int]], list[MappedFile]] | None:
+        """The exact key query in one compiled call (:func:`~mqstore.kernels.rocketmq.key_match.exact_key_files`):
+        the :data:`~mqstore.kernels.rocketmq.key_match.MATCH_COLUMNS` rows of the records of
+        ``topic`` whose KEYS hold ``key`` or whose UNIQ_KEY is ``key``, stored in [begin, end],
+        newest first, with the segments their ``F_SEGMENT`` column points into.  None when the
+        compiled path does not apply (big-endian host, key holding U+FFFD or not encodable) or a
+        candidate is not a clean record: the caller then takes the record-by-record path, which
+        gives the same answer or raises the typed error."""
+        plan = self._plan
+        if plan is None or plan[0] != self.files:
+            plan = self._make_plan()
+            if plan is None:
+                return None
+        tb = self._topic_bytes.get(topic)
+        try:
+            if tb is None:
+                if len(self._topic_bytes) >= 4096:
+                    self._topic_bytes.clear()
+                tb = self._topic_bytes[topic] = topic.encode("utf-8")
+            kb = key.encode("utf-8")
+        except UnicodeEncodeError:
+            return None
+        if key.isascii():
+            seed = self._seeds.get(topic)
+            if seed is None:
+                seed = ~self._prefix_state(topic)
+                self._seeds[topic] = seed
+        elif "\ufffd" in key:
+            return None
+        else:
+            seed = index_key_hash(f"{topic}#{key}")
+        segments, table = commit_log.segment_table()
+        pool = self._match_pool  # (out, prm) pairs (list pop/append are atomic)
+        out, prm = pool.pop() if pool else (np.empty((4, MATCH_COLUMNS), np.int64), np.empty(7, np.int64))
+        prm[0] = seed
+        prm[1] = max(0, begin - 1000)
+        prm[2] = end
+        prm[3] = commit_log.min_offset
+        prm[4] = commit_log.max_offset
+        prm[5] = begin
+        prm[6] = end
+        n = exact_key_files(plan[1], table, tb, kb, prm, out)
+        while n == EXACT_ROOM:
+            out = np.empty((len(out) * 16, MATCH_COLUMNS), np.int64)
+            n = exact_key_files(plan[1], table, tb, kb, prm, out)
+        rows = out[:n].tolist() if n > 0 else []
+        if len(pool) < 8 and len(out) == 4:
+            pool.append((out, prm))
+        if n >= 0:
+            return rows, segments
+        if n == EXACT_UNCLEAN:
+            return None
+        f = plan[0][len(plan[0]) - 1 - (SELECT_FILES_CYCLE - n)]
+        raise CorruptIndexError(f"index chain of {topic}#{key} in {f.name} has a cycle", path=str(f.path))
 
     def _make_plan(self) -> tuple[list[IndexFile], np.ndarray, list[np.ndarray]] | None:
         """The table :func:`select_files` walks: the files' ``uint32`` views, newest first (the

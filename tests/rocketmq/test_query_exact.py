@@ -1,0 +1,111 @@
+"""The exact single-key query in one compiled call (``exact_key_files``) against its twin and
+against the record-by-record path, on stores with many IndexFiles and CommitLog segments."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from kernel_twins import twins
+from mqstore import MessageStore, StoreConfig
+from mqstore.errors import CorruptDataError
+from mqstore.formats.rocketmq.javahash import index_key_hash
+from mqstore.kernels.rocketmq.key_match import EXACT_ROOM, MATCH_COLUMNS, PRM_SIZE
+
+LONG_MAX = 2**63 - 1
+KEYS = ["k0", "k5", "k96", "u10", "u699", "absent", "clé-ü", "键", "k1", "u0"]
+
+
+def _store(tmp_path: Path) -> MessageStore:
+    cfg = StoreConfig(commit_log_file_size=1 << 15, hash_slot_num=13, index_num=60, background_services=False)
+    return MessageStore.open(tmp_path / "s", cfg)
+
+
+def _fill(s: MessageStore, n: int) -> None:
+    for i in range(n):
+        keys = [f"k{i % 97}", f"u{i}"] + (["clé-ü", "键"] if i % 11 == 0 else [])
+        s.put("TopicA" if i % 3 else "TopicB", b"x" * (i % 50), queue_id=i % 2, keys=keys,
+              born_timestamp=1_700_000_000_000 + i * 400)  # fmt: skip
+
+
+def _windows(s: MessageStore) -> list[tuple[int, int]]:
+    ts = [f.header.begin_timestamp for f in s.engine.index.files]
+    return [(0, LONG_MAX), (ts[3], ts[6]), (ts[5] + 1500, ts[5] + 1500), (ts[-1] + 10**6, LONG_MAX)]
+
+
+def _call(impl: Any, s: MessageStore, topic: str, key: str, b: int, e: int, rows: int) -> tuple[int, list[Any]]:
+    idx, cl = s.engine.index, s.engine.commit_log
+    plan = idx._make_plan()
+    assert plan is not None
+    _, table = cl.segment_table()
+    if key.isascii():
+        seed = ~idx._prefix_state(topic)
+    else:
+        seed = index_key_hash(f"{topic}#{key}")
+    prm = np.array([seed, max(0, b - 1000), e, cl.min_offset, cl.max_offset, b, e], np.int64)
+    assert len(prm) == PRM_SIZE
+    out = np.zeros((rows, MATCH_COLUMNS), np.int64)
+    n = impl(plan[1], table, topic.encode(), key.encode(), prm, out)
+    return n, out[: max(n, 0)].tolist()
+
+
+@pytest.mark.parametrize("impl", twins("rocketmq.exact_key_files"))
+def test_exact_key_files_twins_agree(tmp_path: Path, impl: Any) -> None:
+    from mqstore.kernels.rocketmq.key_match import exact_key_files_py
+
+    with _store(tmp_path) as s:
+        _fill(s, 700)
+        s.dispatch()
+        assert len(s.engine.index.files) > 10 and len(s.engine.commit_log.queue.files) >= 2
+        for topic in ("TopicA", "TopicB", "TopicC"):
+            for key in KEYS:
+                for b, e in _windows(s):
+                    n, rows = _call(impl, s, topic, key, b, e, 64)
+                    assert (n, rows) == _call(exact_key_files_py, s, topic, key, b, e, 64)
+                    if n > 1:  # a too small output asks for more room
+                        assert _call(impl, s, topic, key, b, e, 1)[0] == EXACT_ROOM
+
+
+def test_query_by_key_matches_record_path(tmp_path: Path) -> None:
+    with _store(tmp_path) as s:
+        _fill(s, 700)
+        s.dispatch()
+        for topic in ("TopicA", "TopicB", "TopicC"):
+            for key in KEYS:
+                for b, e in _windows(s):
+                    exp = s._query_by_key_records(topic, key, b, e, None)
+                    assert s.query_by_key(topic, key, b, e) == exp
+                    assert s.query_by_key(topic, key, b, e, max_num=2) == exp[:2]
+        assert len(s.query_by_key("TopicA", "k1")) > 3
+        assert s.query_by_keys("TopicA", ["k1", "k5"])["k5"] == s.query_by_key("TopicA", "k5")
+
+
+def test_query_by_key_corrupt_body_raises_as_before(tmp_path: Path) -> None:
+    with _store(tmp_path) as s:
+        _fill(s, 50)
+        s.dispatch()
+        m = s.query_by_key("TopicA", "u10")[0]
+        mf = s.engine.commit_log.segment_for(m.commit_log_offset)
+        pos = m.commit_log_offset - mf.file_from_offset + m.size - 1 - 200  # inside the properties or body
+        mf.mm[pos] ^= 0xFF
+        mf.mm[m.commit_log_offset - mf.file_from_offset + 8] ^= 0x01  # the stored body CRC
+        with pytest.raises(CorruptDataError):
+            s._query_by_key_records("TopicA", "u10", 0, LONG_MAX, None)
+        with pytest.raises(CorruptDataError):
+            s.query_by_key("TopicA", "u10")
+
+
+def test_segment_table_follows_segments(tmp_path: Path) -> None:
+    with _store(tmp_path) as s:
+        _fill(s, 300)
+        cl = s.engine.commit_log
+        files, table = cl.segment_table()
+        assert [int(r[2]) for r in table] == [f.file_from_offset for f in cl.queue.files]
+        _fill(s, 300)  # more segments: a new table
+        files2, table2 = cl.segment_table()
+        assert len(files2) > len(files) and int(table2[-1, 1]) == cl.queue.files[-1].wrote_position
+        segs = list(cl.queue.files)
+    assert all(f._mm is None for f in segs)  # closing drops the table first: the mappings close
