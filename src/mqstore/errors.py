@@ -124,6 +124,11 @@ class RocksDBError(StoreError):
     database, or it is not the database the broker writes there."""
 
 
+class ObjectStoreError(StoreError):
+    """An object store or remote file system (``s3://``, ``gs://``, ``hdfs://``) refused or failed a
+    request: bad or missing credentials, access denied, an unreachable endpoint."""
+
+
 class DataLossError(StoreError):
     """Requested data is no longer available (deleted by retention or truncated) and the
     caller asked to fail rather than skip it."""

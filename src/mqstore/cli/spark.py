@@ -369,9 +369,10 @@ def _query_keys_kafka(paths: tuple[_pathlib.Path, ...], header: str | None, keys
 
 @group.command("export")
 @click.argument("layout", type=click.Choice(["rocketmq", "kafka"]))
-@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=_pathlib.Path))
-@click.option("--out", type=click.Path(file_okay=False, path_type=_pathlib.Path), required=True,
-              help="Parquet output directory (partitioned by topic/queueId, Kafka: topic/partition).")
+@click.argument("paths", nargs=-1, required=True, type=str)
+@click.option("--out", type=str, required=True,
+              help="Parquet output directory or object store URL (s3://, gs://, hdfs://), partitioned by "
+                   "topic/queueId (Kafka: topic/partition).")
 @click.option("--mode", type=click.Choice(["error", "overwrite", "append", "ignore"]), default="error",
               show_default=True, help="What to do when --out already holds data.")
 @click.option("--option", "options", multiple=True, metavar="KEY=VALUE",
@@ -380,7 +381,7 @@ def _query_keys_kafka(paths: tuple[_pathlib.Path, ...], header: str | None, keys
 @spark_options
 @_cli_common.handle_errors
 @handle_spark_errors
-def export_cmd(layout: str, paths: tuple[_pathlib.Path, ...], out: _pathlib.Path, mode: str, options: tuple[str, ...],
+def export_cmd(layout: str, paths: tuple[str, ...], out: str, mode: str, options: tuple[str, ...],
                as_json: bool, master: str, conf: tuple[str, ...]) -> None:
     """Export RocketMQ stores (one per broker) or a Kafka log/partition directory to Parquet with
     the data source's columns."""

@@ -19,11 +19,12 @@ from mqstore.errors import (
     DataLossError,
     InvalidArgumentError,
     OffsetOutOfRangeError,
+    SourceOptionError,
     StoreNotFoundError,
     UnknownTopicPartitionError,
 )
-from mqstore.kernels.kafka.batches import scan_batches
 from mqstore.spark._kafka_options import EARLIEST, LATEST, KafkaLogOptions, OffsetSpec, TopicPartition
+from mqstore.storage.fileio import LOCAL, FileIO, fileio_for, local_path
 from mqstore.storage.kafka.layout import (
     has_segments,
     log_files,
@@ -32,8 +33,15 @@ from mqstore.storage.kafka.layout import (
     topic_partition_of,
 )
 from mqstore.storage.kafka.log import PartitionLog
-from mqstore.storage.kafka.segment import LogSegment
-from mqstore.storage.mapped import ReadOnlyMap
+from mqstore.storage.kafka.ranged import (
+    SegmentRef,
+    batch_chunks,
+    index_position,
+    list_segments,
+    log_end_offset,
+    partition_dirs_io,
+    topic_partition_io,
+)
 
 
 @dataclass(frozen=True)
@@ -46,6 +54,7 @@ class PartitionInfo:
     path: str
     log_start: int
     log_end: int
+    io: FileIO = LOCAL  # where the directory is (an object store: read by byte ranges)
 
     @property
     def tp(self) -> TopicPartition:
@@ -67,6 +76,7 @@ class OffsetRange:
     position: int | None = None
     stop_segment: int | None = None
     stop_position: int | None = None
+    io: FileIO = LOCAL
 
     @property
     def size(self) -> int:
@@ -74,12 +84,25 @@ class OffsetRange:
 
 
 # ----------------------------------------------------------------------------- discovery
-def discover(paths: Iterable[str]) -> dict[TopicPartition, str]:
+def discover(paths: Iterable[str], fs_options: Mapping[str, str] | None = None) -> dict[TopicPartition, str]:
     """Partition directories under ``paths``: each path is a partition directory (it holds
-    ``.log`` segments) or a Kafka log directory whose ``<topic>-<partition>`` children are."""
+    ``.log`` segments) or a Kafka log directory whose ``<topic>-<partition>`` children are.
+    A URL (``s3://...``) is listed through its file system (``fs_options``)."""
     found: dict[TopicPartition, str] = {}
     for raw in paths:
-        p = Path(raw)
+        io = fileio_for(raw, fs_options)
+        if io.remote:
+            _is_part, dirs = partition_dirs_io(io, raw)
+            if not dirs:
+                raise StoreNotFoundError("no Kafka partition directories (<topic>-<partition> with .log "
+                                         "segments) found", path=raw)
+            for d in dirs:
+                tp = topic_partition_io(d)
+                if tp in found and found[tp] != d:
+                    raise InvalidArgumentError(f"partition {tp[0]}-{tp[1]} found twice: {found[tp]} and {d}")
+                found[tp] = d
+            continue
+        p = Path(local_path(raw))
         if not p.exists():
             raise StoreNotFoundError("kafka-log path not found", path=str(p))
         if not p.is_dir():
@@ -120,17 +143,25 @@ def select(found: Mapping[TopicPartition, str], opts: KafkaLogOptions) -> dict[T
     return dict(sorted(chosen.items()))
 
 
-def partition_info(tp: TopicPartition, path: str, *, read_committed: bool = False) -> PartitionInfo:
+def partition_info(tp: TopicPartition, path: str, *, read_committed: bool = False,
+                   fs_options: Mapping[str, str] | None = None) -> PartitionInfo:
     """Offsets of one partition; with ``read_committed`` its end is the last stable offset (what a
     read_committed consumer's ``endOffsets`` answers), so an open transaction is read later."""
+    io = fileio_for(path, fs_options)
+    if io.remote:
+        if read_committed:
+            raise SourceOptionError("kafka.isolation.level=read_committed is not supported for partitions in an "
+                                    "object store", path=path)
+        start, end = log_end_offset(io, path)
+        return PartitionInfo(tp[0], tp[1], path, start, end, io)
     with PartitionLog.open(path, read_only=True) as log:
         end = log.last_stable_offset() if read_committed else log.log_end_offset
         return PartitionInfo(tp[0], tp[1], path, log.log_start_offset, end)
 
 
-def discover_partitions(opts: KafkaLogOptions) -> list[PartitionInfo]:
-    return [partition_info(tp, d, read_committed=opts.read_committed)
-            for tp, d in select(discover(opts.paths), opts).items()]
+def discover_partitions(opts: KafkaLogOptions, fs_options: Mapping[str, str] | None = None) -> list[PartitionInfo]:
+    return [partition_info(tp, d, read_committed=opts.read_committed, fs_options=fs_options)
+            for tp, d in select(discover(opts.paths, fs_options), opts).items()]
 
 
 # ----------------------------------------------------------------------------- offsets
@@ -152,6 +183,10 @@ def _check_covers(spec: OffsetSpec, infos: list[PartitionInfo]) -> None:
 
 
 def _for_timestamp(info: PartitionInfo, ts: int) -> int | None:
+    if info.io.remote:
+        raise SourceOptionError("timestamp options (startingTimestamp, startingOffsetsByTimestamp, ...) are not "
+                                "supported for partitions in an object store; filter on the timestamp column",
+                                path=info.path)
     with PartitionLog.open(info.path, read_only=True) as log:
         r = log.offset_for_timestamp(ts)
     return None if r is None else r.offset
@@ -228,19 +263,22 @@ def plan_batch_ranges(opts: KafkaLogOptions, infos: list[PartitionInfo]) -> list
         s, e = starts[info.tp], ends[info.tp]
         if s > e:
             raise InvalidArgumentError(f"starting offset {s} of {_name(info.tp)} is after its ending offset {e}")
-        ranges.append(OffsetRange(info.topic, info.partition, info.path, s, e))
+        ranges.append(OffsetRange(info.topic, info.partition, info.path, s, e, io=info.io))
     return ranges
 
 
 # ----------------------------------------------------------------------------- files of a partition
-def segment_files(path: str) -> list[tuple[int, str]]:
+def segment_files(path: str, io: FileIO = LOCAL) -> list[tuple[int, str]]:
     """``(base offset, .log path)`` of a partition directory, by base offset."""
+    if io.remote:
+        return [(s.base, s.path) for s in list_segments(io, path)]
     return [(parse_base_offset(f), str(f)) for f in log_files(path)]
 
 
-def _batch_base_at(seg: LogSegment, position: int) -> int | None:
+def _batch_base_at(io: FileIO, log_path: str, position: int) -> int | None:
     """Base offset of the batch at ``position`` (the last offset for legacy messages)."""
-    hdr = seg.read_bytes(position, 61)
+    with io.open(log_path, what="Kafka segment") as f:
+        hdr = f.read(position, 61).tobytes()
     if len(hdr) < 17:
         return None
     magic = hdr[16]
@@ -254,7 +292,7 @@ def split_points(rng: OffsetRange, targets: list[int]) -> list[tuple[int, int, i
     """Cut points ``(base offset, segment, position)`` for target offsets, each snapped down to the
     offset-index entry at or below it (or the segment start): the batch at that indexed position
     starts the next piece, so every batch belongs to exactly one piece."""
-    segs = segment_files(rng.path)
+    segs = segment_files(rng.path, rng.io)
     bases = [b for b, _ in segs]
     cuts: dict[int, tuple[int, int, int]] = {}
     for t in targets:
@@ -262,9 +300,8 @@ def split_points(rng: OffsetRange, targets: list[int]) -> list[tuple[int, int, i
         if i < 0:
             continue
         base, log_path = segs[i]
-        with LogSegment.open(log_path) as seg:
-            pos = seg.offset_index.lookup(t).position
-            b = _batch_base_at(seg, pos)
+        pos = index_position(rng.io, SegmentRef(base, log_path, 0), t)[1]
+        b = _batch_base_at(rng.io, log_path, pos)
         if b is not None and rng.start < b < rng.end:
             cuts[b] = (b, base, pos)
     return [cuts[k] for k in sorted(cuts)]
@@ -290,7 +327,7 @@ def divide_range(r: OffsetRange, parts: int) -> list[OffsetRange]:
         first, last = k == 0, k == parts - 1
         out.append(OffsetRange(r.topic, r.partition, r.path, lo, hi,
                                r.segment if first else None, r.position if first else None,
-                               r.stop_segment if last else None, r.stop_position if last else None))
+                               r.stop_segment if last else None, r.stop_position if last else None, io=r.io))
         lo = hi
     return [p for p in out if p.size > 0]
 
@@ -303,9 +340,10 @@ def _cut_at_index(r: OffsetRange, parts: int) -> list[OffsetRange]:
     out: list[OffsetRange] = []
     lo, seg, pos = r.start, r.segment, r.position
     for b, cseg, cpos in split_points(r, targets):
-        out.append(OffsetRange(r.topic, r.partition, r.path, lo, b, seg, pos, cseg, cpos))
+        out.append(OffsetRange(r.topic, r.partition, r.path, lo, b, seg, pos, cseg, cpos, io=r.io))
         lo, seg, pos = b, cseg, cpos
-    out.append(OffsetRange(r.topic, r.partition, r.path, lo, r.end, seg, pos, r.stop_segment, r.stop_position))
+    out.append(OffsetRange(r.topic, r.partition, r.path, lo, r.end, seg, pos, r.stop_segment, r.stop_position,
+                           io=r.io))
     return out
 
 
@@ -379,44 +417,44 @@ def rate_limit_offsets(start: Mapping[TopicPartition, int], end: Mapping[TopicPa
     return out
 
 
-def _bytes_cut(path: str, start: int, end: int, budget: int) -> tuple[int, int]:
+def _bytes_cut(path: str, start: int, end: int, budget: int, io: FileIO = LOCAL) -> tuple[int, int]:
     """Walk whole batches of ``[start, end)`` until ``budget`` bytes: ``(next offset, bytes used)``.
     At least one batch is taken when any exists (so a stream always progresses)."""
     used = 0
     off = start
-    for base, log_path in segment_files(path):
+    for seg in list_segments(io, path):
         if off >= end:
             break
-        with LogSegment.open(log_path) as seg:
-            if seg.size == 0:
-                continue
-            pos = seg.offset_index.lookup(off).position if off > base else 0
-            with ReadOnlyMap(log_path, what="Kafka segment") as m:
-                scan = scan_batches(m.mm, pos)
-        n = scan["count"]
-        if n == 0:
+        if seg.size == 0:
             continue
-        last = scan["last_offset"][:n]
-        sizes = scan["size"][:n].astype(np.int64)
-        keep = (last >= off) & (np.where(scan["magic"][:n] >= 2, scan["base_offset"][:n], last) < end)
-        idx = np.nonzero(keep)[0]
-        if idx.shape[0] == 0:
-            continue
-        cum = used + np.cumsum(sizes[idx])
-        fits = int(np.searchsorted(cum, budget, side="right"))
-        if fits == 0 and used == 0:
-            fits = 1  # one batch even if it alone exceeds the budget
-        if fits < idx.shape[0]:
-            if fits == 0:
-                return off, used
-            return min(int(last[idx[fits - 1]]) + 1, end), int(cum[fits - 1])
-        used = int(cum[-1])
-        off = min(int(last[idx[-1]]) + 1, end)
+        pos = index_position(io, seg, off)[1] if off > seg.base else 0
+        with io.open(seg.path, what="Kafka segment") as f:
+            for _buf, _bp, scan in batch_chunks(f, pos, f.size):
+                n = scan["count"]
+                if n == 0:
+                    continue
+                last = scan["last_offset"][:n]
+                sizes = scan["size"][:n].astype(np.int64)
+                keep = (last >= off) & (np.where(scan["magic"][:n] >= 2, scan["base_offset"][:n], last) < end)
+                idx = np.nonzero(keep)[0]
+                if idx.shape[0] == 0:
+                    continue
+                cum = used + np.cumsum(sizes[idx])
+                fits = int(np.searchsorted(cum, budget, side="right"))
+                if fits == 0 and used == 0:
+                    fits = 1  # one batch even if it alone exceeds the budget
+                if fits < idx.shape[0]:
+                    if fits == 0:
+                        return off, used
+                    return min(int(last[idx[fits - 1]]) + 1, end), int(cum[fits - 1])
+                used = int(cum[-1])
+                off = min(int(last[idx[-1]]) + 1, end)
     return end, used
 
 
 def rate_limit_bytes(paths: Mapping[TopicPartition, str], start: Mapping[TopicPartition, int],
-                     end: Mapping[TopicPartition, int], max_bytes: int) -> dict[TopicPartition, int]:
+                     end: Mapping[TopicPartition, int], max_bytes: int,
+                     ios: Mapping[TopicPartition, FileIO] | None = None) -> dict[TopicPartition, int]:
     """Admit whole batches up to about ``max_bytes``: the budget is shared equally by the
     partitions that have data, bytes one partition leaves unused go to the next, and every
     partition with data gets at least one batch (so a stream always progresses)."""
@@ -425,7 +463,7 @@ def rate_limit_bytes(paths: Mapping[TopicPartition, str], start: Mapping[TopicPa
     budget = max_bytes
     for k, tp in enumerate(pending):
         share = max(1, budget // (len(pending) - k))
-        nxt, used = _bytes_cut(paths[tp], start[tp], end[tp], share)
+        nxt, used = _bytes_cut(paths[tp], start[tp], end[tp], share, (ios or {}).get(tp, LOCAL))
         out[tp] = nxt
         budget = max(0, budget - used)
     return out

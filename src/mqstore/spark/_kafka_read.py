@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from mqstore.errors import CorruptDataError, CrcMismatchError, DataLossError, StoreNotFoundError
+from mqstore.errors import CorruptDataError, CrcMismatchError, DataLossError, MqStoreError, StoreNotFoundError
 from mqstore.formats.kafka.batch import (
     ATTR_CONTROL,
     ATTR_TIMESTAMP_TYPE,
@@ -33,7 +33,7 @@ from mqstore.formats.kafka.batch import (
     iter_legacy_records,
     validate_batch,
 )
-from mqstore.kernels.kafka.batches import STOP_BAD_SIZE, check_crcs, scan_batches
+from mqstore.kernels.kafka.batches import STOP_BAD_SIZE, check_crcs
 from mqstore.kernels.kafka.records import (
     ERR_UNSUPPORTED,
     ERROR_MESSAGES,
@@ -44,9 +44,10 @@ from mqstore.kernels.kafka.records import (
     parse_bodies,
 )
 from mqstore.spark._kafka_plan import OffsetRange, segment_files
+from mqstore.storage.fileio import LOCAL, FileIO
+from mqstore.storage.kafka.ranged import SegmentRef, batch_chunks, index_position, rebase_error
 from mqstore.storage.kafka.segment import LogSegment
 from mqstore.storage.kafka.txn import CommittedRanges, partition_txn_state
-from mqstore.storage.mapped import ReadOnlyMap
 
 HEADER_TYPE = pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())])
 HEADERS_TYPE = pa.list_(pa.field("element", HEADER_TYPE))
@@ -76,7 +77,7 @@ def arrow_schema(include_headers: bool) -> pa.Schema:
 def _segments_of(rng: OffsetRange, fail_on_data_loss: bool) -> list[tuple[int, str, int, int | None]]:
     """``(base, path, start position or -1 for "look it up", stop position or None)`` of every
     segment that may hold offsets of ``rng``."""
-    segs = segment_files(rng.path)
+    segs = segment_files(rng.path, rng.io)
     if not segs:
         if fail_on_data_loss and rng.size:
             raise DataLossError(f"partition {rng.topic}-{rng.partition} has no segments any more", path=rng.path)
@@ -98,11 +99,10 @@ def _segments_of(rng: OffsetRange, fail_on_data_loss: bool) -> list[tuple[int, s
     return out
 
 
-def _start_position(path: str, base: int, offset: int) -> int:
+def _start_position(path: str, base: int, offset: int, io: FileIO = LOCAL) -> int:
     if offset <= base:
         return 0
-    with LogSegment.open(path) as seg:
-        return seg.offset_index.lookup(offset).position
+    return index_position(io, SegmentRef(base, path, 0), offset)[1]
 
 
 # ----------------------------------------------------------------------------- Arrow building
@@ -258,41 +258,48 @@ def read_arrow(rng: OffsetRange, *, include_headers: bool = False, max_records: 
     for base, path, start, stop in _segments_of(rng, fail_on_data_loss):
         lo = max(rng.start, base)
         try:
-            m = ReadOnlyMap(path, what="Kafka segment")
+            f = rng.io.open(path, what="Kafka segment")
         except StoreNotFoundError:
             if fail_on_data_loss:
                 raise DataLossError("segment deleted while it was being read", path=path) from None
             continue
-        if m.mm is None:
-            continue
-        size = len(m)
-        pos = start if start >= 0 else _start_position(path, base, lo)
-        limit = size if stop is None else min(stop, size)
-        view = memoryview(m.mm)[:limit]
         try:
-            scan = scan_batches(view, pos)
-            for idx in _windows(scan, lo, rng.end, max_records):
-                rb = _window_fast(view, scan, idx, lo, rng.end, path, rng.topic, rng.partition,
-                                  include_headers) if fast else None
-                if rb is None:
-                    w0 = int(scan["position"][idx[0]])
-                    w1 = int(scan["position"][idx[-1]] + scan["size"][idx[-1]])
-                    cols = decode_records_columnar(view, w0, w1, start_offset=lo, end_offset=rng.end,
-                                                   validate=True, path=path)
-                    rb = columns_to_arrow(cols, rng.topic, rng.partition, include_headers)
-                    del cols
-                for k in range(0, rb.num_rows, max_records):
-                    yield rb.slice(k, max_records)
-                del rb
-            if scan["stop_reason"] == STOP_BAD_SIZE and scan["valid_end"] < limit:
-                # a corrupt size field inside the range: the kernel names the file and position
-                decode_records_columnar(view, int(scan["valid_end"]), limit, path=path)
+            if f.size == 0:
+                continue
+            pos = start if start >= 0 else _start_position(path, base, lo, rng.io)
+            limit = f.size if stop is None else min(stop, f.size)
+            for buf, buf_pos, scan in batch_chunks(f, pos, limit):
+                try:
+                    yield from _chunk_batches(memoryview(buf), scan, lo, rng, path, include_headers, max_records,
+                                              fast)
+                except MqStoreError as exc:
+                    if not buf_pos:
+                        raise
+                    raise rebase_error(exc, buf_pos, path) from None
+                del buf, scan
         finally:
-            try:
-                view.release()
-            except BufferError:
-                pass  # a propagating error still references slices: the mapping goes with them
-            m.close()
+            f.close()
+
+
+def _chunk_batches(view: memoryview, scan: dict[str, Any], lo: int, rng: OffsetRange, path: str,
+                   include_headers: bool, max_records: int, fast: bool) -> Iterator[pa.RecordBatch]:
+    """The record batches of one chunk of a segment (``scan``: its batch headers)."""
+    for idx in _windows(scan, lo, rng.end, max_records):
+        rb = _window_fast(view, scan, idx, lo, rng.end, path, rng.topic, rng.partition,
+                          include_headers) if fast else None
+        if rb is None:
+            w0 = int(scan["position"][idx[0]])
+            w1 = int(scan["position"][idx[-1]] + scan["size"][idx[-1]])
+            cols = decode_records_columnar(view, w0, w1, start_offset=lo, end_offset=rng.end,
+                                           validate=True, path=path)
+            rb = columns_to_arrow(cols, rng.topic, rng.partition, include_headers)
+            del cols
+        for k in range(0, rb.num_rows, max_records):
+            yield rb.slice(k, max_records)
+        del rb
+    if scan["stop_reason"] == STOP_BAD_SIZE and scan["valid_end"] < len(view):
+        # a corrupt size field inside the range: the kernel names the file and position
+        decode_records_columnar(view, int(scan["valid_end"]), len(view), path=path)
 
 
 # ----------------------------------------------------------------------------- pure-Python reference

@@ -25,15 +25,17 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from mqstore.errors import CorruptDataError, CrcMismatchError
+from mqstore.errors import CorruptDataError, CrcMismatchError, SourceOptionError
 from mqstore.formats.rocketmq.dledger import ENTRY_HEADER_SIZE as DLEDGER_ENTRY_HEADER
 from mqstore.formats.rocketmq.properties import split_keys
 from mqstore.formats.rocketmq.record import TRANSACTION_MASK, check_record
 from mqstore.kernels.rocketmq.columns import arrow_columns, arrow_of_columns, decode_columns
 from mqstore.kernels.rocketmq.framing import record_positions
 from mqstore.kernels.rocketmq.scan import STOP_INVALID, DispatchBatch, scan_segment
+from mqstore.storage.fileio import LOCAL, FileIO
 from mqstore.storage.mapped import ReadOnlyMap
 from mqstore.storage.rocketmq.dledger import scan_entry_bodies, walk_file
+from mqstore.storage.rocketmq.ranged import record_chunks
 
 if TYPE_CHECKING:  # pragma: no cover
     import pyarrow as pa
@@ -352,6 +354,7 @@ def rocketmq_arrow_batches(
     max_rows: int = BATCH_ROWS,
     max_bytes: int = BATCH_BYTES,
     dledger: bool = False,
+    io: FileIO = LOCAL,
 ) -> Iterator[pa.RecordBatch]:
     """RecordBatches (:func:`rocketmq_arrow_schema`) of the records of ``[start, end)`` (positions
     inside the segment file; ``end=None``: the whole file) that pass ``row_filter``.
@@ -359,39 +362,47 @@ def rocketmq_arrow_batches(
     ``start`` must be a record boundary (0, or a position from a boundary walk / a ConsumeQueue
     unit).  ``file_from_offset`` defaults to the segment's name (its global offset).  Batches hold
     at most ``max_rows`` rows and about ``max_bytes`` record bytes.  ``dledger``: the file is a
-    DLedger data file and ``start`` an entry boundary.
+    DLedger data file and ``start`` an entry boundary.  ``io``: where the file is (a remote file
+    is read in bounded chunks of whole records, :func:`~mqstore.storage.rocketmq.ranged.record_chunks`).
     """
+    path = os.fspath(segment_path)
+    base = int(os.path.basename(path.rstrip("/"))) if file_from_offset is None else int(file_from_offset)
+    if dledger and io.remote:
+        raise SourceOptionError("a DLedger CommitLog cannot be read from an object store", path=path)
+    with io.open(path, what="CommitLog segment") as f:
+        for buf, buf_pos, s, e in record_chunks(f, int(start), f.size if end is None else int(end)):
+            yield from _arrow_batches_of(buf, path, base + buf_pos, s, e, broker_name=broker_name,
+                                         include_body=include_body, check_crc=check_crc, row_filter=row_filter,
+                                         max_rows=max_rows, max_bytes=max_bytes, dledger=dledger)
+            del buf
+
+
+def _arrow_batches_of(u8: np.ndarray, path: str, base: int, start: int, stop: int, *, broker_name: str,
+                      include_body: bool, check_crc: bool, row_filter: RowFilter | None, max_rows: int,
+                      max_bytes: int, dledger: bool) -> Iterator[pa.RecordBatch]:
+    """The batches of ``u8[start:stop)`` (``u8[0]`` is CommitLog offset ``base``)."""
     import pyarrow as pa
 
-    path = os.fspath(segment_path)
-    base = int(os.path.basename(path)) if file_from_offset is None else int(file_from_offset)
     schema = rocketmq_arrow_schema()
-    mm, u8 = open_segment(path)
-    try:
-        stop = len(u8) if end is None else min(int(end), len(u8))
-        positions = select_positions(u8, path, base, int(start), stop, row_filter=row_filter, check_crc=check_crc,
-                                     dledger=dledger)
-        sizes = _record_sizes(u8, positions)
-        for chunk in _chunks(positions, sizes, max_rows, max_bytes):
-            fast = arrow_columns(u8, base, chunk, broker_name=broker_name, include_body=include_body)
-            if fast is not None:
-                rb = pa.RecordBatch.from_arrays([fast[c] for c in ROCKETMQ_COLUMNS], schema=schema)
-                del fast
-                if row_filter is not None and row_filter.tags is not None:
-                    rb = row_filter.tag_check(rb)
-                yield rb
-                continue
-            # unusual batch (invalid UTF-8 text, an unreadable record, > 2 GiB column): old path
-            try:
-                cols = decode_columns(u8, base, chunk, include_body=include_body)
-            except CorruptDataError as exc:
-                raise CorruptDataError(exc.message, path=path, offset=exc.offset) from exc
-            rb = columns_to_arrow(cols, broker_name, include_body=include_body)
-            del cols
-            yield row_filter.tag_check(rb) if row_filter is not None and row_filter.tags is not None else rb
-    finally:
-        del u8
-        close_map(mm)
+    positions = select_positions(u8, path, base, start, stop, row_filter=row_filter, check_crc=check_crc,
+                                 dledger=dledger)
+    sizes = _record_sizes(u8, positions)
+    tags = row_filter is not None and row_filter.tags is not None
+    for chunk in _chunks(positions, sizes, max_rows, max_bytes):
+        fast = arrow_columns(u8, base, chunk, broker_name=broker_name, include_body=include_body)
+        if fast is not None:
+            rb = pa.RecordBatch.from_arrays([fast[c] for c in ROCKETMQ_COLUMNS], schema=schema)
+            del fast
+            yield row_filter.tag_check(rb) if tags else rb  # type: ignore[union-attr]
+            continue
+        # unusual batch (invalid UTF-8 text, an unreadable record, > 2 GiB column): old path
+        try:
+            cols = decode_columns(u8, base, chunk, include_body=include_body)
+        except CorruptDataError as exc:
+            raise CorruptDataError(exc.message, path=path, offset=exc.offset) from exc
+        rb = columns_to_arrow(cols, broker_name, include_body=include_body)
+        del cols
+        yield row_filter.tag_check(rb) if tags else rb  # type: ignore[union-attr]
 
 
 # =============================================================================== pure-Python twin

@@ -22,9 +22,8 @@ import numpy as np
 
 from mqstore.errors import CorruptDataError, DataLossError, SourceOptionError, StoreNotFoundError
 from mqstore.formats.rocketmq.record import check_record
-from mqstore.kernels.rocketmq.framing import record_positions
 from mqstore.kernels.rocketmq.scan import STOP_BLANK, STOP_INVALID
-from mqstore.spark._rocketmq_read import close_map, open_segment
+from mqstore.storage.fileio import CHUNK_BYTES, LOCAL, ArrowFileIO, FileIO
 from mqstore.storage.rocketmq.commitlog import CommitLog
 from mqstore.storage.rocketmq.config import STORE_TYPE_ROCKSDB, StoreConfig
 from mqstore.storage.rocketmq.consumequeue import BOUNDARY_LOWER, ConsumeQueue
@@ -33,15 +32,19 @@ from mqstore.storage.rocketmq.layout import (
     SegmentFile,
     commitlog_dir,
     commitlog_segments,
+    commitlog_segments_io,
     consume_queue_dirs,
+    consume_queue_topics_io,
     consumequeue_dir,
     detect_cq_file_size,
     dledger_home,
     is_dledger_store,
+    remote_store_kind_io,
     resolve_config,
     segment_files,
     store_type_of,
 )
+from mqstore.storage.rocketmq.ranged import scan_positions
 
 Segment = SegmentFile
 
@@ -69,9 +72,33 @@ def dledger_data_dirs(store: str, commit_log: str | None = None) -> list[Path] |
     return [Path(d) for d in home.data_dirs]
 
 
-def list_segments(store: str, commit_log: str | None = None) -> list[Segment]:
+def check_remote_store(store: str, commit_log: str | None, io: FileIO) -> None:
+    """What the ranged (object store) readers cannot read raises a :class:`SourceOptionError`;
+    a store without a ``commitlog/`` prefix a :class:`StoreNotFoundError`."""
+    if isinstance(io, ArrowFileIO):
+        io.check_bucket(store)
+    if commit_log is not None:
+        raise SourceOptionError("option commitLogPath is not supported for a store in an object store: the "
+                                "CommitLog must be the store's own commitlog/", path=store)
+    kind = remote_store_kind_io(io, store)
+    if kind == "dledger":
+        raise SourceOptionError("a DLedger CommitLog (enableDLegerCommitLog) cannot be read from an object "
+                                "store; copy the store to a shared file system", path=store)
+    if kind == "rocksdb":
+        raise SourceOptionError("a RocksDB ConsumeQueue (storeType=defaultRocksDB) cannot be read from an object "
+                                "store; copy the store to a shared file system", path=store)
+
+
+def list_segments(store: str, commit_log: str | None = None, io: FileIO = LOCAL) -> list[Segment]:
     """The CommitLog segment files of a store, ascending (an empty last file is left out); a
-    DLedger CommitLog's data files for a DLedger store."""
+    DLedger CommitLog's data files for a DLedger store.  ``io``: where the store is (an object
+    store: the ``commitlog/`` prefix, see :func:`check_remote_store`)."""
+    if io.remote:
+        segs = commitlog_segments_io(io, store)
+        if not segs and not io.list(io.join(store, "commitlog")):
+            raise StoreNotFoundError("not a RocketMQ store: no commitlog directory (prefix)",
+                                     path=io.join(store, "commitlog"))
+        return segs
     dl = dledger_data_dirs(store, commit_log)
     if dl is not None:
         return commitlog_segments(store, dirs=dl)
@@ -85,19 +112,37 @@ class StoreView:
     """A store opened read-only for planning (close it, or use it as a context manager)."""
 
     def __init__(self, path: str, broker_name: str, *, with_queues: bool = True, commit_log: str | None = None,
-                 store_type: str | None = None) -> None:
+                 store_type: str | None = None, io: FileIO = LOCAL) -> None:
         self.path = str(path)
+        self.io = io
         self.store_type = store_type  # None: decided from the files (layout.store_type_of)
         self.broker_name = broker_name
         self.commit_log_option = commit_log
-        self.dledger = dledger_data_dirs(self.path, commit_log) is not None
-        self.segments = list_segments(self.path, commit_log)
-        self.file_size = self.segments[0].size if self.segments else 0
         self.commit_log: CommitLog | None = None
         self.cqs: dict[tuple[str, int], ConsumeQueue] = {}
         self.rocksdb: Any = None
+        self._topics: set[str] | None = None
+        if io.remote:
+            # an object store: the CommitLog is listed and read by ranges; the ConsumeQueues are
+            # only listed (their topics), never opened (queue offset and time options refused)
+            check_remote_store(self.path, commit_log, io)
+            self.dledger = False
+            self.segments = list_segments(self.path, commit_log, io)
+            self.file_size = self.segments[0].size if self.segments else 0
+            return
+        self.dledger = dledger_data_dirs(self.path, commit_log) is not None
+        self.segments = list_segments(self.path, commit_log)
+        self.file_size = self.segments[0].size if self.segments else 0
         if with_queues:
             self._open_queues()
+
+    def topics(self) -> set[str]:
+        """The topics with a ConsumeQueue."""
+        if self.io.remote:
+            if self._topics is None:
+                self._topics = consume_queue_topics_io(self.io, self.path)
+            return self._topics
+        return {t for (t, _q) in self.cqs}
 
     def _open_queues(self) -> None:
         if self.segments and self.dledger:
@@ -129,6 +174,10 @@ class StoreView:
     # ------------------------------------------------------------------ queues
     def queue_ranges(self) -> dict[tuple[str, int], tuple[int, int]]:
         """``{(topic, queueId): (minOffset, maxOffset)}`` from the ConsumeQueues."""
+        if self.io.remote:
+            raise SourceOptionError("queue offset and timestamp options (startingOffsets/endingOffsets as JSON, "
+                                    "startingTimestamp, endingTimestamp) are not supported for a store in an object "
+                                    "store; filter on queueOffset/storeTimestamp instead", path=self.path)
         return {k: (cq.min_offset_in_queue, cq.max_offset_in_queue) for k, cq in self.cqs.items()}
 
     def offset_for_time(self, topic: str, queue_id: int, timestamp: int) -> int:
@@ -205,7 +254,7 @@ def _segment_of(segs: list[Segment], offset: int) -> int:
 
 
 def walk(segs: list[Segment], start: int, *, stop_at: int | None = None, max_records: int | None = None,
-         live: bool = True) -> Walk:
+         live: bool = True, io: FileIO = LOCAL) -> Walk:
     """Walk record boundaries from ``start`` (a record boundary or a segment base).
 
     Stops at unwritten bytes, at ``stop_at`` (a boundary found by an earlier walk) or after
@@ -227,27 +276,28 @@ def walk(segs: list[Segment], start: int, *, stop_at: int | None = None, max_rec
         if i < 0:
             break
         seg = segs[i]
-        mm, u8 = open_segment(seg.path)
+        f = io.open(seg.path, what="CommitLog segment")
         try:
             rel_end = seg.size if stop_at is None else min(seg.size, stop_at - seg.base)
-            positions, psizes, stop, stop_pos = record_positions(u8, pos - seg.base, rel_end)
+            limit = None if max_records is None else max_records - count
+            positions, psizes, stop, stop_pos = scan_positions(f, pos - seg.base, rel_end, limit=limit)
             if max_records is not None and len(positions) > max_records - count:
                 positions, psizes = positions[: max_records - count], psizes[: max_records - count]
                 stop = "limit"
             if live and len(positions) and stop != "limit":
                 p, n = int(positions[-1]), int(psizes[-1])
-                res = check_record(u8, p, p + n, check_crc=False, read_body=False)
+                res = check_record(f.read(p, n), 0, n, check_crc=False, read_body=False)
                 if not res.success:
                     if i + 1 < len(segs):
                         raise CorruptDataError(res.error or "unreadable record", path=seg.path, offset=seg.base + p)
                     positions, psizes = positions[:-1], psizes[:-1]
                     stop, stop_pos = "torn", p
             if stop == STOP_INVALID and i + 1 < len(segs):
-                res = check_record(u8, stop_pos, seg.size, check_crc=False, read_body=False)
+                tail = f.read(stop_pos, seg.size - stop_pos if f.whole is not None else CHUNK_BYTES)
+                res = check_record(tail, 0, len(tail), check_crc=False, read_body=False)
                 raise CorruptDataError(res.error or "unreadable record", path=seg.path, offset=seg.base + stop_pos)
         finally:
-            del u8
-            close_map(mm)
+            f.close()
         offs.append(positions + np.int64(seg.base))
         sizes.append(psizes.astype(np.int64))
         count += len(positions)
@@ -267,7 +317,8 @@ def earliest_offset(segs: list[Segment]) -> int:
     return segs[0].base if segs else 0
 
 
-def check_boundary(segs: list[Segment], offset: int, *, fail_on_data_loss: bool, what: str) -> int:
+def check_boundary(segs: list[Segment], offset: int, *, fail_on_data_loss: bool, what: str,
+                   io: FileIO = LOCAL) -> int:
     """Validate a starting CommitLog offset: it must be a record boundary of the store (or the
     end of its data).  Below the oldest segment: :class:`DataLossError`, or the oldest segment's
     base when ``fail_on_data_loss`` is false."""
@@ -284,7 +335,7 @@ def check_boundary(segs: list[Segment], offset: int, *, fail_on_data_loss: bool,
             return offset
         raise DataLossError(f"{what}: CommitLog offset {offset} is beyond the store's end {last_end}")
     seg = segs[i]
-    w = walk([seg], seg.base, stop_at=offset, live=False)
+    w = walk([seg], seg.base, stop_at=offset, live=False, io=io)
     if w.end != offset:
         raise CorruptDataError(f"{what}: CommitLog offset {offset} is not a record boundary", path=seg.path,
                                offset=offset)
@@ -292,22 +343,21 @@ def check_boundary(segs: list[Segment], offset: int, *, fail_on_data_loss: bool,
 
 
 # =============================================================================== splitting
-def split_range(seg: Segment, start: int, end: int, pieces: int, *, dledger: bool = False) -> list[tuple[int, int]]:
+def split_range(seg: Segment, start: int, end: int, pieces: int, *, dledger: bool = False,
+                io: FileIO = LOCAL) -> list[tuple[int, int]]:
     """Cut ``[start, end)`` (positions inside ``seg``) into up to ``pieces`` ranges of about equal
     bytes, at record boundaries found by the boundary pre-scan (``dledger``: at DLedger entry
     boundaries)."""
     if pieces <= 1 or end - start <= 0:
         return [(start, end)]
-    mm, u8 = open_segment(seg.path)
-    try:
+    with io.open(seg.path, what="CommitLog segment") as f:
         if dledger:
+            u8 = f.whole if f.whole is not None else f.read(0, f.size)
             positions = walk_file(u8, seg.base, len(u8), start=start).pos - seg.base
             positions = positions[positions < end]
+            del u8
         else:
-            positions, _sizes, _stop, _pos = record_positions(u8, start, min(end, len(u8)))
-    finally:
-        del u8
-        close_map(mm)
+            positions, _sizes, _stop, _pos = scan_positions(f, start, min(end, f.size))
     if len(positions) <= 1:
         return [(start, end)]
     targets = start + (end - start) * np.arange(1, pieces, dtype=np.int64) // pieces

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mqstore.errors import ClusterError, PathNotVisibleError, WorkerPythonError
+from mqstore.storage.fileio import is_url  # (the one URL rule: scheme://, file:// included)
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
@@ -47,16 +48,10 @@ __all__ = [
     "worker_python",
 ]
 
-_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 DOCS = "docs/spark.md, Running on a cluster"
 
 
 # ------------------------------------------------------------------------------------ paths
-def is_url(path: str | os.PathLike[str]) -> bool:
-    """``scheme://...`` (object storage, HDFS, ``file://``): not a local path."""
-    return bool(_URL.match(os.fspath(path)))
-
-
 def absolute_path(path: str | os.PathLike[str]) -> str:
     """``path`` made absolute against the driver's working directory (``~`` expanded, symlinks
     kept: another node may resolve them differently); URLs unchanged."""

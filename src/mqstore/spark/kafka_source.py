@@ -16,7 +16,7 @@ module only adapts them to PySpark's Python Data Source API.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,6 +57,7 @@ from mqstore.spark._kafka_plan import (
 )
 from mqstore.spark._option_names import refuse_custom_schema
 from mqstore.spark.cluster import check_visible, with_absolute_paths
+from mqstore.storage.fileio import localize_paths, split_fs_options
 
 __all__ = [
     "KAFKA_SCHEMA",
@@ -137,11 +138,12 @@ def _partitions(opts: KafkaLogOptions, ranges: list[OffsetRange]) -> list[KafkaL
 
 
 class KafkaLogBatchReader(DataSourceReader):
-    def __init__(self, opts: KafkaLogOptions) -> None:
+    def __init__(self, opts: KafkaLogOptions, fs_options: Mapping[str, str] | None = None) -> None:
         self.opts = opts
+        self.fs_options = dict(fs_options or {})
 
     def partitions(self) -> Sequence[InputPartition]:
-        infos = discover_partitions(self.opts)
+        infos = discover_partitions(self.opts, self.fs_options)
         parts = _partitions(self.opts, plan_batch_ranges(self.opts, infos))
         # Spark needs at least one partition to run the scan; an empty range reads nothing.
         return parts or [KafkaLogPartition(OffsetRange("", 0, "", 0, 0), self.opts.include_headers,
@@ -155,15 +157,16 @@ class KafkaLogBatchReader(DataSourceReader):
 class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Offsets are Spark's Kafka JSON ``{"topic": {"partition": next_offset}}``."""
 
-    def __init__(self, opts: KafkaLogOptions) -> None:
+    def __init__(self, opts: KafkaLogOptions, fs_options: Mapping[str, str] | None = None) -> None:
         self.opts = opts
+        self.fs_options = dict(fs_options or {})
         self._target: dict[TopicPartition, int] | None = None  # availableNow snapshot
         self.clock: Callable[[], float] = time.time  # seconds; tests replace it
         self._last_trigger_ms = 0.0  # when the last batch was admitted (0: never, so the first one goes)
 
     # -------------------------------------------------------------- helpers
     def _infos(self) -> dict[TopicPartition, PartitionInfo]:
-        return {i.tp: i for i in discover_partitions(self.opts)}
+        return {i.tp: i for i in discover_partitions(self.opts, self.fs_options)}
 
     def _bounds(self, start: dict[TopicPartition, int], infos: dict[TopicPartition, PartitionInfo]
                 ) -> tuple[dict[TopicPartition, int], dict[TopicPartition, int]]:
@@ -241,7 +244,8 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if max_rows is not None:
             clamped = rate_limit_offsets(s, clamped, max_rows)
         if max_bytes is not None:
-            clamped = rate_limit_bytes({tp: infos[tp].path for tp in clamped}, s, clamped, max_bytes)
+            clamped = rate_limit_bytes({tp: infos[tp].path for tp in clamped}, s, clamped, max_bytes,
+                                       {tp: infos[tp].io for tp in clamped})
         return offsets_json(clamped)
 
     def reportLatestOffset(self) -> dict | None:
@@ -268,7 +272,7 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                     raise DataLossError(f"offsets of {tp[0]}-{tp[1]} went backwards from {frm} to {until}; "
                                         "set failOnDataLoss=false to skip", path=info.path)
                 continue
-            ranges.append(OffsetRange(tp[0], tp[1], info.path, frm, until))
+            ranges.append(OffsetRange(tp[0], tp[1], info.path, frm, until, io=info.io))
         return _partitions(self.opts, ranges)
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
@@ -296,12 +300,15 @@ class KafkaLogDataSource(DataSource):
     def _checked(self, schema: StructType, *, streaming: bool) -> KafkaLogOptions:
         from mqstore.spark._kafka_read import arrow_schema
 
-        opts = with_absolute_paths(parse_options(self.options, streaming=streaming))
+        _fs, rest = split_fs_options(self.options)  # (the file system's options: fileio)
+        opts = with_absolute_paths(parse_options(localize_paths(rest), streaming=streaming))
         refuse_custom_schema("kafka-log", schema, arrow_schema(opts.include_headers))
         return opts
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        return KafkaLogBatchReader(self._checked(schema, streaming=False))
+        fs, _rest = split_fs_options(self.options)
+        return KafkaLogBatchReader(self._checked(schema, streaming=False), fs)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        return KafkaLogStreamReader(self._checked(schema, streaming=True))
+        fs, _rest = split_fs_options(self.options)
+        return KafkaLogStreamReader(self._checked(schema, streaming=True), fs)

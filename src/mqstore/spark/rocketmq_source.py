@@ -16,7 +16,7 @@ Options: see ``docs/spark.md`` (section *The rocketmq source*).
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -63,6 +63,7 @@ from mqstore.spark._rocketmq_store import (
     Segment,
     StoreView,
     check_boundary,
+    check_remote_store,
     dledger_data_dirs,
     earliest_offset,
     list_segments,
@@ -70,6 +71,7 @@ from mqstore.spark._rocketmq_store import (
     walk,
 )
 from mqstore.spark.cluster import check_visible, with_absolute_paths
+from mqstore.storage.fileio import LOCAL, FileIO, fileio_for, localize_paths, split_fs_options
 
 if TYPE_CHECKING:  # pragma: no cover
     import pyarrow as pa
@@ -102,6 +104,7 @@ class CommitLogRange(InputPartition):
     broker_name: str
     row_filter: RowFilter | None = None
     dledger: bool = False  # a DLedger data file: [start, end) are entry boundaries
+    io: FileIO = LOCAL  # where the segment is (an object store: read by byte ranges)
 
     def __post_init__(self) -> None:
         self.value = (self.segment, self.start, self.end)
@@ -114,6 +117,7 @@ def read_range(part: CommitLogRange, *, include_body: bool, check_crc: bool) -> 
     return rocketmq_arrow_batches(
         part.segment, part.start, part.end, broker_name=part.broker_name, file_from_offset=part.base,
         include_body=include_body, check_crc=check_crc, row_filter=part.row_filter, dledger=part.dledger,
+        io=part.io,
     )
 
 
@@ -177,17 +181,21 @@ class PushedFilters:
 
 
 # =============================================================================== batch planning
-def plan_batch(opts: RocketMQOptions, pushed: PushedFilters | None = None) -> list[CommitLogRange]:
-    """The input partitions of a batch read (driver side; also usable without Spark)."""
+def plan_batch(opts: RocketMQOptions, pushed: PushedFilters | None = None,
+               fs_options: Mapping[str, str] | None = None) -> list[CommitLogRange]:
+    """The input partitions of a batch read (driver side; also usable without Spark).
+    ``fs_options``: the ``fs.*`` options of stores in an object store."""
     pushed = pushed or PushedFilters()
-    views = [StoreView(p, b, commit_log=opts.commit_log_of(i), store_type=opts.store_type)
-             for i, (p, b) in enumerate(zip(opts.paths, opts.broker_names, strict=True))]
+    views: list[StoreView] = []
     try:
-        known = {t for v in views for (t, _q) in v.cqs}
+        for i, (p, b) in enumerate(zip(opts.paths, opts.broker_names, strict=True)):
+            views.append(StoreView(p, b, commit_log=opts.commit_log_of(i), store_type=opts.store_type,
+                                   io=fileio_for(p, fs_options)))
+        known = {t for v in views for t in v.topics()}
         topics = select_topics(opts, known)
         if pushed.topics is not None:
             topics = pushed.topics if topics is None else topics & pushed.topics
-        catalogue = {v.broker_name: v.queue_ranges() for v in views}
+        catalogue = {v.broker_name: v.queue_ranges() for v in views} if opts.offsets_given else {}
         by_broker = {v.broker_name: v for v in views}
 
         def time_lookup(broker: str, topic: str, qid: int, ts: int) -> int:
@@ -195,6 +203,7 @@ def plan_batch(opts: RocketMQOptions, pushed: PushedFilters | None = None) -> li
 
         bounds = resolve_queue_bounds(opts, catalogue, topics, time_lookup)
         parts: list[tuple[Segment, int, int, str, RowFilter, bool]] = []
+        ios = {v.broker_name: v.io for v in views}
         for v in views:
             if pushed.brokers is not None and v.broker_name not in pushed.brokers:
                 continue
@@ -227,19 +236,20 @@ def plan_batch(opts: RocketMQOptions, pushed: PushedFilters | None = None) -> li
         pieces = apportion([max(1, e - s) for _seg, s, e, _b, _f, _d in parts], want)
         out: list[CommitLogRange] = []
         for (seg, s, e, b, rf, dl), k in zip(parts, pieces, strict=True):
-            for a, z in split_range(seg, s, e, max(1, k), dledger=dl):
-                out.append(CommitLogRange(seg.path, seg.base, a, z, b, rf, dl))
+            for a, z in split_range(seg, s, e, max(1, k), dledger=dl, io=ios[b]):
+                out.append(CommitLogRange(seg.path, seg.base, a, z, b, rf, dl, ios[b]))
     else:
-        out = [CommitLogRange(seg.path, seg.base, s, e, b, rf, dl) for seg, s, e, b, rf, dl in parts]
+        out = [CommitLogRange(seg.path, seg.base, s, e, b, rf, dl, ios[b]) for seg, s, e, b, rf, dl in parts]
     for i, p in enumerate(out):
         p.value = (i, p.segment, p.start, p.end)
     return out
 
 
 class RocketMQBatchReader(DataSourceReader):
-    def __init__(self, opts: RocketMQOptions) -> None:
+    def __init__(self, opts: RocketMQOptions, fs_options: Mapping[str, str] | None = None) -> None:
         self.opts = opts
         self.pushed = PushedFilters()
+        self.fs_options = dict(fs_options or {})
 
     def pushFilters(self, filters: list[Filter]) -> Iterator[Filter]:
         for f in filters:
@@ -247,7 +257,7 @@ class RocketMQBatchReader(DataSourceReader):
                 yield f
 
     def partitions(self) -> Sequence[InputPartition]:
-        return plan_batch(self.opts, self.pushed)
+        return plan_batch(self.opts, self.pushed, self.fs_options)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if not isinstance(partition, CommitLogRange):
@@ -259,12 +269,15 @@ class RocketMQBatchReader(DataSourceReader):
 class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Offsets: ``{brokerName: CommitLog physical offset of the next unread record}``."""
 
-    def __init__(self, opts: RocketMQOptions) -> None:
+    def __init__(self, opts: RocketMQOptions, fs_options: Mapping[str, str] | None = None) -> None:
         self.opts = opts
         self.stores = dict(zip(opts.broker_names, opts.paths, strict=True))
         self.commit_logs = {b: opts.commit_log_of(i) for i, b in enumerate(opts.broker_names)}
+        self.ios = {b: fileio_for(path, fs_options) for b, path in self.stores.items()}
         for b, path in self.stores.items():
-            if dledger_data_dirs(path, self.commit_logs[b]) is not None:
+            if self.ios[b].remote:
+                check_remote_store(path, self.commit_logs[b], self.ios[b])
+            elif dledger_data_dirs(path, self.commit_logs[b]) is not None:
                 raise SourceOptionError(f"{path} has a DLedger CommitLog (enableDLegerCommitLog): the streaming "
                                         "rocketmq source reads classic CommitLogs only; read it as a batch")
         self._target: dict[str, int] | None = None
@@ -277,7 +290,7 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self._filter = None
 
     def _segments(self, broker: str) -> list[Segment]:
-        return list_segments(self.stores[broker], self.commit_logs[broker])
+        return list_segments(self.stores[broker], self.commit_logs[broker], self.ios[broker])
 
     def _end_of(self, broker: str, start: int | None = None) -> int:
         segs = self._segments(broker)
@@ -285,7 +298,7 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return 0
         if start is None:
             start = segs[-1].base  # a segment base is always a record boundary
-        return walk(segs, max(start, earliest_offset(segs))).end
+        return walk(segs, max(start, earliest_offset(segs)), io=self.ios[broker]).end
 
     def initialOffset(self) -> dict[str, int]:
         out: dict[str, int] = {}
@@ -299,7 +312,7 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 out[broker] = self._end_of(broker)
             else:
                 out[broker] = check_boundary(segs, chosen, fail_on_data_loss=self.opts.fail_on_data_loss,
-                                             what=f"startingOffsets of {broker}")
+                                             what=f"startingOffsets of {broker}", io=self.ios[broker])
         return out
 
     def getDefaultReadLimit(self) -> ReadLimit:
@@ -320,7 +333,7 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         first = earliest_offset(segs)
         if pos < first:
             return check_boundary(segs, pos, fail_on_data_loss=self.opts.fail_on_data_loss,
-                                  what=f"stream offset of {broker}")
+                                  what=f"stream offset of {broker}", io=self.ios[broker])
         last = segs[-1].end if segs else 0
         if pos > last:  # the store was replaced or truncated behind the query's back
             if self.opts.fail_on_data_loss:
@@ -343,7 +356,7 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             segs = self._segments(broker)
             pos = self._start_of(start, broker, segs)
             stop_at = self._target.get(broker) if self._target is not None else None
-            walks[broker] = (pos, walk(segs, pos, stop_at=stop_at, max_records=max_rows))
+            walks[broker] = (pos, walk(segs, pos, stop_at=stop_at, max_records=max_rows, io=self.ios[broker]))
         take = {b: len(w.offsets) for b, (_p, w) in walks.items()}
         if max_rows is not None:
             take = dict(zip(take, apportion(list(take.values()), max_rows), strict=True))
@@ -383,7 +396,7 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 if seg.end <= lo or seg.base >= hi:
                     continue
                 parts.append(CommitLogRange(seg.path, seg.base, max(lo, seg.base) - seg.base,
-                                            min(hi, seg.end) - seg.base, broker, self._filter))
+                                            min(hi, seg.end) - seg.base, broker, self._filter, io=self.ios[broker]))
         return parts
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
@@ -407,11 +420,13 @@ class RocketMQDataSource(DataSource):
         return ROCKETMQ_SCHEMA
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        opts = with_absolute_paths(parse_options(self.options))
+        fs, rest = split_fs_options(self.options)
+        opts = with_absolute_paths(parse_options(localize_paths(rest)))
         refuse_custom_schema("rocketmq", schema, rocketmq_arrow_schema())
-        return RocketMQBatchReader(opts)
+        return RocketMQBatchReader(opts, fs)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        opts = with_absolute_paths(parse_options(self.options, streaming=True))
+        fs, rest = split_fs_options(self.options)
+        opts = with_absolute_paths(parse_options(localize_paths(rest), streaming=True))
         refuse_custom_schema("rocketmq", schema, rocketmq_arrow_schema())
-        return RocketMQStreamReader(opts)
+        return RocketMQStreamReader(opts, fs)

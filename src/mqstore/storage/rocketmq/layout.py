@@ -51,6 +51,7 @@ from mqstore.formats.rocketmq.indexfile import (
     IndexHeader,
     index_file_size,
 )
+from mqstore.storage.fileio import FileIO
 from mqstore.storage.layout import is_offset_name, offset_files, offset_name, topic_queue_dirs
 from mqstore.storage.mapped import ensure_inside
 from mqstore.storage.rocketmq.config import (
@@ -243,6 +244,10 @@ def commitlog_segments(root: str | os.PathLike[str], *, size: int | None = None,
     (:class:`GeometryMismatchError` naming the odd one).  ``dirs``: the CommitLog directories
     when they are not ``root/commitlog`` (:func:`commit_log_dirs`)."""
     segs = [SegmentFile(str(p), int(p.name), n) for p, n in _sizes(_segment_files_of(root, dirs))]
+    return _checked_segments(segs, size)
+
+
+def _checked_segments(segs: list[SegmentFile], size: int | None) -> list[SegmentFile]:
     if size is not None:
         return [s for s in segs if s.size == size]
     if segs and segs[-1].size == 0:
@@ -252,6 +257,42 @@ def commitlog_segments(root: str | os.PathLike[str], *, size: int | None = None,
         raise GeometryMismatchError(f"CommitLog segments differ in size ({segs[0].size} and {odd.size} bytes)",
                                     path=odd.path)
     return segs
+
+
+def commitlog_segments_io(io: FileIO, root: str) -> list[SegmentFile]:
+    """:func:`commitlog_segments` of a store reached through a :class:`~mqstore.storage.fileio.FileIO`
+    (an object store: ``root/commitlog/`` is a prefix listing); the store's own ``commitlog/``
+    directory only (no ``storePathCommitLog``)."""
+    entries = io.list(io.join(root, COMMITLOG_DIR))
+    segs = sorted((SegmentFile(e.path, int(e.name), e.size) for e in entries
+                   if not e.is_dir and is_offset_name(e.name)), key=lambda s: s.base)
+    return _checked_segments(segs, None)
+
+
+def consume_queue_topics_io(io: FileIO, root: str) -> set[str]:
+    """The topics with a non-empty ConsumeQueue file in a store reached through ``io`` (the
+    rule of :func:`consume_queue_dirs`: ``consumequeue/<topic>/<queueId>/<offset>``)."""
+    out = set()
+    for t in io.list(io.join(root, CONSUMEQUEUE_DIR)):
+        if not t.is_dir or t.name in out:
+            continue
+        for q in io.list(t.path):
+            if q.is_dir and is_offset_name(q.name) and any(
+                    not f.is_dir and f.size and is_offset_name(f.name) for f in io.list(q.path)):
+                out.add(t.name)
+                break
+    return out
+
+
+def remote_store_kind_io(io: FileIO, root: str) -> str | None:
+    """What a store reached through ``io`` holds that the ranged readers do not read: ``"dledger"``
+    (a DLedger CommitLog), ``"rocksdb"`` (the RocksDB ConsumeQueue), or ``None``."""
+    for e in io.list(root):
+        if e.is_dir and (e.name.startswith(DLEDGER_HOME_PREFIX) and len(e.name) > len(DLEDGER_HOME_PREFIX)):
+            return "dledger"
+    if io.stat(io.join(root, CONSUMEQUEUE_DIR, ROCKSDB_MARKER)) is not None:
+        return "rocksdb"
+    return None
 
 
 # =============================================================================== DLedger CommitLog
