@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+from itertools import pairwise
 from pathlib import Path
 
+import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from mqstore.api.rocketmq import MessageStore, StoreConfig
 from mqstore.errors import CorruptDataError, DataLossError
 from mqstore.kernels.rocketmq.framing import record_positions
 from mqstore.storage.rocketmq.tail import complete_end, scan_tail_range
+from mqstore.storage.rocketmq.walk import cut_at_records
 
 SEG = 64 * 1024
 CFG = StoreConfig(commit_log_file_size=SEG, consume_queue_file_size=400, hash_slot_num=64, index_num=300,
@@ -48,3 +53,16 @@ def test_torn_tail_is_not_read_and_bad_ranges_fail_typed(tmp_path: Path) -> None
     with pytest.raises(DataLossError):
         scan_tail_range(tmp_path, SEG, 0, 0, last)
     assert complete_end(tmp_path, SEG, 0) == 0
+
+
+@given(st.lists(st.integers(1, 50), min_size=0, max_size=40), st.lists(st.integers(0, 2000), max_size=10))
+def test_cut_at_records_cuts_only_at_record_starts(sizes: list[int], targets: list[int]) -> None:
+    positions = np.cumsum([0, *sizes[:-1]]).astype(np.int64) if sizes else np.empty(0, np.int64)
+    end = int(sum(sizes))
+    pieces = cut_at_records(positions, 0, end, np.array(sorted(targets), np.int64))
+    if end == 0:
+        assert pieces == []
+        return
+    assert pieces[0][0] == 0 and pieces[-1][1] == end
+    assert all(a < b for a, b in pieces) and all(b == c for (_, b), (c, _) in pairwise(pieces))
+    assert {a for a, _ in pieces} <= set(positions.tolist())

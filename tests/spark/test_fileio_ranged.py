@@ -98,7 +98,8 @@ def test_rocketmq_rows_equal_local(s3: S3, stores: dict[str, tuple[str, str]], c
 
 def test_rocketmq_stream_walk_equal_local(s3: S3, stores: dict[str, tuple[str, str]],
                                           monkeypatch: pytest.MonkeyPatch) -> None:
-    from mqstore.spark._rocketmq_store import list_segments, walk
+    from mqstore.spark._rocketmq_store import list_segments
+    from mqstore.storage.rocketmq.walk import walk
 
     monkeypatch.setattr(fileio, "CHUNK_BYTES", 700)
     local, url = stores["gen"]

@@ -18,8 +18,9 @@ from mqstore.spark._rocketmq_read import (
     rocketmq_arrow_schema,
     rocketmq_rows_py,
 )
-from mqstore.spark._rocketmq_store import check_boundary, list_segments, walk
+from mqstore.spark._rocketmq_store import list_segments
 from mqstore.spark.rocketmq_source import CommitLogRange, PushedFilters, plan_batch, read_range
+from mqstore.storage.rocketmq.walk import check_boundary, walk
 
 CASES = ("basic", "prop_crc")
 

@@ -14,7 +14,8 @@ from pyspark.sql import functions as F
 from rocketmq_spark_support import fill, make_store, small_config
 
 from mqstore import MessageStore
-from mqstore.spark._rocketmq_store import list_segments, walk
+from mqstore.spark._rocketmq_store import list_segments
+from mqstore.storage.rocketmq.walk import walk
 
 pytestmark = pytest.mark.spark
 

@@ -8,7 +8,6 @@ Executors only receive small picklable descriptors (paths, offsets) and call the
 
 from __future__ import annotations
 
-import itertools
 import os
 import zlib
 from collections.abc import Iterable, Iterator
@@ -21,6 +20,7 @@ from mqstore.errors import StoreNotFoundError
 from mqstore.kernels.arrays import unique
 from mqstore.storage.mapped import ReadOnlyMap
 from mqstore.storage.rocketmq.index_roll import FileKeys, IndexRoll, name_rolls
+from mqstore.storage.rocketmq.walk import cut_at_records
 
 DEFAULT_SPLIT_BYTES = 128 * 1024 * 1024
 
@@ -118,11 +118,7 @@ def split_segment(seg: SegmentDesc, split_bytes: int) -> list[tuple[int, int]]:
     with _mapped(seg.path) as m:
         positions, _sizes, _stop, _pos = record_positions(m.array, 0, seg.wrote_position)
     targets = np.arange(split_bytes, seg.wrote_position, split_bytes, dtype=np.int64)
-    cuts = np.unique(positions[np.minimum(np.searchsorted(positions, targets), len(positions) - 1)]) \
-        if len(positions) else np.empty(0, np.int64)
-    cuts = [int(c) for c in cuts if 0 < c < seg.wrote_position]
-    bounds = [0, *cuts, seg.wrote_position]
-    return [(a, b) for a, b in itertools.pairwise(bounds) if b > a]
+    return cut_at_records(positions, 0, seg.wrote_position, targets)
 
 
 def scan_chunk(c: ChunkDesc) -> ChunkScan:

@@ -60,18 +60,14 @@ from mqstore.spark._rocketmq_read import (
     rocketmq_arrow_schema,
 )
 from mqstore.spark._rocketmq_store import (
-    Segment,
     StoreView,
-    check_boundary,
     check_remote_store,
     dledger_data_dirs,
-    earliest_offset,
     list_segments,
-    split_range,
-    walk,
 )
 from mqstore.spark.cluster import check_visible, with_absolute_paths
 from mqstore.storage.fileio import LOCAL, FileIO, fileio_for, localize_paths, split_fs_options
+from mqstore.storage.rocketmq.walk import Segment, check_boundary, earliest_offset, split_range, walk
 
 if TYPE_CHECKING:  # pragma: no cover
     import pyarrow as pa
