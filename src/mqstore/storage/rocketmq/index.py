@@ -36,6 +36,7 @@ from mqstore.kernels.rocketmq.chain_walk import (
 from mqstore.kernels.rocketmq.key_match import EXACT_ROOM, EXACT_UNCLEAN, MATCH_COLUMNS, exact_key_files
 from mqstore.kernels.rocketmq.scan import DispatchBatch
 from mqstore.storage.mapped import MappedFile, msync_range, size_file
+from mqstore.storage.rocketmq.index_roll import keys_per_file, roll_plan
 from mqstore.storage.rocketmq.layout import (
     index_tmp_name,
     is_index_tmp_name,
@@ -271,11 +272,15 @@ class IndexService:
     # ------------------------------------------------------------------ build (spec §4.2)
     def put_hashes(self, key_hash: np.ndarray, phy_offset: np.ndarray, store_ts: np.ndarray) -> None:
         """Put keys (already hashed) in order, rolling files as they fill."""
-        from mqstore.storage.rocketmq.index_roll import keys_per_file, roll_plan
-
-        last = self.last_file()
+        n = len(key_hash)
+        last = self.files[-1] if self.files else None
         room = 0 if last is None or last.is_write_full() else max(last.buffer.index_num - last.header.index_count, 0)
-        for fk in roll_plan(len(key_hash), keys_per_file(self.index_num), room):
+        if 0 < n <= room:  # the plan's one range continuing the current file (the live dispatch's usual case)
+            put = _bulk_put(last, key_hash, phy_offset, store_ts, 0, self.bulk_threads)
+            if put != n:
+                raise CorruptIndexError(f"index file took {put} keys, the roll plan gave it {n}", path=str(last.path))
+            return
+        for fk in roll_plan(n, keys_per_file(self.index_num), room):
             f = self._new_file(int(store_ts[fk.lo])) if fk.new_file else self.files[-1]
             # bounded to the plan's range: the file takes exactly the keys the plan gives it
             put = _bulk_put(f, key_hash[: fk.hi], phy_offset[: fk.hi], store_ts[: fk.hi], fk.lo, self.bulk_threads)
