@@ -62,6 +62,10 @@ def scan_step(stop: str, *, range_cut: bool = False) -> str:
 
 
 class CommitLog:
+    #: whether :meth:`segment_table` describes the records (classic segments, records back to
+    #: back); a CommitLog of another layout answers its readers record by record
+    has_segment_table = True
+
     def __init__(self, directory: Path, file_size: int = DEFAULT_COMMIT_LOG_FILE_SIZE, *, read_only: bool = False,
                  paths: list[str] | None = None, readonly_paths: list[str] | None = None) -> None:
         """``directory``: the one CommitLog directory; or ``paths`` (+ ``readonly_paths``), the

@@ -214,6 +214,8 @@ class DLedgerCommitLog(CommitLog):
     first DLedger data file (the broker's ``dividedCommitlogOffset``); they are read as the classic
     CommitLog (records back to back, up to the blank record the broker wrote when it switched)."""
 
+    has_segment_table = False  # entries wrap the records: queries read them record by record
+
     def __init__(self, home: DLedgerHome, file_size: int = DEFAULT_COMMIT_LOG_FILE_SIZE, *,
                  read_only: bool = True, classic_dirs: Sequence[str] = ()) -> None:
         if not read_only:

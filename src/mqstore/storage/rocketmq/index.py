@@ -408,6 +408,8 @@ class IndexService:
             return None
         else:
             seed = index_key_hash(f"{topic}#{key}")
+        if not commit_log.has_segment_table:
+            return None
         segments, table = commit_log.segment_table()
         pool = self._match_pool  # (out, prm) pairs (list pop/append are atomic)
         out, prm = pool.pop() if pool else (np.empty((4, MATCH_COLUMNS), np.int64), np.empty(7, np.int64))
