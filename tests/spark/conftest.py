@@ -31,3 +31,11 @@ def spark(tmp_path_factory: pytest.TempPathFactory):
     register(session)
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="module")
+def s3():
+    from s3_server import s3_server
+
+    with s3_server() as server:
+        yield server

@@ -15,15 +15,9 @@ from rocketmq_spark_support import make_store
 from mqstore.errors import InvalidArgumentError, ObjectStoreError, SourceOptionError, StoreNotFoundError
 from mqstore.storage import fileio
 from mqstore.storage.fileio import LOCAL, fileio_for, is_remote, is_url, local_path, split_fs_options
-from s3_server import S3, s3_server
+from s3_server import S3
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
-
-
-@pytest.fixture(scope="module")
-def s3() -> S3:
-    with s3_server() as server:
-        yield server
 
 
 @pytest.fixture(scope="module")

@@ -14,16 +14,10 @@ from pyspark.errors import PySparkException
 from rocketmq_spark_support import make_store
 
 from mqstore.spark.export import export_kafka, export_rocketmq
-from s3_server import S3, s3_server
+from s3_server import S3
 
 pytestmark = pytest.mark.spark
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
-
-
-@pytest.fixture(scope="module")
-def s3() -> S3:
-    with s3_server() as server:
-        yield server
 
 
 @pytest.fixture(scope="module")
