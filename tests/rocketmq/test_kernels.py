@@ -21,7 +21,8 @@ from mqstore.formats.rocketmq.javahash import (
     java_string_hashcode,
 )
 from mqstore.formats.rocketmq.record import MAGIC_V1, MAGIC_V2, check_record, decode_record
-from mqstore.kernels.crc import CRC_TABLE, crc32_span
+from mqstore.kernels.crc import CRC_TABLE
+from mqstore.kernels.crc_nb import crc32_span
 from mqstore.kernels.endian import as_u8
 from mqstore.kernels.javahash import hash_spans, hash_strings, index_hash_strings
 from mqstore.kernels.rocketmq.chain_walk import select_many, select_many_py

@@ -100,7 +100,7 @@ def test_crc32_spans_equals_zlib(raw: bytes, spans: list[tuple[int, int]]) -> No
 
 
 def test_isal_crc_is_used() -> None:
-    from mqstore.kernels.crc import HAVE_ISAL_CRC
+    from mqstore.kernels.crc_nb import HAVE_ISAL_CRC
 
     assert HAVE_ISAL_CRC, "isal is a dependency: its CRC-32 symbol must be callable from the kernels"
 

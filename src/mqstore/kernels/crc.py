@@ -1,8 +1,10 @@
 """zlib CRC-32 of many spans of one buffer (the RocketMQ body CRC), three ways.
 
-* :func:`crc32_spans` – the fast path: ISA-L's folding CRC (PCLMULQDQ, ~8 GB/s on 100-1000-byte
-  spans) called by symbol from a compiled loop, else the slice-by-16 table kernel (~1.7 GB/s);
-* :func:`crc32_span` – one span, slice-by-8 on an ``int64`` table (kernels that checksum inline);
+* :func:`crc32_spans` – the fast path: the native module ``_nat_crc`` when built (ISA-L's folding
+  CRC bound by symbol, else a slice-by-8 table in C), else the numba kernels of
+  :mod:`mqstore.kernels.crc_nb` (ISA-L called by symbol from a compiled loop, else slice-by-16);
+* :func:`mqstore.kernels.crc_nb.crc32_span` – one span, slice-by-8 on :data:`CRC_TABLE`
+  (numba kernels that checksum inline);
 * :func:`crc32_spans_py` – the twin: ``zlib.crc32`` per span.
 
 :data:`crc32` is the one-shot CRC-32 of a bytes-like object for Python callers (ISA-L when
@@ -12,13 +14,13 @@ installed, same values as ``zlib.crc32``).
 from __future__ import annotations
 
 import zlib
+from typing import Any
 
 import numpy as np
-from numba import njit
 
 from mqstore.errors import InvalidArgumentError
-from mqstore.kernels import native
-from mqstore.kernels.endian import as_u8
+from mqstore.kernels.backend import native, numba_module
+from mqstore.kernels.buffers import as_u8
 from mqstore.kernels.registry import register
 
 try:  # ISA-L's CRC-32 (carry-less multiplication): the same values as zlib.crc32, 3-4x faster on 1 KiB
@@ -43,27 +45,6 @@ def _make_crc_table() -> np.ndarray:
 CRC_TABLE = _make_crc_table()
 
 
-@njit(cache=True, nogil=True)
-def crc32_span(buf: np.ndarray, s: int, e: int, tbl: np.ndarray) -> int:
-    """zlib CRC-32 of ``buf[s:e]`` (slice-by-8 on :data:`CRC_TABLE`)."""
-    crc = np.int64(0xFFFFFFFF)
-    i = s
-    while i + 8 <= e:
-        one = crc ^ (
-            np.int64(buf[i]) | (np.int64(buf[i + 1]) << 8) | (np.int64(buf[i + 2]) << 16) | (np.int64(buf[i + 3]) << 24)
-        )
-        two = np.int64(buf[i + 4]) | (np.int64(buf[i + 5]) << 8) | (np.int64(buf[i + 6]) << 16) | (np.int64(buf[i + 7]) << 24)
-        crc = (
-            tbl[7, one & 0xFF] ^ tbl[6, (one >> 8) & 0xFF] ^ tbl[5, (one >> 16) & 0xFF] ^ tbl[4, (one >> 24) & 0xFF]
-            ^ tbl[3, two & 0xFF] ^ tbl[2, (two >> 8) & 0xFF] ^ tbl[1, (two >> 16) & 0xFF] ^ tbl[0, (two >> 24) & 0xFF]
-        )  # fmt: skip
-        i += 8
-    while i < e:
-        crc = tbl[0, (crc ^ np.int64(buf[i])) & 0xFF] ^ (crc >> 8)
-        i += 1
-    return crc ^ 0xFFFFFFFF
-
-
 def _make_crc_table16() -> np.ndarray:
     t = np.zeros((16, 256), np.uint32)
     t[:8] = CRC_TABLE.astype(np.uint32)
@@ -76,69 +57,8 @@ def _make_crc_table16() -> np.ndarray:
 _CRC_FLAT = _make_crc_table16()  # slice-by-16, uint32: 16 KiB, stays in L1 next to the data
 
 
-@njit(cache=True, nogil=True, inline="always")
-def _crc_step8(buf: np.ndarray, i: int, crc: np.uint32, t: np.ndarray) -> np.uint32:
-    one = crc ^ (
-        np.uint32(buf[i]) | (np.uint32(buf[i + 1]) << np.uint32(8)) | (np.uint32(buf[i + 2]) << np.uint32(16))
-        | (np.uint32(buf[i + 3]) << np.uint32(24))
-    )  # fmt: skip
-    return (
-        t[1792 + (one & np.uint32(0xFF))] ^ t[1536 + ((one >> np.uint32(8)) & np.uint32(0xFF))]
-        ^ t[1280 + ((one >> np.uint32(16)) & np.uint32(0xFF))] ^ t[1024 + (one >> np.uint32(24))]
-        ^ t[768 + np.uint32(buf[i + 4])] ^ t[512 + np.uint32(buf[i + 5])] ^ t[256 + np.uint32(buf[i + 6])]
-        ^ t[np.uint32(buf[i + 7])]
-    )  # fmt: skip
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _crc_step16(buf: np.ndarray, i: int, crc: np.uint32, t: np.ndarray) -> np.uint32:
-    one = crc ^ (
-        np.uint32(buf[i]) | (np.uint32(buf[i + 1]) << np.uint32(8)) | (np.uint32(buf[i + 2]) << np.uint32(16))
-        | (np.uint32(buf[i + 3]) << np.uint32(24))
-    )  # fmt: skip
-    return (
-        t[3840 + (one & np.uint32(0xFF))] ^ t[3584 + ((one >> np.uint32(8)) & np.uint32(0xFF))]
-        ^ t[3328 + ((one >> np.uint32(16)) & np.uint32(0xFF))] ^ t[3072 + (one >> np.uint32(24))]
-        ^ t[2816 + np.uint32(buf[i + 4])] ^ t[2560 + np.uint32(buf[i + 5])] ^ t[2304 + np.uint32(buf[i + 6])]
-        ^ t[2048 + np.uint32(buf[i + 7])] ^ t[1792 + np.uint32(buf[i + 8])] ^ t[1536 + np.uint32(buf[i + 9])]
-        ^ t[1280 + np.uint32(buf[i + 10])] ^ t[1024 + np.uint32(buf[i + 11])] ^ t[768 + np.uint32(buf[i + 12])]
-        ^ t[512 + np.uint32(buf[i + 13])] ^ t[256 + np.uint32(buf[i + 14])] ^ t[np.uint32(buf[i + 15])]
-    )  # fmt: skip
-
-
-@njit(cache=True, nogil=True)
-def _crc_spans_kernel(buf: np.ndarray, starts: np.ndarray, lens: np.ndarray, t: np.ndarray, out: np.ndarray) -> None:
-    # Slice-by-16 on 32-bit lanes with a uint32 table, one span after the other.  Measured on
-    # 100-1000-byte spans: 1.7 GB/s (slice-by-8 on uint32: 1.5 GB/s; an int64 table and four
-    # spans interleaved: 1.13 GB/s): the narrow table matters more than overlapping the chains.
-    ff = np.uint32(0xFFFFFFFF)
-    for k in range(starts.shape[0]):
-        p = starts[k]
-        e = p + lens[k]
-        c = ff
-        while p + 16 <= e:
-            c = _crc_step16(buf, p, c, t)
-            p += 16
-        if p + 8 <= e:
-            c = _crc_step8(buf, p, c, t)
-            p += 8
-        while p < e:
-            c = t[(c ^ np.uint32(buf[p])) & np.uint32(0xFF)] ^ (c >> np.uint32(8))
-            p += 1
-        out[k] = np.int64(c ^ ff)
-
-
-HAVE_ISAL_CRC = native.HAVE_ISAL_CRC32
-_isal_crc32, _as_voidptr = native.c_crc32, native.as_voidptr
-
-
-@njit(cache=True, nogil=True)
-def _crc_spans_isal(buf: np.ndarray, starts: np.ndarray, lens: np.ndarray, out: np.ndarray) -> None:
-    # ISA-L folds 64 bytes per step with PCLMULQDQ: ~8 GB/s on 100-1000-byte spans here, 4.9x the
-    # table kernel, which stays as the fallback.
-    base = buf.ctypes.data
-    for k in range(starts.shape[0]):
-        out[k] = np.int64(_isal_crc32(np.uint32(0), _as_voidptr(base + starts[k]), np.uint64(lens[k])))
+def _nb() -> Any:
+    return numba_module("mqstore.kernels.crc_nb")
 
 
 def _spans(buf: object, starts: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -152,17 +72,28 @@ def _spans(buf: object, starts: np.ndarray, lengths: np.ndarray) -> tuple[np.nda
     return u8, s, ln
 
 
-def crc32_spans(buf: object, starts: np.ndarray, lengths: np.ndarray, *, use_isal: bool | None = None) -> np.ndarray:
-    """zlib CRC-32 of many spans ``buf[starts[i] : starts[i] + lengths[i]]`` (int64 array).
+def crc32_spans_numba(buf: object, starts: np.ndarray, lengths: np.ndarray, *, use_isal: bool | None = None) -> np.ndarray:
+    """zlib CRC-32 of many spans ``buf[starts[i] : starts[i] + lengths[i]]`` (int64 array), numba path.
 
     ISA-L's folding CRC when available (``use_isal=None``), else (or with ``use_isal=False``) the
     slice-by-16 table kernel; both give zlib's values."""
     u8, s, ln = _spans(buf, starts, lengths)
     out = np.empty(len(s), np.int64)
-    if len(s) and (HAVE_ISAL_CRC if use_isal is None else use_isal and HAVE_ISAL_CRC):
-        _crc_spans_isal(u8, s, ln, out)
+    nb = _nb()
+    if len(s) and (nb.HAVE_ISAL_CRC if use_isal is None else use_isal and nb.HAVE_ISAL_CRC):
+        nb._crc_spans_isal(u8, s, ln, out)
     else:
-        _crc_spans_kernel(u8, s, ln, _CRC_FLAT, out)
+        nb._crc_spans_kernel(u8, s, ln, _CRC_FLAT, out)
+    return out
+
+
+def crc32_spans_native(buf: object, starts: np.ndarray, lengths: np.ndarray, *, use_isal: bool | None = None) -> np.ndarray:
+    """:func:`crc32_spans_numba` in C (``_nat_crc``; ``use_isal=False`` only chooses the table path
+    of the numba kernels and is ignored here)."""
+    u8, s, ln = _spans(buf, starts, lengths)
+    out = np.empty(len(s), np.int64)
+    if len(s):
+        _NAT_CRC.spans(u8, s, ln, out, 0)
     return out
 
 
@@ -173,4 +104,7 @@ def crc32_spans_py(buf: object, starts: np.ndarray, lengths: np.ndarray, *, use_
     return np.array([zlib.crc32(mv[a : a + n]) for a, n in zip(s.tolist(), ln.tolist(), strict=True)], np.int64)
 
 
-register("crc.crc32_spans", crc32_spans, crc32_spans_py)
+_NAT_CRC = native("_nat_crc")
+crc32_spans = crc32_spans_native if _NAT_CRC is not None else crc32_spans_numba
+register("crc.crc32_spans", crc32_spans_numba, crc32_spans_py,
+         native=crc32_spans_native if _NAT_CRC is not None else None)

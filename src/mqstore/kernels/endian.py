@@ -10,17 +10,10 @@ load per field instead of four, valid on a little-endian host only (see :func:`w
 
 from __future__ import annotations
 
-import sys
-
 import numpy as np
 from numba import njit
 
-
-def as_u8(buf: object) -> np.ndarray:
-    """A zero-copy ``uint8`` view of a bytes-like object (or a numpy array)."""
-    if isinstance(buf, np.ndarray):
-        return buf.view(np.uint8).reshape(-1) if buf.dtype != np.uint8 else buf.reshape(-1)
-    return np.frombuffer(buf, dtype=np.uint8)  # type: ignore[call-overload]
+from mqstore.kernels.buffers import WORDS_OK, as_u8, word_view  # noqa: F401  (re-exported)
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -77,7 +70,6 @@ def wr_i64(buf: np.ndarray, p: int, v: int) -> None:
 
 
 # ----------------------------------------------------------------------------- native word views
-WORDS_OK = sys.byteorder == "little"
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -103,15 +95,6 @@ def w_i64(w: np.ndarray, i: int) -> int:
     hi = np.uint64(bswap32(w[i]))
     lo = np.uint64(bswap32(w[i + 1]))
     return np.int64((hi << np.uint64(32)) | lo)
-
-
-def word_view(buf_u8: object) -> np.ndarray | None:
-    """The native ``uint32`` view of a buffer of big-endian words, or None (big-endian host,
-    unaligned buffer or a length that is not a multiple of 4: callers use the byte kernels)."""
-    buf = as_u8(buf_u8)
-    if not WORDS_OK or buf.ctypes.data % 4 or len(buf) % 4:
-        return None
-    return buf.view(np.uint32)
 
 
 def set_w_i32(w: np.ndarray, i: int, v: int) -> None:

@@ -1,4 +1,4 @@
-"""The twin registry: every compiled kernel with its pure-Python reference.
+"""The twin registry: every compiled kernel with its pure-Python reference (and its native C twin).
 
 The convention of the package: a kernel ``foo`` (numba, vectorised or threaded: the fast path) has
 a twin ``foo_py`` in the same module with the same signature and the same result on every input
@@ -11,6 +11,10 @@ and the tests run the behaviour tests of a kernel over both implementations
 (``@pytest.mark.parametrize("impl", twins("rocketmq.scan_segment"))``, see ``tests/conftest.py``)
 plus property tests that compare the two on random inputs.  ``tests/test_kernel_registry.py``
 checks that every registered kernel has both and is covered by a parametrised test.
+
+A kernel ported to C (:mod:`mqstore.kernels.backend`) registers its third implementation too,
+``register(name, numba_fn, reference_fn, native=native_fn)`` with ``native_fn`` None when the
+extension module is not built; the tests then run over all three.
 
 Performance knobs (``threads=``, ``lanes=``, ``use_isal=``) are not twins: they only choose how the
 fast path runs and never change a result; the twin accepts and ignores them.  A compiled loop that
@@ -30,15 +34,18 @@ from mqstore.errors import InvalidArgumentError
 
 @dataclass(frozen=True, slots=True)
 class KernelImpls:
-    """The two implementations of one registered kernel."""
+    """The implementations of one registered kernel: numba (``compiled``), pure Python
+    (``reference``) and, for kernels ported to C, the native one (None when not built)."""
 
     name: str
     compiled: Callable[..., Any]
     reference: Callable[..., Any]
+    native: Callable[..., Any] | None = None
 
-    def items(self) -> tuple[tuple[str, Callable[..., Any]], tuple[str, Callable[..., Any]]]:
-        """``(("compiled", fn), ("reference", fn))``: what a test parametrises over."""
-        return ("compiled", self.compiled), ("reference", self.reference)
+    def items(self) -> tuple[tuple[str, Callable[..., Any]], ...]:
+        """``(("compiled", fn), ("reference", fn)[, ("native", fn)])``: what a test parametrises over."""
+        pairs = (("compiled", self.compiled), ("reference", self.reference))
+        return (*pairs, ("native", self.native)) if self.native is not None else pairs
 
 
 _REGISTRY: dict[str, KernelImpls] = {}
@@ -67,19 +74,20 @@ KERNEL_MODULES = (
 )
 
 
-def register(name: str, compiled: Callable[..., Any], reference: Callable[..., Any]) -> None:
+def register(name: str, compiled: Callable[..., Any], reference: Callable[..., Any], *,
+             native: Callable[..., Any] | None = None) -> None:
     """Register the twin pair ``name`` (once per name; re-registering the same pair is a no-op,
-    as happens when a module is reloaded)."""
-    if not callable(compiled) or not callable(reference):
-        raise InvalidArgumentError(f"kernel {name!r}: both implementations must be callable")
-    if compiled is reference:
+    as happens when a module is reloaded), with its native implementation when there is one."""
+    if not callable(compiled) or not callable(reference) or (native is not None and not callable(native)):
+        raise InvalidArgumentError(f"kernel {name!r}: every implementation must be callable")
+    if compiled is reference or native is reference or native is compiled:
         raise InvalidArgumentError(f"kernel {name!r}: the reference must be a separate implementation")
     old = _REGISTRY.get(name)
     if old is not None and (old.compiled.__qualname__, old.reference.__qualname__) != (
         compiled.__qualname__, reference.__qualname__
     ):
         raise InvalidArgumentError(f"kernel {name!r} is already registered with other implementations")
-    _REGISTRY[name] = KernelImpls(name, compiled, reference)
+    _REGISTRY[name] = KernelImpls(name, compiled, reference, native)
 
 
 def kernel_impls(name: str) -> KernelImpls:

@@ -32,7 +32,8 @@ from numba.extending import intrinsic
 
 from mqstore.formats.rocketmq.properties import PROPERTY_KEYS, PROPERTY_UNIQ_KEY, parse_properties, split_keys
 from mqstore.formats.rocketmq.record import MAGIC_V2, body_crc, check_record
-from mqstore.kernels.crc import CRC_TABLE, crc32_span
+from mqstore.kernels.crc import CRC_TABLE
+from mqstore.kernels.crc_nb import crc32_span
 from mqstore.kernels.registry import register
 from mqstore.kernels.rocketmq.chain_walk import SELECT_ONE_ROOM, select_files, select_files_py
 from mqstore.kernels.rocketmq.columns import (
