@@ -57,6 +57,7 @@ from mqstore.kernels.rocketmq.columns import (
     decode_fields,
 )
 from mqstore.kernels.rocketmq.key_match import F_SEGMENT as _F_SEGMENT
+from mqstore.kernels.rocketmq.put import ONE_V1_FIXED as _ONE_V1_FIXED
 from mqstore.kernels.rocketmq.put import RecordColumns, build_common_props
 from mqstore.storage.rocketmq.config import FLUSH_ASYNC, FLUSH_SYNC, StoreConfig, validate_topic
 from mqstore.storage.rocketmq.consumequeue import BOUNDARY_LOWER, BOUNDARY_UPPER
@@ -652,6 +653,19 @@ class MessageStore:
             u = self._uniq
             h = u.head
             uniq = (h[1] if h[0] == now else u.head_for(now)[1]) + _HEX4[next(u.count) & 0xFFFF]
+            if keys.isascii() and tags.isascii():  # the whole record by one compiled call
+                size = _ONE_V1_FIXED + len(body) + len(tf) + len(keys) + 32 + len(tags)
+                got = self._engine.append_common(topic, tf, body, keys, uniq, tags, queue_id, now, size)
+                if got is not None:
+                    o, qo, ts = got
+                    r = _new(PutResult)
+                    _set_off(r, o)
+                    _set_qo(r, qo)
+                    _set_ts(r, ts)
+                    _set_size(r, size)
+                    _set_id(r, f"{self._msgid_prefix}{o:016X}")
+                    _set_uk(r, uniq)
+                    return r
             try:  # the properties in the Java HashMap order of KEYS, TAGS, UNIQ_KEY (see _TEMPLATES)
                 props = f"KEYS\x01{keys}\x02UNIQ_KEY\x01{uniq}\x02TAGS\x01{tags}\x02".encode()
             except UnicodeEncodeError:
