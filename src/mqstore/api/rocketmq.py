@@ -461,13 +461,22 @@ if tuple(f.name for f in fields(Message)) != _MESSAGE_FIELDS:  # pragma: no cove
 
 
 def _messages_of_matches(rows: list[list[int]], segments: list[Any], topic: str) -> list[Message]:
-    """The messages of the match rows of ``IndexService.exact_matches`` (already checked, newest first)."""
+    """The messages of the match rows of ``IndexService.exact_matches`` (already checked, newest
+    first).  Their ``properties`` are parsed from the text on first access (``properties=None``)."""
     out = []
+    hosts = _HOST_TEXT
     for row in rows:
         mm = segments[row[_F_SEGMENT]].mm
-        bs, pls = row[_F_BODY_START], row[_F_PROPS_START]
-        text = mm[pls : pls + row[_F_PROPS_LEN]].decode("utf-8", "replace")
-        out.append(_message_of(mm, topic, mm[bs : bs + row[_F_BODY_LEN]], text, parse_properties(text), row))
+        (size, magic, crc, queue_id, flag, queue_offset, off, sys_flag, born_ts, born_pos, born_w, store_ts,
+         store_pos, store_w, reconsume, prepared, bs, bl, _ts, _tl, ps, pl) = row[:22]  # fmt: skip
+        raw = mm[born_pos : born_pos + born_w]
+        born = hosts.get(raw) or _host_text(raw)
+        raw = mm[store_pos : store_pos + store_w]
+        store = hosts.get(raw) or _host_text(raw)
+        # positional, in the order of the fields of MessageRecord (checked at import below)
+        out.append(Message(topic, mm[bs : bs + bl], queue_id, flag, queue_offset, off, sys_flag, born_ts, born,
+                           store_ts, store, reconsume, prepared, mm[ps : ps + pl].decode("utf-8", "replace"), crc,
+                           magic, size, None))  # fmt: skip
     return out
 
 
