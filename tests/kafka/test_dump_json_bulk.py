@@ -134,3 +134,24 @@ def test_cli_bulk_output_is_byte_identical(tmp_path: Path, monkeypatch: pytest.M
         assert fast.exit_code != 0 and "error" in fast.output  # batch 30's records: the reader's typed error
     else:
         assert fast.exit_code == 0
+
+
+def test_threaded_parts_are_byte_identical() -> None:
+    """A run long enough to be cut into parts over threads gives the twin's bytes, and a batch the
+    reader rejects in a later part keeps exactly the lines before it."""
+    blist = [encode_batch([SimpleRecord(value=b"v%d" % i, key=b"k", headers=(("h", b"x"),))], base_offset=i)
+             for i in range(2000)]  # fmt: skip
+    pos = np.cumsum([0, *map(len, blist[:-1])]).astype(np.int64)
+    prefix = line_prefix("p.log")
+    impls = kernel_impls("kafka.json_lines")
+    for damaged in (None, 1500):
+        bl = list(blist)
+        if damaged is not None:
+            bl[damaged] = _corrupt_record_area(bl[damaged], 0, 0x7F)
+        buf = np.frombuffer(b"".join(bl), np.uint8)
+        want = json_lines_py(buf, pos, prefix, True)
+        assert want[1] == (2000 if damaged is None else damaged)
+        for _, fn in impls.items():
+            for threads in (1, 2, 3):
+                got, done = fn(buf, pos, prefix, True, [], threads=threads)
+                assert (bytes(got), done) == (bytes(want[0]), want[1])

@@ -27,6 +27,7 @@ from mqstore.formats.kafka.dump_fields import batch_fields, record_fields
 from mqstore.kernels.backend import native, numba_module
 from mqstore.kernels.buffers import as_u8
 from mqstore.kernels.registry import register
+from mqstore.kernels.threads import fill_in_parts, resolve_threads, split_even
 
 _NAT: Any = native("_nat_kafka_json")
 _EMPTY = np.empty(0, np.uint8)
@@ -43,27 +44,51 @@ def _grow(scratch: list[np.ndarray], size: int) -> np.ndarray:
     return scratch[0]
 
 
+PARALLEL_MIN_BATCHES = 512  # runs this long per thread are written by several threads
+
+
 def json_lines_native(buf: object, positions: np.ndarray, prefix: bytes, print_data: bool,
-                      scratch: list[np.ndarray] | None = None) -> tuple[memoryview | bytes, int]:
+                      scratch: list[np.ndarray] | None = None, *, threads: int | None = None
+                      ) -> tuple[memoryview | bytes, int]:
     """``(lines, done)``: the JSON lines of the first ``done`` batches at ``positions`` (all of them
     unless the reader rejects the records of batch ``done``).  The lines are a view of a buffer
-    kept in ``scratch`` (reused by the next call with it)."""
+    kept in ``scratch`` (reused by the next call with it).  A long run is cut into one part per
+    thread (the C pass releases the GIL; :func:`~mqstore.kernels.threads.fill_in_parts`)."""
     u8 = as_u8(buf)
     pos = np.ascontiguousarray(positions, np.int64)
-    if len(pos) == 0:
+    n = len(pos)
+    if n == 0:
         return b"", 0
     scratch = [] if scratch is None else scratch
-    out = _grow(scratch, 1 << 20)
-    while True:
-        status, value, used = _NAT.lines(u8, pos, prefix, print_data, out)
-        if status == 2:  # the capacity the call asked for
-            out = _grow(scratch, value)
-            continue
-        return memoryview(out)[:used], (len(pos) if status == 0 else value)
+    nt = min(resolve_threads(threads), n // PARALLEL_MIN_BATCHES)
+    if nt <= 1:
+        out = _grow(scratch, 1 << 20)
+        while True:
+            status, value, used = _NAT.lines(u8, pos, prefix, print_data, out)
+            if status == 2:  # the capacity the call asked for
+                out = _grow(scratch, value)
+                continue
+            return memoryview(out)[:used], (n if status == 0 else value)
+
+    def measure(part: np.ndarray) -> int:
+        status, value, _ = _NAT.lines(u8, part, prefix, print_data, _EMPTY)
+        return value if status == 2 else 0  # (status 1: a batch the reader rejects at once)
+
+    results: dict[int, int] = {}
+
+    def fill(part: np.ndarray, region: np.ndarray) -> tuple[int, bool]:
+        status, value, used = _NAT.lines(u8, part, prefix, print_data, region)
+        results[id(part)] = len(part) if status == 0 else value
+        return used, status == 0
+
+    parts = [pos[a:b] for a, b in split_even(n, nt)]
+    view, kept, _ = fill_in_parts(scratch, parts, measure, fill)
+    return view, sum(results[id(p)] for p in parts[:kept])
 
 
 def json_lines_numba(buf: object, positions: np.ndarray, prefix: bytes, print_data: bool,
-                     scratch: list[np.ndarray] | None = None) -> tuple[memoryview | bytes, int]:
+                     scratch: list[np.ndarray] | None = None, *, threads: int | None = None
+                     ) -> tuple[memoryview | bytes, int]:
     """:func:`json_lines_native` on the numba kernel (``json_lines_nb``)."""
     nb = numba_module("mqstore.kernels.kafka.json_lines_nb")
     u8 = as_u8(buf)
@@ -88,8 +113,10 @@ def _b64(obj: Any) -> Any:
 
 
 def json_lines_py(buf: object, positions: np.ndarray, prefix: bytes, print_data: bool,
-                  scratch: list[np.ndarray] | None = None) -> tuple[memoryview | bytes, int]:
-    """Twin: the formats' header decoder and record reader, ``json.dumps`` per line."""
+                  scratch: list[np.ndarray] | None = None, *, threads: int | None = None
+                  ) -> tuple[memoryview | bytes, int]:
+    """Twin: the formats' header decoder and record reader, ``json.dumps`` per line (``threads``
+    only tunes the native implementation)."""
     raw = as_u8(buf).tobytes()
     file = json.loads(prefix[:-1] + b"}")["file"]
     lines: list[str] = []
