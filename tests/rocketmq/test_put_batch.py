@@ -451,7 +451,7 @@ def test_encode_one_v1_equals_record_codec(encode_one: Any, body: bytes, topic: 
                                            flag: int, qo: int, phys: int, ts: int, pos: int, host: Host) -> None:
     """The single-record encoder of ``put`` (native, ``struct`` and codec twins): the bytes of the
     record codec, its size from ``one_v1_size``, nothing written outside the record."""
-    from mqstore.kernels.rocketmq.put import encode_one_v1_py, one_v1_size
+    from mqstore.kernels.rocketmq.put_one import encode_one_v1_py, one_v1_size
 
     if host.is_v6:
         host = Host("10.1.2.3", host.port)

@@ -41,24 +41,12 @@ from mqstore.formats.rocketmq.properties import (
 from mqstore.formats.rocketmq.record import MAGIC_V1, Host, MessageRecord, body_crc, choose_magic
 from mqstore.kernels.crc import crc32_spans
 from mqstore.kernels.rocketmq.columns import (
-    F_BODY_LEN as _F_BODY_LEN,
-)
-from mqstore.kernels.rocketmq.columns import (
-    F_BODY_START as _F_BODY_START,
-)
-from mqstore.kernels.rocketmq.columns import (
-    F_PROPS_LEN as _F_PROPS_LEN,
-)
-from mqstore.kernels.rocketmq.columns import (
-    F_PROPS_START as _F_PROPS_START,
-)
-from mqstore.kernels.rocketmq.columns import (
     RECORD_FIELDS,
     decode_fields,
 )
 from mqstore.kernels.rocketmq.key_match import F_SEGMENT as _F_SEGMENT
-from mqstore.kernels.rocketmq.put import ONE_V1_FIXED as _ONE_V1_FIXED
 from mqstore.kernels.rocketmq.put import RecordColumns, build_common_props
+from mqstore.kernels.rocketmq.put_one import ONE_V1_FIXED as _ONE_V1_FIXED
 from mqstore.storage.rocketmq.config import FLUSH_ASYNC, FLUSH_SYNC, StoreConfig, validate_topic
 from mqstore.storage.rocketmq.consumequeue import BOUNDARY_LOWER, BOUNDARY_UPPER
 from mqstore.storage.rocketmq.layout import resolve_config

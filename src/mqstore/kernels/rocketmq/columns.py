@@ -41,7 +41,7 @@ from mqstore.formats.rocketmq.record import MAGIC_V1, MAGIC_V2, Host, check_reco
 from mqstore.kernels.endian import as_u8, rd_i16, rd_i32, rd_i64
 from mqstore.kernels.registry import register
 from mqstore.kernels.rocketmq.framing import FIXED_MIN
-from mqstore.kernels.rocketmq.properties import eq_bytes, eq_const
+from mqstore.kernels.rocketmq.properties_nb import eq_bytes, eq_const
 
 if TYPE_CHECKING:  # pragma: no cover
     import pyarrow as pa

@@ -26,14 +26,6 @@ import numpy as np
 from mqstore.errors import CorruptIndexError, FlushError, GeometryMismatchError, ReadOnlyStoreError
 from mqstore.formats.rocketmq.indexfile import IndexFileBuffer, index_file_size
 from mqstore.formats.rocketmq.javahash import index_key_hash
-from mqstore.kernels.rocketmq.chain_walk import (
-    SELECT_FILES_CYCLE,
-    SELECT_ONE_CYCLE,
-    SELECT_ONE_ROOM,
-    select_files,
-    select_one,
-)
-from mqstore.kernels.rocketmq.key_match import EXACT_ROOM, EXACT_UNCLEAN, MATCH_COLUMNS, exact_key_files
 from mqstore.kernels.rocketmq.scan import DispatchBatch
 from mqstore.storage.mapped import MappedFile, msync_range, size_file
 from mqstore.storage.rocketmq.index_roll import keys_per_file, roll_plan
@@ -340,6 +332,8 @@ class IndexService:
         is its twin.  Each file's header is read from its mapping (which the writer updates in step
         with the in-memory header; a read-only reader sees what the writer indexed since it opened
         the files)."""
+        from mqstore.kernels.rocketmq.chain_walk import SELECT_FILES_CYCLE, SELECT_ONE_ROOM, select_files
+
         plan = self._plan
         if plan is None or plan[0] != self.files:
             plan = self._make_plan()
@@ -385,6 +379,14 @@ class IndexService:
         compiled path does not apply (big-endian host, key holding U+FFFD or not encodable) or a
         candidate is not a clean record: the caller then takes the record-by-record path, which
         gives the same answer or raises the typed error."""
+        from mqstore.kernels.rocketmq.chain_walk import SELECT_FILES_CYCLE
+        from mqstore.kernels.rocketmq.key_match import (
+            EXACT_ROOM,
+            EXACT_UNCLEAN,
+            MATCH_COLUMNS,
+            exact_key_files,
+        )
+
         plan = self._plan
         if plan is None or plan[0] != self.files:
             plan = self._make_plan()
@@ -451,6 +453,8 @@ class IndexService:
     def _select_offsets_loop(self, topic: str, key: str, max_num: int, begin: int, end: int) -> list[int]:
         """:meth:`select_offsets` with one compiled walk per IndexFile
         (:func:`~mqstore.kernels.rocketmq.chain_walk.select_one`, in-memory headers)."""
+        from mqstore.kernels.rocketmq.chain_walk import SELECT_ONE_CYCLE, SELECT_ONE_ROOM, select_one
+
         prefix = self._prefixes.get(topic)
         if prefix is None:
             prefix = self._prefix_state(topic)
@@ -506,6 +510,8 @@ class IndexService:
         prefix = self._prefixes.get(topic)
         if prefix is None:
             prefix = self._prefix_state(topic)
+        from mqstore.kernels.rocketmq.chain_walk import SELECT_ONE_CYCLE, SELECT_ONE_ROOM, select_one
+
         # ASCII keys are hashed by the kernel from the state of "topic#" (no Python hash loop)
         kb = key.encode("ascii") if key.isascii() else None
         key_hash = -1 if kb is not None else index_key_hash(f"{topic}#{key}")

@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -44,8 +45,7 @@ from mqstore.formats.rocketmq.record import (
 )
 from mqstore.kernels.arrays import unique
 from mqstore.kernels.crc import crc32
-from mqstore.kernels.rocketmq.put import RecordColumns, encode_records_into, queue_ranks
-from mqstore.kernels.rocketmq.put import encode_one_v1 as _encode_one_v1
+from mqstore.kernels.rocketmq.put_one import encode_one_v1 as _encode_one_v1
 from mqstore.kernels.rocketmq.scan import DispatchBatch
 from mqstore.storage.kafka.layout import classify_partition_file
 from mqstore.storage.locks import DISPATCH_LOCK_FILE, StoreLock
@@ -59,6 +59,9 @@ from mqstore.storage.rocketmq.index import IndexService
 from mqstore.storage.rocketmq.layout import commit_log_dirs, consumequeue_dir, store_type_of
 from mqstore.storage.rocketmq.lmq import MultiDispatchRule
 from mqstore.storage.rocketmq.queue_table import NextQueueOffsets
+
+if TYPE_CHECKING:  # pragma: no cover - the put kernels (numba) load with the first batch put
+    from mqstore.kernels.rocketmq.put import RecordColumns
 
 OS_PAGE = 4096
 # The reput service is woken by a put only once this much is pending; otherwise it wakes on its
@@ -531,6 +534,8 @@ class RocketMQStore:
         with a bad record raises before anything is written.  Returns ``(commit log offsets,
         sizes, queue offsets, store timestamp)``."""
         self._check_writable()
+        from mqstore.kernels.rocketmq import put as put_kernels  # numba: loaded by the first put
+
         cfg = self.config
         n = len(cols)
         sizes = cols.sizes()
@@ -549,7 +554,7 @@ class RocketMQStore:
             cols.queue_offset = qo
 
             def write(out: np.ndarray, pos: int, lo: int, hi: int, phys: np.ndarray) -> int:
-                return encode_records_into(out, pos, cols, lo, hi, sizes, phys, now)
+                return put_kernels.encode_records_into(out, pos, cols, lo, hi, sizes, phys, now)
 
             offsets = self.commit_log.append_encoded(sizes, write)
             self.queue_offsets.update(updates)
@@ -582,6 +587,8 @@ class RocketMQStore:
         else:
             tid = {t: i for i, t in enumerate(names)}
             codes = np.fromiter(map(tid.__getitem__, topics), np.int64, n) * width + q
+        from mqstore.kernels.rocketmq.put import queue_ranks  # numba: a put loads it, a read-only command not
+
         rank, counts = queue_ranks(codes, takes, nslots)
         slots = np.flatnonzero(counts).tolist()
         keys = [(names[c // width], c % width) for c in slots]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,7 +15,6 @@ from mqstore.formats.rocketmq.consumequeue_ext import MAX_ADDR, undecorate
 from mqstore.formats.rocketmq.indexfile import time_diff_seconds
 from mqstore.kernels.rocketmq.scan import STOP_INVALID
 from mqstore.storage.rocketmq.config_files import list_config_files
-from mqstore.storage.rocketmq.dledger import DLedgerCommitLog
 from mqstore.storage.rocketmq.lmq import MultiDispatchRule, cq_units
 from mqstore.storage.rocketmq.store import RocketMQStore
 
@@ -74,6 +74,13 @@ def _time_diffs(store_ts: np.ndarray, begin: int) -> np.ndarray:
     return np.clip(_java_div_1000(store_ts - begin), 0, INT_MAX)
 
 
+def _is_dledger(cl: object) -> bool:
+    """Whether ``cl`` is a DLedger CommitLog (its module is loaded by the store that opens one, and
+    only then: a classic store's verify does not import the DLedger kernels)."""
+    mod = sys.modules.get("mqstore.storage.rocketmq.dledger")
+    return mod is not None and isinstance(cl, mod.DLedgerCommitLog)
+
+
 _ITEM_DTYPE = np.dtype([("hash", ">i4"), ("phy", ">i8"), ("diff", ">i4"), ("prev", ">i4")])
 
 
@@ -99,7 +106,7 @@ def verify_store(root: str | Path, config=None, *, max_problems: int = 1000,
         # enableLmq is off)
         recs = _scan_records(cl, rep, problem, progress, MultiDispatchRule(store.config.enable_lmq, True))
         end = store.recovery.commit_log_end
-        if isinstance(cl, DLedgerCommitLog):  # the DLedger files themselves: index units, fillers
+        if _is_dledger(cl):  # the DLedger files themselves: index units, fillers
             for text in cl.problems(max_problems):
                 problem(text)
         if store.rocksdb_cq is not None:  # the RocksDB ConsumeQueue (storeType=defaultRocksDB)
@@ -315,7 +322,7 @@ def verify_store_reference(root: str | Path, config=None, *, max_problems: int =
             if batch.stop == STOP_INVALID:
                 problem(f"commitlog: invalid record at offset {batch.next_offset}: {batch.error}")
         end = store.recovery.commit_log_end
-        if isinstance(cl, DLedgerCommitLog):  # the DLedger files themselves: index units, fillers
+        if _is_dledger(cl):  # the DLedger files themselves: index units, fillers
             for text in cl.problems(max_problems):
                 problem(text)
         all_starts = np.concatenate(starts) if starts else np.empty(0, np.int64)
