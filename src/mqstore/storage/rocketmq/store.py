@@ -672,6 +672,10 @@ class RocketMQStore:
         """Dispatch everything up to the confirm offset now (the reput service's ``doReput``)."""
         if self.read_only or self._closed or not self.config.dispatch_enabled:
             return 0
+        if self.reput_from_offset >= self.confirm_offset:
+            # nothing pending, seen without the lock: reput_from_offset only moves once a dispatch
+            # round is complete, so the data below it is dispatched (a reader's common case)
+            return 0
         with self._dispatch_lock:
             end = self.confirm_offset
             if self.reput_from_offset >= end:
