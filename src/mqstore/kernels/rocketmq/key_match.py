@@ -47,8 +47,8 @@ from mqstore.kernels.rocketmq.columns import (
     F_TOPIC_LEN,
     F_TOPIC_START,
     N_RECORD_FIELDS,
-    decode_one,
 )
+from mqstore.kernels.rocketmq.columns_nb import decode_one
 from mqstore.kernels.rocketmq.properties import P_KEYS, P_UNIQ, PROP_SPANS
 from mqstore.kernels.rocketmq.properties_nb import prop_spans
 
