@@ -48,6 +48,7 @@ class _Records:
     has_keys: np.ndarray  # bool per record: at least one key
 
     n: int  # records; every column has one more row, a sentinel that matches nothing
+    key_start: np.ndarray = field(default_factory=lambda: np.zeros(2, np.int64))  # see _scan_records
     # multi-dispatch (LMQ) units per queue: (CommitLog offsets, queue offsets), sorted by offset
     multi: dict[tuple[str, int], tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
 
@@ -216,6 +217,10 @@ def _scan_records(cl, rep: VerifyReport, problem: Callable[[str], None],
     pairs.sort()  # (duplicates do not matter)
     recs.pair_keys = pairs
     recs.has_keys[krows] = True
+    # the pairs of record r are pair_keys[key_start[r] : key_start[r + 1]] (sorted by record first)
+    recs.key_start = np.zeros(n + 2, np.int64)
+    np.cumsum(np.bincount(krows, minlength=n), out=recs.key_start[1 : n + 1])
+    recs.key_start[n + 1] = recs.key_start[n]
     return recs
 
 
@@ -298,6 +303,30 @@ def _check_index_file(f, recs: _Records, cl_min: int, rep: VerifyReport, problem
         del items
 
 
+#: keys of a record compared one by one (records with more go through a binary search)
+_PAIR_PROBES = 8
+
+
+def _has_pair(recs: _Records, ri: np.ndarray, pk: np.ndarray) -> np.ndarray:
+    """Whether each pair ``pk`` (record ``ri`` << 32 | key hash) is one of the record's: its few
+    pairs are compared in place (each record's pairs are a short sorted run of ``pair_keys``), a
+    record with many keys is searched."""
+    pairs = recs.pair_keys
+    hit = np.zeros(len(pk), bool)
+    if not len(pairs) or not len(pk):
+        return hit
+    ks = recs.key_start[ri]
+    span = recs.key_start[ri + 1] - ks
+    top = len(pairs) - 1
+    for t in range(min(int(span.max()), _PAIR_PROBES)):
+        hit |= (span > t) & (pairs[np.minimum(ks + t, top)] == pk)
+    many = np.flatnonzero(~hit & (span > _PAIR_PROBES))
+    if len(many):
+        j = np.minimum(np.searchsorted(pairs, pk[many]), top)
+        hit[many] = pairs[j] == pk[many]
+    return hit
+
+
 def _check_index_items(name: str, items: np.ndarray, first_item: int, begin_ts: int, recs: _Records, cl_min: int,
                        problem: Callable[[str], None]) -> None:
     key_hash = items["hash"].astype(np.int64)
@@ -309,12 +338,7 @@ def _check_index_items(name: str, items: np.ndarray, first_item: int, begin_ts: 
     ri, found = recs.find(phy)
     keyed = found & recs.has_keys[ri]
     pk = _pair_key(ri, key_hash)
-    npairs = recs.pair_keys.shape[0]
-    if npairs:
-        j = np.searchsorted(recs.pair_keys, pk)
-        hash_ok = keyed & (j < npairs) & (recs.pair_keys[np.minimum(j, npairs - 1)] == pk)
-    else:
-        hash_ok = np.zeros(len(pk), bool)
+    hash_ok = keyed & _has_pair(recs, ri, pk)
     time_bad = hash_ok & (item_no >= 2) & (diff != _time_diffs(recs.store_ts[ri], begin_ts))
     bad = (live & (~keyed | ~hash_ok | time_bad)) | (prev < 0) | (prev >= item_no) | (diff < 0)
     for k in np.nonzero(bad)[0].tolist():
