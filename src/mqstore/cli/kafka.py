@@ -376,7 +376,10 @@ def dump(path: str, print_data: bool, isolation: str, from_time: str | None, to_
                     objs = _tolerant(objs)
             else:
                 objs = dump_index(f)
-            if as_json:
+            if as_json and f.suffix == ".log" and not kafka_internal.is_extra_file(f) and committed is None \
+                    and not filtering and decode is None and dec == "none":
+                _write_json_lines(f, data)
+            elif as_json:
                 echo_json_lines({"file": str(f), **o} for o in objs)
             else:
                 click.echo(f"Dumping {f}")
@@ -391,6 +394,27 @@ def dump(path: str, print_data: bool, isolation: str, from_time: str | None, to_
             done += f.stat().st_size
             if prog is not None:
                 prog(done, total)
+
+
+def _write_json_lines(f: Path, print_data: bool) -> None:
+    """The JSON lines of a ``.log`` dump, runs of plain batches written by the JSON-lines kernel
+    (:func:`~mqstore.storage.kafka.tools.dump_log_lines`) straight to the binary stdout."""
+    import sys
+
+    from mqstore.storage.kafka.tools import dump_log_lines
+
+    stream = getattr(sys.stdout, "buffer", None)
+    enc = (getattr(sys.stdout, "encoding", None) or "").lower().replace("-", "")
+    for item in dump_log_lines(f, print_data=print_data):
+        if isinstance(item, dict):
+            click.echo(to_json({"file": str(f), **item}))
+        elif stream is not None and enc == "utf8":
+            sys.stdout.flush()
+            stream.write(item)
+        else:  # a text stream of another encoding (or none): through click, line by line
+            for line in bytes(item).decode("utf-8").splitlines():
+                click.echo(line)
+    sys.stdout.flush()
 
 
 def _record_matches(o: dict[str, Any], lo: int | None, hi: int | None, key: bytes | None,

@@ -70,6 +70,7 @@ KERNEL_MODULES = (
     "mqstore.kernels.kafka.records",
     "mqstore.kernels.kafka.txn",
     "mqstore.kernels.kafka.offsets",
+    "mqstore.kernels.kafka.json_lines",
     "mqstore.kernels.report",
 )
 

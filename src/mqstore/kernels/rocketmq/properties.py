@@ -11,8 +11,6 @@ first use) and ``kernels/csrc/mq_rmq.h`` (C); this module keeps the slot numbers
 
 from __future__ import annotations
 
-from typing import Any
-
 # slots of the ``prop_spans`` output (start at ``P_*``, end at ``P_* + 1``)
 P_KEYS = 0
 P_TAGS = 2
@@ -21,14 +19,3 @@ P_DELAY = 6
 P_MULTI = 8  # INNER_MULTI_DISPATCH (LMQ / multi-dispatch queues)
 P_MQOFF = 10  # INNER_MULTI_QUEUE_OFFSET (their queue offsets)
 PROP_SPANS = 12
-
-
-
-def __getattr__(name: str) -> Any:
-    """The numba kernels (``prop_spans``, ``count_pieces``, ``eq_bytes``, ``eq_const``) for the numba
-    modules that import them from here; new code imports them from ``properties_nb``."""
-    if name in ("prop_spans", "count_pieces", "eq_bytes", "eq_const"):
-        from mqstore.kernels.rocketmq import properties_nb
-
-        return getattr(properties_nb, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -20,6 +20,7 @@ from mqstore.kernels.kafka.batches import SCAN_FIELDS, STOP_END, check_crcs_py, 
 from mqstore.kernels.kafka.file_scan import (
     FILE_SCAN_BUFFER,
     HAVE_FILE_SCAN,
+    HAVE_NATIVE,
     NO_LIMIT,
     PARALLEL_MIN_BYTES,
     SPLIT_SEARCH_BYTES,
@@ -27,18 +28,37 @@ from mqstore.kernels.kafka.file_scan import (
     STOP_LIMIT,
     STOP_READ_ERROR,
     file_columns,
-    find_batch_start,
-    walk_part,
+    find_batch_start_native,
+    find_batch_start_numba,
+    walk_part_native,
+    walk_part_numba,
 )
 from mqstore.kernels.registry import register
 from mqstore.kernels.threads import default_threads, run_parallel
 
-__all__ = ["HAVE_FILE_SCAN", "scan_check_file", "scan_check_file_py"]
+__all__ = ["HAVE_FILE_SCAN", "scan_check_file", "scan_check_file_native", "scan_check_file_numba",
+           "scan_check_file_py"]
 
 
-def scan_check_file(fd: int, file_size: int, *, threads: int | None = None, progress: Any = None,
-                    buffer_size: int = FILE_SCAN_BUFFER, min_part_bytes: int | None = None,
-                    ) -> tuple[dict[str, Any], np.ndarray]:
+def scan_check_file_numba(fd: int, file_size: int, *, threads: int | None = None, progress: Any = None,
+                          buffer_size: int = FILE_SCAN_BUFFER, min_part_bytes: int | None = None,
+                          ) -> tuple[dict[str, Any], np.ndarray]:
+    """:func:`scan_check_file` with the numba kernels."""
+    return _scan_check_file(walk_part_numba, find_batch_start_numba, fd, file_size, threads=threads,
+                            progress=progress, buffer_size=buffer_size, min_part_bytes=min_part_bytes)
+
+
+def scan_check_file_native(fd: int, file_size: int, *, threads: int | None = None, progress: Any = None,
+                           buffer_size: int = FILE_SCAN_BUFFER, min_part_bytes: int | None = None,
+                           ) -> tuple[dict[str, Any], np.ndarray]:
+    """:func:`scan_check_file` with the native kernels (``_nat_kafka``)."""
+    return _scan_check_file(walk_part_native, find_batch_start_native, fd, file_size, threads=threads,
+                            progress=progress, buffer_size=buffer_size, min_part_bytes=min_part_bytes)
+
+
+def _scan_check_file(walk_part: Any, find_batch_start: Any, fd: int, file_size: int, *, threads: int | None = None,
+                     progress: Any = None, buffer_size: int = FILE_SCAN_BUFFER, min_part_bytes: int | None = None,
+                     ) -> tuple[dict[str, Any], np.ndarray]:
     """:func:`~mqstore.kernels.kafka.batches.scan_batches` and :func:`~mqstore.kernels.kafka.batches.check_crcs` of ``file[0:file_size]`` in one pass of ``pread``.
 
     Returns ``(scan, ok)``, identical to ``scan_batches(data)`` and ``check_crcs(data, scan)`` of the
@@ -123,4 +143,6 @@ def scan_check_file_py(fd: int, file_size: int, *, threads: int | None = None, p
     return scan, ok
 
 
-register("kafka.scan_check_file", scan_check_file, scan_check_file_py)
+scan_check_file = scan_check_file_native if HAVE_NATIVE else scan_check_file_numba
+register("kafka.scan_check_file", scan_check_file_numba, scan_check_file_py,
+         native=scan_check_file_native if HAVE_NATIVE else None)

@@ -48,6 +48,7 @@ from mqstore.formats.kafka.batch import (
     iter_legacy_records,
     iter_records,
 )
+from mqstore.formats.kafka.dump_fields import batch_fields, record_fields
 from mqstore.formats.kafka.kraft_control import SCHEMAS as KRAFT_SCHEMAS
 from mqstore.formats.kafka.kraft_control import decode_kraft_control
 from mqstore.kernels.kafka.records import OK, batch_bodies, parse_bodies
@@ -429,61 +430,98 @@ def dump_log(log_path: Path, *, print_data: bool = False) -> Iterator[dict[str, 
     """One dict per batch (every header field) and, with ``print_data``, one per record."""
     lp = str(log_path)
     with MappedLog(log_path) as ml:
+        a = analyze_log(ml.mm)
+        for i in range(a.scan["count"]):
+            yield from _batch_dicts(ml.mm, a, i, lp, print_data)
+        tail = _tail_dict(a)
+        if tail is not None:
+            yield tail
+
+
+def dump_log_lines(log_path: Path, *, print_data: bool = False) -> Iterator[memoryview | bytes | dict[str, Any]]:
+    """:func:`dump_log` for JSON output: runs of batches the JSON-lines kernel writes (v2,
+    uncompressed, not control, checksum verified) come as ``bytes`` of finished lines (each
+    ``{"file": ..., **fields}``; a view valid until the next item is asked for), every other batch
+    as :func:`dump_log`'s dicts (without ``file``); the same lines, in the same order, as
+    ``to_json`` of every dict of :func:`dump_log`."""
+    from mqstore.kernels.kafka.json_lines import json_lines, line_prefix
+
+    lp = str(log_path)
+    prefix = line_prefix(lp)
+    scratch: list[Any] = []
+    with MappedLog(log_path) as ml:
         mm = ml.mm
         a = analyze_log(mm)
         scan = a.scan
-        for i in range(scan["count"]):
-            p = int(scan["position"][i])
-            m = int(scan["magic"][i])
-            valid = bool(a.crc_ok[i])
-            if m >= 2 and int(scan["size"][i]) >= 61:
-                h = decode_batch_header(mm, p, path=lp)
-                yield {
-                    "type": "batch", "baseOffset": h.base_offset, "lastOffset": h.last_offset,
-                    "count": h.records_count, "baseSequence": h.base_sequence, "lastSequence": h.last_sequence,
-                    "producerId": h.producer_id, "producerEpoch": h.producer_epoch,
-                    "partitionLeaderEpoch": h.partition_leader_epoch, "isTransactional": h.is_transactional,
-                    "isControl": h.is_control, "deleteHorizonMs": h.delete_horizon_ms,
-                    "hasDeleteHorizon": h.has_delete_horizon, "position": p,
-                    "timestampType": h.timestamp_type.label, "maxTimestamp": h.max_timestamp,
-                    "baseTimestamp": h.base_timestamp, "size": h.size, "magic": h.magic,
-                    "compresscodec": h.compression.name.lower(), "crc": h.crc, "isvalid": valid,
-                }
-                if print_data and valid:
-                    for r in iter_records(mm, h, path=lp):
-                        rec: dict[str, Any] = {
-                            "type": "record", "offset": r.offset, "timestampType": h.timestamp_type.label,
-                            "timestamp": r.timestamp, "keySize": -1 if r.key is None else len(r.key),
-                            "valueSize": -1 if r.value is None else len(r.value),
-                            "sequence": -1 if h.base_sequence == -1 else h.base_sequence + r.offset_delta,
-                            "headerKeys": [x.key for x in r.headers],
-                            "key": r.key, "value": r.value,
-                            "headers": [{"key": x.key, "value": x.value} for x in r.headers],
-                        }
-                        if h.is_control:
-                            rec.update(_control_fields(r, lp))
-                        yield rec
-            else:
-                obj: dict[str, Any] = {"type": "batch", "offset": int(scan["last_offset"][i]), "position": p,
-                                       "magic": m, "size": int(scan["size"][i]), "crc": int(scan["crc"][i]),
-                                       "isvalid": valid, "maxTimestamp": int(scan["max_timestamp"][i])}
-                msg = None
-                if m < 2:
-                    try:
-                        msg = decode_legacy_message(mm, p, validate=False, path=lp)
-                        obj["timestampType"] = msg.timestamp_type.label
-                        obj["compresscodec"] = msg.compression.name.lower()
-                    except CorruptDataError:
-                        msg = None
-                yield obj
-                if print_data and valid and msg is not None:
-                    for r in iter_legacy_records(msg, path=lp):
-                        yield {"type": "record", "offset": r.offset, "timestampType": msg.timestamp_type.label,
-                               "timestamp": r.timestamp, "keySize": -1 if r.key is None else len(r.key),
-                               "valueSize": -1 if r.value is None else len(r.value), "key": r.key, "value": r.value}
-        if a.stop != "end" or scan["valid_end"] < a.log_size:
-            yield {"type": "tail", "position": int(scan["valid_end"]), "bytes": a.log_size - int(scan["valid_end"]),
-                   "reason": a.stop if a.stop != "end" else "torn"}
+        n = scan["count"]
+        fast = ((scan["magic"][:n] == 2) & (scan["size"][:n] >= 61) & a.crc_ok[:n]
+                & ((scan["attributes"][:n] & 0x27) == 0))  # fmt: skip
+        i = 0
+        while i < n:
+            if not fast[i]:
+                yield from _batch_dicts(mm, a, i, lp, print_data)
+                i += 1
+                continue
+            j = i
+            while j < n and fast[j] and j - i < _LINES_PER_CALL:
+                j += 1
+            data, done = json_lines(mm, scan["position"][i:j], prefix, print_data, scratch)
+            if len(data):
+                yield data  # a view of the kernel's buffer: valid until the next item
+            i += done
+            if i < j:  # the reader rejects this batch's records: its per-record path raises why
+                yield from _batch_dicts(mm, a, i, lp, print_data)
+                i += 1
+        tail = _tail_dict(a)
+        if tail is not None:
+            yield tail
+
+
+_LINES_PER_CALL = 4096  # batches per kernel call (the lines of one call are held in memory)
+
+
+def _batch_dicts(mm: Any, a: Any, i: int, lp: str, print_data: bool) -> Iterator[dict[str, Any]]:
+    """The dicts of batch ``i`` of the analysis ``a``: its header fields, then its records."""
+    scan = a.scan
+    p = int(scan["position"][i])
+    m = int(scan["magic"][i])
+    valid = bool(a.crc_ok[i])
+    if m >= 2 and int(scan["size"][i]) >= 61:
+        h = decode_batch_header(mm, p, path=lp)
+        yield batch_fields(h, valid)
+        if print_data and valid:
+            for r in iter_records(mm, h, path=lp):
+                rec = record_fields(h, r)
+                if h.is_control:
+                    rec.update(_control_fields(r, lp))
+                yield rec
+        return
+    obj: dict[str, Any] = {"type": "batch", "offset": int(scan["last_offset"][i]), "position": p,
+                           "magic": m, "size": int(scan["size"][i]), "crc": int(scan["crc"][i]),
+                           "isvalid": valid, "maxTimestamp": int(scan["max_timestamp"][i])}
+    msg = None
+    if m < 2:
+        try:
+            msg = decode_legacy_message(mm, p, validate=False, path=lp)
+            obj["timestampType"] = msg.timestamp_type.label
+            obj["compresscodec"] = msg.compression.name.lower()
+        except CorruptDataError:
+            msg = None
+    yield obj
+    if print_data and valid and msg is not None:
+        for r in iter_legacy_records(msg, path=lp):
+            yield {"type": "record", "offset": r.offset, "timestampType": msg.timestamp_type.label,
+                   "timestamp": r.timestamp, "keySize": -1 if r.key is None else len(r.key),
+                   "valueSize": -1 if r.value is None else len(r.value), "key": r.key, "value": r.value}
+
+
+def _tail_dict(a: Any) -> dict[str, Any] | None:
+    """What follows the last whole batch, when anything does (a torn write or a bad batch)."""
+    scan = a.scan
+    if a.stop != "end" or scan["valid_end"] < a.log_size:
+        return {"type": "tail", "position": int(scan["valid_end"]), "bytes": a.log_size - int(scan["valid_end"]),
+                "reason": a.stop if a.stop != "end" else "torn"}
+    return None
 
 
 def _control_fields(r: Any, path: str) -> dict[str, Any]:
