@@ -149,12 +149,12 @@ static PyObject *scan(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         sysf[n] = sys;
         ts[n] = store_ts;
         /* topic: Java hash state (continued by the index keys) and its id */
-        uint64_t st = mq_hash_continue(buf, tps, tps + tl, 0);
+        uint32_t st = mq_hash_continue(buf, tps, tps + tl, 0);
         int64_t tid;
         if (last_tid >= 0 && rep_l[last_tid] == tl && memcmp(buf + rep_s[last_tid], buf + tps, (size_t)tl) == 0) {
             tid = last_tid;
         } else {
-            uint64_t slot = ((st * 0x9E3779B97F4A7C15ull) >> 33) & mask;
+            uint64_t slot = (((uint64_t)st * 0x9E3779B97F4A7C15ull) >> 33) & mask;
             for (;;) {
                 int64_t t = table[slot];
                 if (t < 0) {
@@ -175,7 +175,7 @@ static PyObject *scan(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         }
         topic_id[n] = (int32_t)tid;
         /* index keys: topic#uniq first, then every non-empty KEYS piece */
-        uint64_t h0 = st * 31u + 35u;
+        uint32_t h0 = st * 31u + 35u;  /* the state of "topic#" */
         if (props[MQ_P_UNIQ] >= 0) {
             key_row[nk] = n;
             key_hash[nk] = (int32_t)mq_index_hash_of_state(mq_hash_continue(buf, props[MQ_P_UNIQ], props[MQ_P_UNIQ + 1], h0));
