@@ -218,7 +218,7 @@ def verify_segment(log_path: Path, report: VerifyReport, *, strict: bool = False
     report.segments += 1
     with MappedLog(log_path) as ml:
         mm = ml.mm
-        a = analyze_log(mm, progress=progress)
+        a = ml.analysis(progress=progress)
         scan = a.scan
         n = scan["count"]
         report.batches += int(n)
@@ -358,11 +358,15 @@ def verify_segment_keyindex(log_path: Path, report: VerifyReport, *, active: boo
     """The segment's ``.keyindex``, when there is one, against a rebuild of the ``.log``.  The
     active segment's may hold only the first entries (a live writer puts appended keys in
     groups): a note, not a problem."""
-    from mqstore.storage.kafka.keyindex import keyindex_path, verify_keyindex
+    from mqstore.storage.kafka.layout import keyindex_path
 
     kp = keyindex_path(log_path)
     if not kp.is_file():
         return
+    from mqstore.storage.kafka.keyindex import (
+        verify_keyindex,  # the Java-hash kernels: only when there is one
+    )
+
     check = verify_keyindex(kp, log_path)
     report.key_index_entries += check.entries
     if check.behind:

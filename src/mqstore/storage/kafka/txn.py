@@ -52,7 +52,6 @@ from mqstore.kernels.kafka.txn import (
 from mqstore.storage.kafka.rebuild import (
     MappedLog,
     _partition_lock,
-    analyze_log,
     atomic_write,
     parse_base_offset,
 )
@@ -150,7 +149,7 @@ def _segment_columns(log_path: Path) -> dict[str, Any]:
         mm = ml.mm
         if mm is None or len(mm) == 0:
             return {"base": base, "next": base, "cols": None}
-        a = analyze_log(mm)
+        a = ml.analysis()
         n = a.n_valid
         scan = a.scan
         v2 = np.nonzero(scan["magic"][:n] >= 2)[0]
