@@ -319,6 +319,45 @@ static PyObject *find_batch_start(PyObject *self, PyObject *const *args, Py_ssiz
     return PyLong_FromLongLong((long long)found);
 }
 
+/* pread_spans(fd, starts int64[n], length, out uint8[n * length]) -> the number of spans read
+ * whole (stops at the first short read or error) */
+static PyObject *pread_spans(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (check_nargs(nargs, 4, "pread_spans(fd, starts, length, out)") < 0) return NULL;
+    long fd = PyLong_AsLong(args[0]);
+    int64_t length = mq_i64(args[2]);
+    if (PyErr_Occurred()) return NULL;
+    if (length < 0) {
+        PyErr_SetString(PyExc_ValueError, "pread_spans: negative length");
+        return NULL;
+    }
+    Py_buffer s, o;
+    if (mq_view(args[1], &s, 8, 0, "starts") < 0) return NULL;
+    if (mq_view(args[3], &o, 0, 1, "out") < 0) {
+        PyBuffer_Release(&s);
+        return NULL;
+    }
+    int64_t n = mq_len(&s);
+    if (length && o.len / length < n) {
+        PyErr_SetString(PyExc_ValueError, "pread_spans: out is too short");
+        PyBuffer_Release(&o);
+        PyBuffer_Release(&s);
+        return NULL;
+    }
+    const int64_t *st = (const int64_t *)s.buf;
+    uint8_t *out = (uint8_t *)o.buf;
+    int64_t k = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (; k < n; k++) {
+        if (st[k] < 0 || fill((int)fd, out + k * length, length, st[k], st[k] + length) != length) break;
+    }
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&o);
+    PyBuffer_Release(&s);
+    return PyLong_FromLongLong((long long)k);
+}
+
 /* ------------------------------------------------------------------ index entries */
 
 /* build_index(positions, sizes, last_offsets, max_ts, n, base, interval, max_off, max_time,
@@ -439,6 +478,8 @@ static PyMethodDef methods[] = {
      "file_scan(fd, file_end, start, stop_at, buf, *columns, ok) -> (n, p, reason)"},
     {"find_batch_start", (PyCFunction)(void (*)(void))find_batch_start, METH_FASTCALL,
      "find_batch_start(fd, file_end, lo, hi, buf, buf2, verify_budget) -> position or -1"},
+    {"pread_spans", (PyCFunction)(void (*)(void))pread_spans, METH_FASTCALL,
+     "pread_spans(fd, starts, length, out) -> spans read whole"},
     {"build_index", (PyCFunction)(void (*)(void))build_index, METH_FASTCALL,
      "build_index(positions, sizes, last_offsets, max_ts, n, base, interval, max_off, max_time, "
      "oi_off, oi_pos, ti_ts, ti_off) -> (no, nt, err, at)"},

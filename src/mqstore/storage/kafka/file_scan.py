@@ -143,6 +143,40 @@ def scan_check_file_py(fd: int, file_size: int, *, threads: int | None = None, p
     return scan, ok
 
 
+def read_spans(fd: int, starts: np.ndarray, length: int) -> np.ndarray:
+    """``file[starts[i] : starts[i] + length]`` for every ``i``, as an ``(n, length)`` ``uint8``
+    array read with ``pread`` (the native module's loop when built, else :func:`read_spans_py`):
+    a few bytes of many batches without mapping or reading the rest of the file.  Raises
+    :class:`TruncatedRecordError` when a span runs past the end of the file."""
+    if not HAVE_NATIVE:
+        return read_spans_py(fd, starts, length)
+    st = np.ascontiguousarray(starts, np.int64)
+    out = np.empty((st.shape[0], length), np.uint8)
+    got = _native_module().pread_spans(fd, st, length, out)
+    if got < st.shape[0]:
+        os.pread(fd, 1, max(0, int(st[got])))  # raises the OSError if there is one
+        raise TruncatedRecordError(f"{length} bytes at {int(st[got])} run past the end of the file",
+                                   offset=int(st[got]))
+    return out
+
+
+def read_spans_py(fd: int, starts: np.ndarray, length: int) -> np.ndarray:
+    """Twin of :func:`read_spans`: one ``os.pread`` per span."""
+    out = np.empty((len(starts), length), np.uint8)
+    for i, p in enumerate(np.asarray(starts, np.int64).tolist()):
+        data = os.pread(fd, length, p) if p >= 0 else b""
+        if len(data) < length:
+            raise TruncatedRecordError(f"{length} bytes at {p} run past the end of the file", offset=p)
+        out[i] = np.frombuffer(data, np.uint8)
+    return out
+
+
+def _native_module() -> Any:
+    from mqstore.kernels.backend import native
+
+    return native("_nat_kafka")
+
+
 scan_check_file = scan_check_file_native if HAVE_NATIVE else scan_check_file_numba
 register("kafka.scan_check_file", scan_check_file_numba, scan_check_file_py,
          native=scan_check_file_native if HAVE_NATIVE else None)

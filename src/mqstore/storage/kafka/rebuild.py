@@ -228,6 +228,10 @@ class MappedLog:
         self.size = size
         self.mm: Any = mmap.mmap(self._f.fileno(), size, access=mmap.ACCESS_READ) if size else b""
 
+    def fileno(self) -> int:
+        """The open file's descriptor (for ``pread``)."""
+        return self._f.fileno()
+
     def analysis(self, *, progress: ProgressFn | None = None) -> LogAnalysis:
         """:func:`analyze_log` of the mapped bytes, read with ``pread`` (:func:`analyze_file`:
         the same answer, without faulting the mapping in; shared inside :func:`shared_analyses`)."""
