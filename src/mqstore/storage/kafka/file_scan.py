@@ -23,6 +23,7 @@ from mqstore.kernels.kafka.file_scan import (
     HAVE_NATIVE,
     NO_LIMIT,
     PARALLEL_MIN_BYTES,
+    PRODUCER_FIELDS,
     SPLIT_SEARCH_BYTES,
     SPLIT_VERIFY_BYTES,
     STOP_LIMIT,
@@ -30,6 +31,7 @@ from mqstore.kernels.kafka.file_scan import (
     file_columns,
     find_batch_start_native,
     find_batch_start_numba,
+    producer_fields_py,
     walk_part_native,
     walk_part_numba,
 )
@@ -118,7 +120,7 @@ def _scan_check_file(walk_part: Any, find_batch_start: Any, fd: int, file_size: 
     if progress is not None:
         progress(file_size, file_size)
     out: dict[str, Any] = {}
-    for f in (*SCAN_FIELDS, "ok"):
+    for f in (*SCAN_FIELDS, *PRODUCER_FIELDS, "ok"):
         out[f] = (np.concatenate([b[f] for b in blocks]) if len(blocks) > 1 else
                   blocks[0][f].copy() if blocks else file_columns(0)[f])
     ok = out.pop("ok")
@@ -137,6 +139,7 @@ def scan_check_file_py(fd: int, file_size: int, *, threads: int | None = None, p
     if len(data) < file_size:
         raise TruncatedRecordError(f"the file holds {len(data)} of {file_size} bytes", offset=len(data))
     scan = scan_batches_py(data)
+    scan.update(producer_fields_py(data, scan))
     ok = check_crcs_py(data, scan)
     if progress is not None:
         progress(file_size, file_size)

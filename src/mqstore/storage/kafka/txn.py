@@ -155,18 +155,19 @@ def _segment_columns(log_path: Path) -> dict[str, Any]:
         scan = a.scan
         v2 = np.nonzero(scan["magic"][:n] >= 2)[0]
         pos = scan["position"][v2].astype(np.int64)
-        # the producer fields (bytes 43-56 of each v2 header) read with pread: a mapping would
-        # fault in a page of every batch
-        head = read_spans(ml.fileno(), pos + 43, 14)
         cols: dict[str, np.ndarray] = {
             "base_offset": scan["base_offset"][v2].astype(np.int64),
             "last_offset": scan["last_offset"][v2].astype(np.int64),
             "max_timestamp": scan["max_timestamp"][v2].astype(np.int64),
             "attributes": scan["attributes"][v2].astype(np.int64),
-            "producer_id": _gather(head, 0, 8),
-            "producer_epoch": _gather(head, 8, 2),
-            "base_sequence": _gather(head, 10, 4),
         }
+        if "producer_id" in scan:  # the file scan read them with the headers
+            for f in ("producer_id", "producer_epoch", "base_sequence"):
+                cols[f] = scan[f][v2].astype(np.int64)
+        else:  # (bytes 43-56 of each v2 header, read with pread: a mapping would fault in a page per batch)
+            head = read_spans(ml.fileno(), pos + 43, 14)
+            cols.update(producer_id=_gather(head, 0, 8), producer_epoch=_gather(head, 8, 2),
+                        base_sequence=_gather(head, 10, 4))
         m = v2.shape[0]
         marker = np.full(m, MARKER_NONE, np.int64)
         coord = np.zeros(m, np.int64)
