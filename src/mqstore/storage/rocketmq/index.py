@@ -184,7 +184,7 @@ class IndexService:
         self.on_file_full = None  # callback(end_timestamp) after a full file is flushed
         self._prefixes: dict[str, int] = {}  # Java hash state of "topic#" per queried topic
         self._seeds: dict[str, int] = {}  # its complement, the seed of select_files
-        self._topic_bytes: dict[str, bytes] = {}  # UTF-8 bytes of queried topics (exact_matches)
+        self._query_topics: dict[str, tuple[bytes, int]] = {}  # topic -> (UTF-8 bytes, seed) (exact_matches)
         self._match_pool: list[tuple[np.ndarray, np.ndarray]] = []  # buffers of exact_matches
         self._out_pool: list[tuple[np.ndarray, memoryview]] = []
         # (files, table, views) of select_files; dropped before any file is closed
@@ -392,36 +392,35 @@ class IndexService:
         compiled path does not apply (big-endian host, key holding U+FFFD or not encodable) or a
         candidate is not a clean record: the caller then takes the record-by-record path, which
         gives the same answer or raises the typed error."""
-        from mqstore.kernels.rocketmq.chain_walk import SELECT_FILES_CYCLE
-        from mqstore.kernels.rocketmq.key_match import (
-            EXACT_ROOM,
-            EXACT_UNCLEAN,
-            MATCH_COLUMNS,
-            exact_key_files,
-        )
-
+        km = _KEY_MATCH or _load_key_match()  # (numba) loaded by the first query, then one global read
+        exact_key_files, EXACT_ROOM, EXACT_UNCLEAN, MATCH_COLUMNS, SELECT_FILES_CYCLE = km
         plan = self._plan
         if plan is None or plan[0] != self.files:
             plan = self._make_plan()
             if plan is None:
                 return None
-        tb = self._topic_bytes.get(topic)
         try:
-            if tb is None:
-                if len(self._topic_bytes) >= 4096:
-                    self._topic_bytes.clear()
-                tb = self._topic_bytes[topic] = topic.encode("utf-8")
             kb = key.encode("utf-8")
         except UnicodeEncodeError:
             return None
         if key.isascii():
-            seed = self._seeds.get(topic)
-            if seed is None:
-                seed = ~self._prefix_state(topic)
-                self._seeds[topic] = seed
+            q = self._query_topics.get(topic)  # (topic bytes, seed: ~ the hash state of "topic#")
+            if q is None:
+                try:
+                    tb = topic.encode("utf-8")
+                except UnicodeEncodeError:
+                    return None
+                if len(self._query_topics) >= 4096:
+                    self._query_topics.clear()
+                q = self._query_topics[topic] = (tb, ~self._prefix_state(topic))
+            tb, seed = q
         elif "\ufffd" in key:
             return None
         else:
+            try:
+                tb = topic.encode("utf-8")
+            except UnicodeEncodeError:
+                return None
             seed = index_key_hash(f"{topic}#{key}")
         if not commit_log.has_segment_table:
             return None
@@ -431,7 +430,7 @@ class IndexService:
         pool = self._match_pool  # (out, prm) pairs (list pop/append are atomic)
         out, prm = pool.pop() if pool else (np.empty((4, MATCH_COLUMNS), np.int64), np.empty(7, np.int64))
         prm[0] = seed
-        prm[1] = max(0, begin - 1000)
+        prm[1] = begin - 1000 if begin > 1000 else 0
         prm[2] = end
         prm[3] = commit_log.min_offset
         prm[4] = commit_log.max_offset
@@ -441,7 +440,7 @@ class IndexService:
         while n == EXACT_ROOM:
             out = np.empty((len(out) * 16, MATCH_COLUMNS), np.int64)
             n = exact_key_files(plan[1], table, tb, kb, prm, out)
-        rows = out[:n].tolist() if n > 0 else []
+        rows = [out[0].tolist()] if n == 1 else out[:n].tolist() if n > 0 else []
         if len(pool) < 8 and len(out) == 4:
             pool.append((out, prm))
         if n >= 0:
@@ -705,6 +704,20 @@ def _bulk_put(f: IndexFile, key_hash: np.ndarray, phy: np.ndarray, ts: np.ndarra
     if n == 0 and len(key_hash) > start and not buf.is_write_full():
         raise CorruptIndexError("index file refused a key although it is not full", path=str(f.path))
     return n
+
+
+_KEY_MATCH: tuple | None = None  # type: ignore[type-arg]  # what exact_matches uses of the numba kernels
+
+
+def _load_key_match() -> tuple:  # type: ignore[type-arg]
+    """The exact-query kernel and its return codes, imported on first use (numba: a command that
+    does not query never loads it) and kept in a module global."""
+    global _KEY_MATCH
+    from mqstore.kernels.rocketmq.chain_walk import SELECT_FILES_CYCLE
+    from mqstore.kernels.rocketmq.key_match import EXACT_ROOM, EXACT_UNCLEAN, MATCH_COLUMNS, exact_key_files
+
+    _KEY_MATCH = (exact_key_files, EXACT_ROOM, EXACT_UNCLEAN, MATCH_COLUMNS, SELECT_FILES_CYCLE)
+    return _KEY_MATCH
 
 
 _MADV_POPULATE_WRITE = 23  # Linux 5.14+: map the pages writable in one call instead of one fault each
