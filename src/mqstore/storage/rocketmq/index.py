@@ -343,8 +343,6 @@ class IndexService:
         is its twin.  Each file's header is read from its mapping (which the writer updates in step
         with the in-memory header; a read-only reader sees what the writer indexed since it opened
         the files)."""
-        from mqstore.kernels.rocketmq.chain_walk import SELECT_FILES_CYCLE, SELECT_ONE_ROOM, select_files
-
         plan = self._plan
         if plan is None or plan[0] != self.files:
             plan = self._make_plan()
@@ -392,8 +390,6 @@ class IndexService:
         compiled path does not apply (big-endian host, key holding U+FFFD or not encodable) or a
         candidate is not a clean record: the caller then takes the record-by-record path, which
         gives the same answer or raises the typed error."""
-        km = _KEY_MATCH or _load_key_match()  # (numba) loaded by the first query, then one global read
-        exact_key_files, EXACT_ROOM, EXACT_UNCLEAN, MATCH_COLUMNS, SELECT_FILES_CYCLE = km
         plan = self._plan
         if plan is None or plan[0] != self.files:
             plan = self._make_plan()
@@ -467,8 +463,6 @@ class IndexService:
     def _select_offsets_loop(self, topic: str, key: str, max_num: int, begin: int, end: int) -> list[int]:
         """:meth:`select_offsets` with one compiled walk per IndexFile
         (:func:`~mqstore.kernels.rocketmq.chain_walk.select_one`, in-memory headers)."""
-        from mqstore.kernels.rocketmq.chain_walk import SELECT_ONE_CYCLE, SELECT_ONE_ROOM, select_one
-
         prefix = self._prefixes.get(topic)
         if prefix is None:
             prefix = self._prefix_state(topic)
@@ -526,8 +520,6 @@ class IndexService:
         prefix = self._prefixes.get(topic)
         if prefix is None:
             prefix = self._prefix_state(topic)
-        from mqstore.kernels.rocketmq.chain_walk import SELECT_ONE_CYCLE, SELECT_ONE_ROOM, select_one
-
         # ASCII keys are hashed by the kernel from the state of "topic#" (no Python hash loop)
         kb = key.encode("ascii") if key.isascii() else None
         key_hash = -1 if kb is not None else index_key_hash(f"{topic}#{key}")
@@ -704,20 +696,6 @@ def _bulk_put(f: IndexFile, key_hash: np.ndarray, phy: np.ndarray, ts: np.ndarra
     if n == 0 and len(key_hash) > start and not buf.is_write_full():
         raise CorruptIndexError("index file refused a key although it is not full", path=str(f.path))
     return n
-
-
-_KEY_MATCH: tuple | None = None  # type: ignore[type-arg]  # what exact_matches uses of the numba kernels
-
-
-def _load_key_match() -> tuple:  # type: ignore[type-arg]
-    """The exact-query kernel and its return codes, imported on first use (numba: a command that
-    does not query never loads it) and kept in a module global."""
-    global _KEY_MATCH
-    from mqstore.kernels.rocketmq.chain_walk import SELECT_FILES_CYCLE
-    from mqstore.kernels.rocketmq.key_match import EXACT_ROOM, EXACT_UNCLEAN, MATCH_COLUMNS, exact_key_files
-
-    _KEY_MATCH = (exact_key_files, EXACT_ROOM, EXACT_UNCLEAN, MATCH_COLUMNS, SELECT_FILES_CYCLE)
-    return _KEY_MATCH
 
 
 _MADV_POPULATE_WRITE = 23  # Linux 5.14+: map the pages writable in one call instead of one fault each
