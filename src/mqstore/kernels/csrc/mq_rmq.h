@@ -1,11 +1,12 @@
-/* RocketMQ CommitLog helpers shared by the native RocketMQ kernels (record framing, the Java
- * String.hashCode of UTF-8 bytes, the properties scan).  The rules are those of
- * mqstore/kernels/rocketmq/framing.py, properties.py and kernels/javahash.py (their numba twins in
- * the *_nb modules); every function here reads only inside the span it is given. */
+/* RocketMQ CommitLog helpers shared by the native RocketMQ kernels (record framing, the properties
+ * scan; the Java hash of UTF-8 bytes comes from mq_javahash.h).  The rules are those of
+ * mqstore/kernels/rocketmq/framing.py and properties.py (their numba twins in the *_nb modules);
+ * every function here reads only inside the span it is given. */
 #ifndef MQ_RMQ_H
 #define MQ_RMQ_H
 
 #include "mq_common.h"
+#include "mq_javahash.h"
 
 /* ---------------------------------------------------------------- record framing */
 
@@ -46,83 +47,10 @@ static inline int mq_rmq_head(const uint8_t *buf, int64_t pos, int64_t end, int6
 
 /* ---------------------------------------------------------------- Java hash of UTF-8 bytes */
 
-#define MQ_REPL 0xFFFD
-
-/* one code point at buf[i] (i < e), invalid input gives U+FFFD over its maximal valid prefix
- * (Python's decode("utf-8", "replace")); *next is the index after it */
-static inline int64_t mq_utf8_next(const uint8_t *buf, int64_t i, int64_t e, int64_t *next)
-{
-    int64_t b0 = buf[i];
-    if (b0 < 0x80) { *next = i + 1; return b0; }
-    if (b0 < 0xC2 || b0 > 0xF4) { *next = i + 1; return MQ_REPL; }
-    int need;
-    int64_t cp, lo, hi;
-    if (b0 < 0xE0) {
-        need = 1; cp = b0 & 0x1F; lo = 0x80; hi = 0xBF;
-    } else if (b0 < 0xF0) {
-        need = 2; cp = b0 & 0x0F; lo = b0 == 0xE0 ? 0xA0 : 0x80; hi = b0 == 0xED ? 0x9F : 0xBF;
-    } else {
-        need = 3; cp = b0 & 0x07; lo = b0 == 0xF0 ? 0x90 : 0x80; hi = b0 == 0xF4 ? 0x8F : 0xBF;
-    }
-    int64_t j = i + 1;
-    if (j >= e) { *next = j; return MQ_REPL; }
-    int64_t b = buf[j];
-    if (b < lo || b > hi) { *next = j; return MQ_REPL; }
-    cp = (cp << 6) | (b & 0x3F);
-    j++;
-    for (int k = 0; k < need - 1; k++) {
-        if (j >= e) { *next = j; return MQ_REPL; }
-        b = buf[j];
-        if (b < 0x80 || b > 0xBF) { *next = j; return MQ_REPL; }
-        cp = (cp << 6) | (b & 0x3F);
-        j++;
-    }
-    *next = j;
-    return cp;
-}
-
-/* continue the Java hash state h (wrapping; the low 32 bits matter) over the UTF-8 bytes buf[s:e] */
-static inline uint64_t mq_hash_continue(const uint8_t *buf, int64_t s, int64_t e, uint64_t h)
-{
-    int64_t i = s;
-    while (i < e) {
-        if (i + 4 <= e) {
-            uint64_t b0 = buf[i], b1 = buf[i + 1], b2 = buf[i + 2], b3 = buf[i + 3];
-            if (((b0 | b1 | b2 | b3) & 0x80) == 0) {
-                h = h * 923521u + b0 * 29791u + b1 * 961u + b2 * 31u + b3;
-                i += 4;
-                continue;
-            }
-        }
-        uint8_t b = buf[i];
-        if (b < 0x80) {
-            h = h * 31u + b;
-            i++;
-            continue;
-        }
-        int64_t cp = mq_utf8_next(buf, i, e, &i);
-        if (cp >= 0x10000) {
-            int64_t v = cp - 0x10000;
-            h = h * 31u + (uint64_t)(0xD800 + (v >> 10));
-            h = h * 31u + (uint64_t)(0xDC00 + (v & 0x3FF));
-        } else {
-            h = h * 31u + (uint64_t)cp;
-        }
-    }
-    return h;
-}
+/* the Java hash loop is mq_javahash.h's (shared with the IndexFile kernels) */
 
 /* the signed 32-bit value of a hash state */
-static inline int64_t mq_state_to_int32(uint64_t h) { return (int64_t)(int32_t)(uint32_t)h; }
-
-/* IndexFile.indexKeyHashMethod: abs(hashCode), 0 for Integer.MIN_VALUE */
-static inline int64_t mq_index_hash_of_state(uint64_t h)
-{
-    int64_t v = mq_state_to_int32(h);
-    if (v < 0) v = -v;
-    if (v > 0x7FFFFFFF) v = 0;
-    return v;
-}
+static inline int64_t mq_state_to_int32(uint32_t h) { return (int64_t)(int32_t)h; }
 
 /* ---------------------------------------------------------------- properties */
 

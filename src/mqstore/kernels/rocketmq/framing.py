@@ -68,14 +68,6 @@ def _nb() -> Any:
     return numba_module("mqstore.kernels.rocketmq.framing_nb")
 
 
-def __getattr__(name: str) -> Any:
-    """``head``, ``walk``, ``find_boundary``: the numba kernels (for numba modules that import them
-    from here; new code imports them from :mod:`~mqstore.kernels.rocketmq.framing_nb`)."""
-    if name in ("head", "walk", "find_boundary"):
-        return getattr(_nb(), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
 def find_boundary_any(u8: np.ndarray, base: int, p: int, end: int, limit: int, *, use_native: bool = True) -> int:
     """:func:`~mqstore.kernels.rocketmq.framing_nb.find_boundary` on the native module when built
     (and ``use_native``), else on numba."""

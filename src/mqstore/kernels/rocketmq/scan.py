@@ -571,7 +571,35 @@ def _stop_of(state: int, u8: np.ndarray, pos: int, end: int, check_crc: bool) ->
     return STOP_INVALID, res.error or "invalid record"
 
 
+def valid_end_numba(buf: bytes | bytearray | memoryview | np.ndarray, file_from_offset: int, start: int, end: int, *,
+                    check_crc: bool = False) -> tuple[int, str, str | None]:
+    """Where the valid records of ``buf[start:end]`` end, as recovery walks them: ``(next_offset,
+    stop, error)`` of :func:`scan_segment` with ``skip_length_mismatch=False`` (numba: the whole scan)."""
+    b = scan_segment_numba(buf, file_from_offset, start, end, check_crc=check_crc, skip_length_mismatch=False)
+    return b.next_offset, b.stop, b.error
+
+
+def valid_end_py(buf: bytes | bytearray | memoryview | np.ndarray, file_from_offset: int, start: int, end: int, *,
+                 check_crc: bool = False) -> tuple[int, str, str | None]:
+    """Twin of :func:`valid_end_numba` through :func:`scan_segment_py`."""
+    b = scan_segment_py(buf, file_from_offset, start, end, check_crc=check_crc, skip_length_mismatch=False)
+    return b.next_offset, b.stop, b.error
+
+
+def valid_end_native(buf: bytes | bytearray | memoryview | np.ndarray, file_from_offset: int, start: int, end: int, *,
+                     check_crc: bool = False) -> tuple[int, str, str | None]:
+    """:func:`valid_end_numba` on ``_nat_rmq_scan.valid_end``: the same checks without building any
+    column (recovery only needs the end)."""
+    u8 = as_u8(buf)
+    check_range(u8, start, end)
+    pos, state = _NAT.valid_end(u8, start, end, bool(check_crc))
+    stop, error = _stop_of(int(state), u8, int(pos), end, check_crc)
+    return file_from_offset + int(pos), stop, error
+
+
 _NAT = native("_nat_rmq_scan")
+valid_end = valid_end_native if _NAT is not None else valid_end_numba
+register("rocketmq.valid_end", valid_end_numba, valid_end_py, native=valid_end_native if _NAT is not None else None)
 scan_segment = scan_segment_native if _NAT is not None else scan_segment_numba
 register("rocketmq.scan_segment", scan_segment_numba, scan_segment_py,
          native=scan_segment_native if _NAT is not None else None)

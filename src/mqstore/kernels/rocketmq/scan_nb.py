@@ -12,7 +12,7 @@ from numba import njit
 
 from mqstore.formats.rocketmq.record import MAGIC_V2
 from mqstore.kernels.endian import rd_i16, rd_i32, rd_i64
-from mqstore.kernels.javahash import hash_continue, index_hash_span, state_to_int32
+from mqstore.kernels.javahash_nb import hash_continue, index_hash_span, state_to_int32
 from mqstore.kernels.rocketmq.framing import FIXED_MIN, ST_BAD, ST_FULL, ST_LIMIT, ST_OK, ST_RANGE
 from mqstore.kernels.rocketmq.framing_nb import head
 from mqstore.kernels.rocketmq.properties import P_DELAY, P_KEYS, P_MQOFF, P_MULTI, P_TAGS, P_UNIQ, PROP_SPANS

@@ -19,6 +19,7 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -26,7 +27,6 @@ import numpy as np
 from mqstore.errors import CorruptIndexError, FlushError, GeometryMismatchError, ReadOnlyStoreError
 from mqstore.formats.rocketmq.indexfile import IndexFileBuffer, index_file_size
 from mqstore.formats.rocketmq.javahash import index_key_hash
-from mqstore.kernels.rocketmq.scan import DispatchBatch
 from mqstore.storage.mapped import MappedFile, msync_range, size_file
 from mqstore.storage.rocketmq.index_roll import keys_per_file, roll_plan
 from mqstore.storage.rocketmq.layout import (
@@ -37,9 +37,20 @@ from mqstore.storage.rocketmq.layout import (
 )
 
 if TYPE_CHECKING:  # pragma: no cover
+    from mqstore.kernels.rocketmq.scan import DispatchBatch
     from mqstore.storage.rocketmq.commitlog import CommitLog
 
 LONG_MAX = 2**63 - 1
+_WALKS: list[ModuleType] = []  # the numba walk modules (chain_walk, key_match), imported by the first query
+
+
+def _walks() -> list[ModuleType]:
+    """``[chain_walk, key_match]``: the kernels of the queries, imported on first use."""
+    if not _WALKS:  # the rebuild and verify never query: their processes never load these (numba)
+        from mqstore.kernels.rocketmq import chain_walk, key_match
+
+        _WALKS[:] = [chain_walk, key_match]
+    return _WALKS
 
 
 class IndexFile:
@@ -77,7 +88,7 @@ class IndexFile:
         a big-endian host); dropped by :meth:`close`."""
         w = self._words
         if w is None:
-            from mqstore.kernels.endian import word_view
+            from mqstore.kernels.buffers import word_view
 
             w = self._words = word_view(self.mm)
             if w is None:
@@ -332,8 +343,6 @@ class IndexService:
         is its twin.  Each file's header is read from its mapping (which the writer updates in step
         with the in-memory header; a read-only reader sees what the writer indexed since it opened
         the files)."""
-        from mqstore.kernels.rocketmq.chain_walk import SELECT_FILES_CYCLE, SELECT_ONE_ROOM, select_files
-
         plan = self._plan
         if plan is None or plan[0] != self.files:
             plan = self._make_plan()
@@ -347,6 +356,8 @@ class IndexService:
             kb = key.encode("ascii")
         else:
             kb, seed = b"", index_key_hash(f"{topic}#{key}")
+        cw = (_WALKS or _walks())[0]
+        select_files, SELECT_ONE_ROOM, SELECT_FILES_CYCLE = cw.select_files, cw.SELECT_ONE_ROOM, cw.SELECT_FILES_CYCLE
         pool = self._out_pool  # 64-slot result buffers with their memoryviews (list pop/append are atomic)
         out, mv = pool.pop() if pool else _out_buffer(64)
         try:
@@ -379,8 +390,6 @@ class IndexService:
         compiled path does not apply (big-endian host, key holding U+FFFD or not encodable) or a
         candidate is not a clean record: the caller then takes the record-by-record path, which
         gives the same answer or raises the typed error."""
-        km = _KEY_MATCH or _load_key_match()  # (numba) loaded by the first query, then one global read
-        exact_key_files, EXACT_ROOM, EXACT_UNCLEAN, MATCH_COLUMNS, SELECT_FILES_CYCLE = km
         plan = self._plan
         if plan is None or plan[0] != self.files:
             plan = self._make_plan()
@@ -412,6 +421,8 @@ class IndexService:
         if not commit_log.has_segment_table:
             return None
         segments, table = commit_log.segment_table()
+        cw, km = _WALKS or _walks()
+        exact_key_files, EXACT_ROOM, MATCH_COLUMNS = km.exact_key_files, km.EXACT_ROOM, km.MATCH_COLUMNS
         pool = self._match_pool  # (out, prm) pairs (list pop/append are atomic)
         out, prm = pool.pop() if pool else (np.empty((4, MATCH_COLUMNS), np.int64), np.empty(7, np.int64))
         prm[0] = seed
@@ -435,9 +446,9 @@ class IndexService:
             pool.append((out, prm))
         if n >= 0:
             return rows, segments
-        if n == EXACT_UNCLEAN:
+        if n == km.EXACT_UNCLEAN:
             return None
-        f = plan[0][len(plan[0]) - 1 - (SELECT_FILES_CYCLE - n)]
+        f = plan[0][len(plan[0]) - 1 - (cw.SELECT_FILES_CYCLE - n)]
         raise CorruptIndexError(f"index chain of {topic}#{key} in {f.name} has a cycle", path=str(f.path))
 
     def _make_plan(self) -> tuple[list[IndexFile], np.ndarray, list[np.ndarray]] | None:
@@ -457,8 +468,6 @@ class IndexService:
     def _select_offsets_loop(self, topic: str, key: str, max_num: int, begin: int, end: int) -> list[int]:
         """:meth:`select_offsets` with one compiled walk per IndexFile
         (:func:`~mqstore.kernels.rocketmq.chain_walk.select_one`, in-memory headers)."""
-        from mqstore.kernels.rocketmq.chain_walk import SELECT_ONE_CYCLE, SELECT_ONE_ROOM, select_one
-
         prefix = self._prefixes.get(topic)
         if prefix is None:
             prefix = self._prefix_state(topic)
@@ -466,6 +475,8 @@ class IndexService:
             kb, kh = key.encode("ascii"), -1
         else:
             kb, kh = b"", index_key_hash(f"{topic}#{key}")
+        cw = (_WALKS or _walks())[0]
+        select_one, SELECT_ONE_ROOM, SELECT_ONE_CYCLE = cw.select_one, cw.SELECT_ONE_ROOM, cw.SELECT_ONE_CYCLE
         found: list[int] = []
         files = self.files
         i = len(files)
@@ -514,13 +525,13 @@ class IndexService:
         prefix = self._prefixes.get(topic)
         if prefix is None:
             prefix = self._prefix_state(topic)
-        from mqstore.kernels.rocketmq.chain_walk import SELECT_ONE_CYCLE, SELECT_ONE_ROOM, select_one
-
         # ASCII keys are hashed by the kernel from the state of "topic#" (no Python hash loop)
         kb = key.encode("ascii") if key.isascii() else None
         key_hash = -1 if kb is not None else index_key_hash(f"{topic}#{key}")
         # The index rounds times down to whole seconds after the file's begin: widen by 1 s.
         wbegin = max(0, begin - 1000)
+        cw = (_WALKS or _walks())[0]
+        select_one, SELECT_ONE_ROOM, SELECT_ONE_CYCLE = cw.select_one, cw.SELECT_ONE_ROOM, cw.SELECT_ONE_CYCLE
         for f in reversed(self.files):
             h = f.header
             if h.index_count <= 1:
@@ -690,20 +701,6 @@ def _bulk_put(f: IndexFile, key_hash: np.ndarray, phy: np.ndarray, ts: np.ndarra
     if n == 0 and len(key_hash) > start and not buf.is_write_full():
         raise CorruptIndexError("index file refused a key although it is not full", path=str(f.path))
     return n
-
-
-_KEY_MATCH: tuple | None = None  # type: ignore[type-arg]  # what exact_matches uses of the numba kernels
-
-
-def _load_key_match() -> tuple:  # type: ignore[type-arg]
-    """The exact-query kernel and its return codes, imported on first use (numba: a command that
-    does not query never loads it) and kept in a module global."""
-    global _KEY_MATCH
-    from mqstore.kernels.rocketmq.chain_walk import SELECT_FILES_CYCLE
-    from mqstore.kernels.rocketmq.key_match import EXACT_ROOM, EXACT_UNCLEAN, MATCH_COLUMNS, exact_key_files
-
-    _KEY_MATCH = (exact_key_files, EXACT_ROOM, EXACT_UNCLEAN, MATCH_COLUMNS, SELECT_FILES_CYCLE)
-    return _KEY_MATCH
 
 
 _MADV_POPULATE_WRITE = 23  # Linux 5.14+: map the pages writable in one call instead of one fault each
