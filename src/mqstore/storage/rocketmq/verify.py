@@ -44,8 +44,8 @@ class _Records:
     tags_code: np.ndarray  # int64
     store_ts: np.ndarray  # int64
     topics: dict[str, int]
-    pair_keys: np.ndarray  # sorted ``record index << 32 | key hash`` of every (record, IndexFile key)
-    has_keys: np.ndarray  # bool per record: at least one key
+    key_splits: np.ndarray  # int64[n + 1]: the IndexFile key hashes of record r are keys[key_splits[r]:key_splits[r + 1]]
+    keys: np.ndarray  # int32, grouped by record
 
     n: int  # records; every column has one more row, a sentinel that matches nothing
     # multi-dispatch (LMQ) units per queue: (CommitLog offsets, queue offsets), sorted by offset
@@ -54,27 +54,11 @@ class _Records:
     def find(self, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(index of the record starting at each offset — the sentinel row where none does —,
         whether there is one)."""
-        i = np.minimum(np.searchsorted(self.starts[:self.n], offsets), self.n)
+        from mqstore.kernels.rocketmq.index_check import locate
+
+        i = np.minimum(locate(self.starts, self.n, offsets), self.n)
         ok = (i < self.n) & (self.starts[i] == offsets)
         return i, ok
-
-
-def _pair_key(rec: np.ndarray, key_hash: np.ndarray) -> np.ndarray:
-    return (rec.astype(np.int64) << 32) | (key_hash.astype(np.int64) & 0xFFFFFFFF)
-
-
-def _java_div_1000(d: np.ndarray) -> np.ndarray:
-    return np.where(d >= 0, d // 1000, -((-d) // 1000))
-
-
-def _time_diffs(store_ts: np.ndarray, begin: int) -> np.ndarray:
-    """:func:`~mqstore.formats.rocketmq.indexfile.time_diff_seconds` of many store times."""
-    if begin <= 0:
-        return np.zeros(store_ts.shape[0], np.int64)
-    return np.clip(_java_div_1000(store_ts - begin), 0, INT_MAX)
-
-
-_ITEM_DTYPE = np.dtype([("hash", ">i4"), ("phy", ">i8"), ("diff", ">i4"), ("prev", ">i4")])
 
 
 def verify_store(root: str | Path, config=None, *, max_problems: int = 1000,
@@ -141,15 +125,15 @@ def _scan_records(cl, rep: VerifyReport, problem: Callable[[str], None],
         if progress is not None:
             progress(batch.next_offset - cl.min_offset, cl.max_offset - cl.min_offset)
         remap = np.array([topics.setdefault(t, len(topics)) for t in batch.topics] or [0], np.int64)
-        cols["starts"].append(batch.commit_log_offset.astype(np.int64))
-        cols["sizes"].append(batch.size.astype(np.int64))
+        cols["starts"].append(batch.commit_log_offset)
+        cols["sizes"].append(batch.size)
         cols["topic_id"].append(remap[batch.topic_id] if len(batch) else np.empty(0, np.int64))
-        cols["queue_id"].append(batch.queue_id.astype(np.int64))
-        cols["queue_offset"].append(batch.queue_offset.astype(np.int64))
-        cols["tags_code"].append(batch.tags_code.astype(np.int64))
-        cols["store_ts"].append(batch.store_timestamp.astype(np.int64))
-        cols["key_off"].append(batch.commit_log_offset[batch.key_row].astype(np.int64))
-        cols["key_hash"].append(batch.key_hash.astype(np.int64))
+        cols["queue_id"].append(batch.queue_id)
+        cols["queue_offset"].append(batch.queue_offset)
+        cols["tags_code"].append(batch.tags_code)
+        cols["store_ts"].append(batch.store_timestamp)
+        cols["key_off"].append(batch.commit_log_offset[batch.key_row])
+        cols["key_hash"].append(batch.key_hash)
         if len(batch.multi_row):
             u = cq_units(batch, rule)
             for off, what in u.problems:
@@ -162,23 +146,42 @@ def _scan_records(cl, rep: VerifyReport, problem: Callable[[str], None],
                     lists[1].append(u.queue_offset[rows].astype(np.int64))
         if batch.stop == STOP_INVALID:
             problem(f"commitlog: invalid record at offset {batch.next_offset}: {batch.error}")
-    c = {k: np.concatenate(v) if v else np.empty(0, np.int64) for k, v in cols.items()}
-    n = int(c["starts"].shape[0])
-    order = np.argsort(c["starts"], kind="stable")
+    n = sum(len(v) for v in cols["starts"])
+
+    def column(name: str) -> np.ndarray:  # int64, in scan order, plus the sentinel row (-1)
+        out = np.empty(n + 1, np.int64)
+        if n:
+            np.concatenate(cols.pop(name), out=out[:n], casting="same_kind")
+        out[n] = -1
+        return out
+
+    starts = column("starts")
+    in_order = n < 2 or bool((starts[1:n] > starts[: n - 1]).all())  # the usual case: no reordering
+    order = None if in_order else np.argsort(starts[:n], kind="stable")
 
     def col(name: str) -> np.ndarray:  # sorted by offset, plus the sentinel row
-        return np.append(c[name][order], -1)
+        out = starts if name == "starts" else column(name)
+        if order is not None:
+            out[:n] = out[:n][order]
+        return out
 
     recs = _Records(col("starts"), col("sizes"), col("topic_id"), col("queue_id"), col("queue_offset"),
-                    col("tags_code"), col("store_ts"), topics, np.empty(0, np.int64), np.zeros(n + 1, bool), n)
+                    col("tags_code"), col("store_ts"), topics, np.zeros(n + 1, np.int64), np.empty(0, np.int32), n)
     recs.topic_id[n] = -2  # no topic
     for key, (o_parts, q_parts) in multi.items():
         o, q = np.concatenate(o_parts), np.concatenate(q_parts)
         srt = np.argsort(o, kind="stable")
         recs.multi[key] = (o[srt], q[srt])
-    rec_of_key, _ = recs.find(c["key_off"])
-    recs.pair_keys = np.sort(_pair_key(rec_of_key, c["key_hash"]))  # (duplicates do not matter)
-    recs.has_keys[rec_of_key] = True
+    from mqstore.kernels.rocketmq.index_check import locate
+
+    key_off = np.concatenate(cols["key_off"]) if cols["key_off"] else np.empty(0, np.int64)
+    rec_of_key = locate(recs.starts, n, key_off)  # (every key's record is in the scan)
+    keys = np.concatenate(cols["key_hash"]).astype(np.int32, copy=False) if cols["key_hash"] else np.empty(0, np.int32)
+    if len(rec_of_key) > 1 and bool((rec_of_key[1:] < rec_of_key[:-1]).any()):  # not in offset order
+        grouped = np.argsort(rec_of_key, kind="stable")
+        rec_of_key, keys = rec_of_key[grouped], keys[grouped]
+    np.cumsum(np.bincount(rec_of_key, minlength=n)[:n], out=recs.key_splits[1:])
+    recs.keys = keys
     return recs
 
 
@@ -235,38 +238,36 @@ def _check_cq_file(mf, topic: str, qid: int, cq, recs: _Records, cl_min: int, en
 
 
 def _check_index_file(f, recs: _Records, cl_min: int, rep: VerifyReport, problem: Callable[[str], None]) -> None:
+    from mqstore.kernels.rocketmq.index_check import (
+        BAD_LINK,
+        HASH_NOT_A_KEY,
+        NOT_A_KEYED_RECORD,
+        TIME_MISMATCH,
+        check_items,
+    )
+
     h = f.header
     buf = f.buffer
     count = max(min(h.index_count, buf.index_num), 1) - 1  # items 1 .. count
-    items = np.frombuffer(f.mm, dtype=_ITEM_DTYPE, count=count, offset=buf.item_position(1))
     rep.index_items += count
-    key_hash = items["hash"].astype(np.int64)
-    phy = items["phy"].astype(np.int64)
-    diff = items["diff"].astype(np.int64)
-    prev = items["prev"].astype(np.int64)
-    del items
-    item_no = np.arange(1, count + 1, dtype=np.int64)
-    live = phy >= cl_min
-    ri, found = recs.find(phy)
-    keyed = found & recs.has_keys[ri]
-    pk = _pair_key(ri, key_hash)
-    pairs = np.append(recs.pair_keys, -1)  # a sentinel again: no key pair is negative
-    j = np.minimum(np.searchsorted(recs.pair_keys, pk), recs.pair_keys.shape[0])
-    hash_ok = keyed & (pairs[j] == pk)
-    time_bad = hash_ok & (item_no >= 2) & (diff != _time_diffs(recs.store_ts[ri], h.begin_timestamp))
-    bad = (live & (~keyed | ~hash_ok | time_bad)) | (prev < 0) | (prev >= item_no) | (diff < 0)
-    for k in np.nonzero(bad)[0].tolist():
-        item, p, d = k + 1, int(phy[k]), int(diff[k])
-        if live[k]:
-            if not keyed[k]:
-                problem(f"index/{f.name}: item {item} points at offset {p}, which is not a record start")
-            elif not hash_ok[k]:
-                problem(f"index/{f.name}: item {item} hash {int(key_hash[k])} matches no key of the message at {p}")
-            elif time_bad[k]:
-                problem(f"index/{f.name}: item {item} time difference {d} s does not match the store time "
-                        f"of the message at {p}")
-        if prev[k] < 0 or prev[k] >= item:
-            problem(f"index/{f.name}: item {item} links to item {int(prev[k])} (must be older)")
+    items = np.frombuffer(f.mm, np.uint8, count=20 * count, offset=buf.item_position(1))
+    try:
+        codes = check_items(items, count, h.begin_timestamp, cl_min, recs.starts, recs.n, recs.key_splits, recs.keys,
+                            recs.store_ts)  # fmt: skip
+    finally:
+        del items
+    for k in np.flatnonzero(codes).tolist():
+        item, c = k + 1, int(codes[k])
+        key_hash, p, d, prev = buf.read_item(item)
+        if c & NOT_A_KEYED_RECORD:
+            problem(f"index/{f.name}: item {item} points at offset {p}, which is not a record start")
+        elif c & HASH_NOT_A_KEY:
+            problem(f"index/{f.name}: item {item} hash {key_hash} matches no key of the message at {p}")
+        elif c & TIME_MISMATCH:
+            problem(f"index/{f.name}: item {item} time difference {d} s does not match the store time "
+                    f"of the message at {p}")
+        if c & BAD_LINK:
+            problem(f"index/{f.name}: item {item} links to item {prev} (must be older)")
         if d < 0:
             problem(f"index/{f.name}: item {item} has a negative time difference")
 
