@@ -26,22 +26,27 @@ from mqstore.storage.kafka.rebuild import analyze_log, analyze_log_file
 pytestmark = pytest.mark.skipif(not kfs.HAVE_FILE_SCAN, reason="pread/ISA-L symbols not available")
 
 
+#: the fast implementations (numba, and the native one when built), each checked against the twin
+FAST = [sfs.scan_check_file_numba, *([sfs.scan_check_file_native] if kfs.HAVE_NATIVE else [])]
+
+
 def _same(data: bytes, path: Path, **kw: object) -> tuple[dict, np.ndarray]:
     path.write_bytes(data)
     fd = os.open(path, os.O_RDONLY)
     try:
-        got, ok = sfs.scan_check_file(fd, len(data), **kw)  # type: ignore[arg-type]
+        results = [fast(fd, len(data), **kw) for fast in FAST]  # type: ignore[arg-type]
         twin, twin_ok = sfs.scan_check_file_py(fd, len(data))
     finally:
         os.close(fd)
-    ref = kb.scan_batches(data)
-    for f in kb.SCAN_FIELDS:
-        assert got[f].dtype == twin[f].dtype, f
-        assert got[f].tolist() == twin[f].tolist() == ref[f].tolist(), f
-    for k in ("valid_end", "stop_reason", "count"):
-        assert got[k] == twin[k] == ref[k], k
-    assert ok.tolist() == twin_ok.tolist() == kb.check_crcs_py(data, ref).tolist()
-    return got, ok
+    ref = kb.scan_batches_py(data)
+    for got, ok in results:
+        for f in (*kb.SCAN_FIELDS, *kfs.PRODUCER_FIELDS):
+            assert got[f].dtype == twin[f].dtype, f
+            assert got[f].tolist() == twin[f].tolist() == (ref[f] if f in ref else twin[f]).tolist(), f
+        for k in ("valid_end", "stop_reason", "count"):
+            assert got[k] == twin[k] == ref[k], k
+        assert ok.tolist() == twin_ok.tolist() == kb.check_crcs_py(data, ref).tolist()
+    return results[0]
 
 
 def _log(rng: random.Random, n: int, legacy: bool) -> bytes:
@@ -86,11 +91,11 @@ def test_parts_with_a_wrong_split_guess(tmp_path: Path, monkeypatch: pytest.Monk
     decoy = data.index(inner)
     fd = os.open(p, os.O_RDONLY)
     try:
-        guess = kfs.find_batch_start(fd, len(data), decoy - 3, decoy + 64, np.empty(256, np.uint8),
-                                     np.empty(256, np.uint8), 1 << 20)
+        guesses = [find(fd, len(data), decoy - 3, decoy + 64, np.empty(256, np.uint8), np.empty(256, np.uint8), 1 << 20)
+                   for find in (kfs.find_batch_start_numba, kfs.find_batch_start)]
     finally:
         os.close(fd)
-    assert guess == decoy
+    assert guesses == [decoy, decoy]
     got, ok = _same(data, p, threads=2, min_part_bytes=1)  # real guesses
     assert got["count"] == 41 and ok.all()
     calls: list[int] = []
@@ -99,7 +104,8 @@ def test_parts_with_a_wrong_split_guess(tmp_path: Path, monkeypatch: pytest.Monk
         calls.append(1)
         return decoy
 
-    monkeypatch.setattr(sfs, "find_batch_start", wrong_guess)
+    monkeypatch.setattr(sfs, "find_batch_start_numba", wrong_guess)
+    monkeypatch.setattr(sfs, "find_batch_start_native", wrong_guess)
     for threads in (2, 3):
         got, ok = _same(data, p, threads=threads, min_part_bytes=1)
         assert got["count"] == 41 and ok.all()

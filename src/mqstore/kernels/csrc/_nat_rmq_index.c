@@ -550,24 +550,25 @@ fail:
     return NULL;
 }
 
-/* check_items(items u8 (item 1 first, 20 bytes each), count, begin_ts, cl_min, starts int64[>= n], n,
- * key_splits int64[n + 1], keys int32, store_ts int64[>= n], codes uint8[count]) -> items with a code.
+/* check_items(items u8 (20 bytes each), count, begin_ts, cl_min, starts int64[>= n], n, key_splits
+ * int64[n + 1], keys int64 (the low 32 bits: a key hash), store_ts int64[>= n], codes uint8[count],
+ * first_item) -> items with a code; the items are numbered from first_item.
  * Codes (bits): 1 live item not at a record with keys, 2 its hash is none of the record's keys,
  * 4 its time difference is not the record's, 8 its link is not older, 16 negative time difference. */
 static PyObject *check_items(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)self;
-    if (check_nargs(nargs, 10, "check_items(items, count, begin_ts, cl_min, starts, n, key_splits, keys, store_ts, "
-                               "codes)") < 0)
+    if (check_nargs(nargs, 11, "check_items(items, count, begin_ts, cl_min, starts, n, key_splits, keys, store_ts, "
+                               "codes, first_item)") < 0)
         return NULL;
-    int64_t count, begin_ts, cl_min, n;
+    int64_t count, begin_ts, cl_min, n, first_item;
     if (get_i64(args[1], &count) < 0 || get_i64(args[2], &begin_ts) < 0 || get_i64(args[3], &cl_min) < 0 ||
-        get_i64(args[5], &n) < 0)
+        get_i64(args[5], &n) < 0 || get_i64(args[10], &first_item) < 0)
         return NULL;
     Views vs = {.n = 0};
     Py_buffer *it, *st, *ks, *kv, *tv, *cv;
     if (!(it = views_add(&vs, args[0], 0, 0, "items")) || !(st = views_add(&vs, args[4], 8, 0, "starts")) ||
-        !(ks = views_add(&vs, args[6], 8, 0, "key_splits")) || !(kv = views_add(&vs, args[7], 4, 0, "keys")) ||
+        !(ks = views_add(&vs, args[6], 8, 0, "key_splits")) || !(kv = views_add(&vs, args[7], 8, 0, "keys")) ||
         !(tv = views_add(&vs, args[8], 8, 0, "store_ts")) || !(cv = views_add(&vs, args[9], 1, 1, "codes")))
         goto fail;
     if (count < 0 || it->len < count * ITEM_SIZE || n < 0 || mq_len(st) < n || mq_len(ks) < n + 1 ||
@@ -585,7 +586,7 @@ static PyObject *check_items(PyObject *self, PyObject *const *args, Py_ssize_t n
     }
     const uint8_t *items = it->buf;
     const int64_t *starts = st->buf, *sts = tv->buf;
-    const int32_t *keys = kv->buf;
+    const int64_t *keys = kv->buf;
     uint8_t *codes = cv->buf;
     int64_t bad = 0;
     Py_BEGIN_ALLOW_THREADS
@@ -594,7 +595,7 @@ static PyObject *check_items(PyObject *self, PyObject *const *args, Py_ssize_t n
         const uint8_t *p = items + k * ITEM_SIZE;
         int32_t h = mq_be32(p);
         int64_t phy = mq_be64(p + 4);
-        int64_t diff = mq_be32(p + 12), link = mq_be32(p + 16), item = k + 1;
+        int64_t diff = mq_be32(p + 12), link = mq_be32(p + 16), item = first_item + k;
         uint8_t c = 0;
         if (phy >= cl_min) {
             int64_t r = locate_one(starts, n, phy, &cur, &prev_phy);
@@ -602,7 +603,7 @@ static PyObject *check_items(PyObject *self, PyObject *const *args, Py_ssize_t n
                 c |= 1;
             } else {
                 int hit = 0;
-                for (int64_t q = splits[r]; q < splits[r + 1]; q++) hit |= keys[q] == h;
+                for (int64_t q = splits[r]; q < splits[r + 1]; q++) hit |= (int32_t)(uint32_t)(uint64_t)keys[q] == h;
                 if (!hit) c |= 2;
                 else if (item >= 2 && diff != time_diff(sts[r], begin_ts)) c |= 4;
             }
@@ -636,7 +637,8 @@ static PyMethodDef methods[] = {
     FAST(item_phase, "item_phase(buf, slots, index_num, begin_ts, ic0, key_hash, phy, ts, start, j0, j1, sl, bounds, "
                      "prevs, cursors)"),
     FAST(locate, "locate(starts, n, offsets, out): lower bound of each offset in the ascending starts[:n]"),
-    FAST(check_items, "check_items(items, count, begin_ts, cl_min, starts, n, key_splits, keys, store_ts, codes) -> bad"),
+    FAST(check_items, "check_items(items, count, begin_ts, cl_min, starts, n, key_splits, keys, store_ts, codes, "
+                      "first_item) -> items with a code"),
     {NULL, NULL, 0, NULL},
 };
 

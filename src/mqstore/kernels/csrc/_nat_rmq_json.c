@@ -10,7 +10,7 @@
  *    "storeHost":"..","sysFlag":..,"reconsumeTimes":..,"bodyCRC":..,"keys":[..],"tags":..,"uniqKey":..}\n
  * byte for byte as json.dumps(ensure_ascii=False, separators=(",", ":")) does.
  */
-#include "mq_common.h"
+#include "mq_json.h"
 
 #define MAGIC_V1 (-626843481)
 #define MAGIC_V2 (-626843477)
@@ -79,111 +79,6 @@ static int decode(const uint8_t *buf, int64_t nbuf, int64_t pos, Rec *o)
     o->props_start = p;
     o->props_len = pl;
     return 1;
-}
-
-/* valid UTF-8 (no overlongs, surrogates or values above U+10FFFF) */
-static int utf8_ok(const uint8_t *s, int64_t n)
-{
-    int64_t i = 0;
-    while (i < n) {
-        uint8_t c = s[i];
-        if (c < 0x80) { i++; continue; }
-        int need;
-        uint8_t lo = 0x80, hi = 0xBF;
-        if (c >= 0xC2 && c <= 0xDF) need = 1;
-        else if (c == 0xE0) { need = 2; lo = 0xA0; }
-        else if ((c >= 0xE1 && c <= 0xEC) || c == 0xEE || c == 0xEF) need = 2;
-        else if (c == 0xED) { need = 2; hi = 0x9F; }
-        else if (c == 0xF0) { need = 3; lo = 0x90; }
-        else if (c >= 0xF1 && c <= 0xF3) need = 3;
-        else if (c == 0xF4) { need = 3; hi = 0x8F; }
-        else return 0;
-        if (i + need >= n) return 0;
-        if (s[i + 1] < lo || s[i + 1] > hi) return 0;
-        for (int k = 2; k <= need; k++)
-            if (s[i + k] < 0x80 || s[i + k] > 0xBF) return 0;
-        i += need + 1;
-    }
-    return 1;
-}
-
-static const char HEXD[] = "0123456789abcdef";
-static const char B64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-static uint16_t B64_PAIRS[4096];
-static uint8_t ESCAPED[256];
-
-#define PUT_LIT(o, s) (memcpy((o), (s), sizeof(s) - 1), (o) + sizeof(s) - 1)
-
-static uint8_t *put_int(uint8_t *o, int64_t v)
-{
-    uint64_t u;
-    if (v < 0) {
-        *o++ = '-';
-        u = (uint64_t)(-(v + 1)) + 1u;
-    } else {
-        u = (uint64_t)v;
-    }
-    char tmp[20];
-    int n = 0;
-    do {
-        tmp[n++] = (char)('0' + u % 10u);
-        u /= 10u;
-    } while (u);
-    while (n) *o++ = (uint8_t)tmp[--n];
-    return o;
-}
-
-static uint8_t *put_str(uint8_t *o, const uint8_t *s, int64_t n)
-{
-    *o++ = '"';
-    int64_t k = 0;
-    while (k < n && !ESCAPED[s[k]]) k++;
-    memcpy(o, s, (size_t)k);
-    o += k;
-    for (; k < n; k++) {
-        uint8_t c = s[k];
-        if (!ESCAPED[c]) { *o++ = c; continue; }
-        *o++ = '\\';
-        switch (c) {
-        case '"': *o++ = '"'; break;
-        case '\\': *o++ = '\\'; break;
-        case 8: *o++ = 'b'; break;
-        case 9: *o++ = 't'; break;
-        case 10: *o++ = 'n'; break;
-        case 12: *o++ = 'f'; break;
-        case 13: *o++ = 'r'; break;
-        default:
-            *o++ = 'u'; *o++ = '0'; *o++ = '0';
-            *o++ = (uint8_t)HEXD[c >> 4];
-            *o++ = (uint8_t)HEXD[c & 15];
-        }
-    }
-    *o++ = '"';
-    return o;
-}
-
-static uint8_t *put_b64(uint8_t *o, const uint8_t *s, int64_t n)
-{
-    int64_t i = 0;
-    for (; i + 3 <= n; i += 3) {
-        uint32_t v = ((uint32_t)s[i] << 16) | ((uint32_t)s[i + 1] << 8) | s[i + 2];
-        uint16_t a = B64_PAIRS[v >> 12], b = B64_PAIRS[v & 4095];
-        memcpy(o, &a, 2);
-        memcpy(o + 2, &b, 2);
-        o += 4;
-    }
-    int64_t rest = n - i;
-    if (rest == 1) {
-        uint32_t v = (uint32_t)s[i] << 16;
-        o[0] = (uint8_t)B64[(v >> 18) & 63]; o[1] = (uint8_t)B64[(v >> 12) & 63]; o[2] = '='; o[3] = '=';
-        o += 4;
-    } else if (rest == 2) {
-        uint32_t v = ((uint32_t)s[i] << 16) | ((uint32_t)s[i + 1] << 8);
-        o[0] = (uint8_t)B64[(v >> 18) & 63]; o[1] = (uint8_t)B64[(v >> 12) & 63]; o[2] = (uint8_t)B64[(v >> 6) & 63];
-        o[3] = '=';
-        o += 4;
-    }
-    return o;
 }
 
 /* Host.__str__: a.b.c.d:port, or [8 groups of 4 hex digits]:port (IPv6), port a signed int32 */
@@ -272,11 +167,10 @@ static PyObject *lines(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             if (!pairs) { oom = 1; break; }
         }
         for (int64_t start = 0; start < pl;) {
-            int64_t e = start, sep = -1;
-            while (e < pl && pt[e] != 2) {
-                if (sep < 0 && pt[e] == 1) sep = e;
-                e++;
-            }
+            const uint8_t *sp = memchr(pt + start, 2, (size_t)(pl - start));
+            int64_t e = sp ? sp - pt : pl;
+            const uint8_t *s1 = memchr(pt + start, 1, (size_t)(e - start));
+            int64_t sep = s1 ? s1 - pt : -1;
             if (sep > start && sep < e - 1) {
                 int64_t s0 = rec.props_start + start, l0 = sep - start, dup = -1;
                 for (int64_t q = 0; q < np; q++)
@@ -370,10 +264,6 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_nat_rmq_json", "Roc
 
 PyMODINIT_FUNC PyInit__nat_rmq_json(void)
 {
-    for (int v = 0; v < 4096; v++) {
-        uint8_t pair[2] = {(uint8_t)B64[v >> 6], (uint8_t)B64[v & 63]};
-        memcpy(&B64_PAIRS[v], pair, 2);
-    }
-    for (int c = 0; c < 256; c++) ESCAPED[c] = c < 0x20 || c == '"' || c == '\\';
+    mq_json_init();
     return PyModule_Create(&module);
 }

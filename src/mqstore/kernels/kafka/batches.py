@@ -15,11 +15,11 @@ import zlib
 from itertools import pairwise
 from typing import Any, NamedTuple
 
-import crc32c as _crc32c
 import numpy as np
-from numba import njit
 
-from mqstore.kernels.endian import as_u8, rd_i8, rd_i32, rd_i64, rd_u16, rd_u32
+from mqstore.formats.kafka.batch import crc32c as crc32c_of
+from mqstore.kernels.backend import native, numba_module
+from mqstore.kernels.buffers import as_u8
 from mqstore.kernels.registry import register
 from mqstore.kernels.threads import default_threads, run_parallel
 
@@ -68,69 +68,6 @@ class BatchColumns(NamedTuple):
 assert BatchColumns._fields == SCAN_FIELDS
 
 
-@njit(cache=True)
-def _scan_count(a, start, end):
-    p = start
-    n = 0
-    while True:
-        if p >= end - 17:
-            return n, p, STOP_END
-        size = rd_i32(a, p + 8)
-        if size < 14:
-            return n, p, STOP_BAD_SIZE
-        if p > end - 12 - size:
-            return n, p, STOP_TORN
-        n += 1
-        p += 12 + size
-
-
-@njit(cache=True)
-def _scan_fill(a, start, n, cols):
-    position, size, base_offset, last_offset, max_ts, base_ts, epoch, magic, attrs, count, crc = cols
-    p = start
-    end = a.shape[0]
-    for i in range(n):
-        s = rd_i32(a, p + 8)
-        m = rd_i8(a, p + 16)
-        total = s + 12
-        position[i] = p
-        size[i] = total
-        magic[i] = m
-        off = rd_i64(a, p)
-        if m >= 2:
-            epoch[i] = rd_i32(a, p + 12)
-            if total >= 61 and p + 61 <= end:
-                crc[i] = rd_u32(a, p + 17)
-                attrs[i] = rd_u16(a, p + 21)
-                base_offset[i] = off
-                last_offset[i] = off + rd_i32(a, p + 23)
-                base_ts[i] = rd_i64(a, p + 27)
-                max_ts[i] = rd_i64(a, p + 35)
-                count[i] = rd_i32(a, p + 57)
-            else:
-                crc[i] = rd_u32(a, p + 17) if p + 21 <= end else 0
-                attrs[i] = 0
-                base_offset[i] = off
-                last_offset[i] = off
-                base_ts[i] = -1
-                max_ts[i] = -1
-                count[i] = 0
-        else:
-            epoch[i] = -1
-            crc[i] = rd_u32(a, p + 12)
-            attrs[i] = np.int64(a[p + 17])
-            base_offset[i] = -1
-            last_offset[i] = off
-            count[i] = 1
-            if m == 1 and s >= 22:
-                base_ts[i] = rd_i64(a, p + 18)
-            else:
-                base_ts[i] = -1
-            max_ts[i] = base_ts[i]
-        p += total
-
-
-
 _COLUMN_DTYPES = tuple(
     (name, np.dtype(np.uint32 if name == "crc" else np.int8 if name == "magic" else np.int32 if name in (
         "size", "partition_leader_epoch", "attributes", "record_count") else np.int64))
@@ -141,23 +78,42 @@ def empty_columns(n: int) -> dict[str, np.ndarray]:
     return {name: np.zeros(n, dtype) for name, dtype in _COLUMN_DTYPES}
 
 
-def scan_batches(buf: Any, start: int = 0) -> dict[str, Any]:
-    """Walk batch headers from ``start`` (numba).  Returns one numpy array per field of
-    :data:`SCAN_FIELDS` plus ``valid_end`` (where the walk stopped), ``stop_reason``
-    (``STOP_END``/``STOP_TORN``/``STOP_BAD_SIZE``) and ``count``.
+def _nb() -> Any:
+    return numba_module("mqstore.kernels.kafka.batches_nb")
+
+
+def _scan_result(cols: dict[str, np.ndarray], n: int, stop: int, reason: int) -> dict[str, Any]:
+    out: dict[str, Any] = dict(cols)
+    out.update(valid_end=int(stop), stop_reason=int(reason), count=int(n))
+    return out
+
+
+def scan_batches_numba(buf: Any, start: int = 0) -> dict[str, Any]:
+    """Walk batch headers from ``start`` (numba kernels of :mod:`.batches_nb`).  Returns one numpy
+    array per field of :data:`SCAN_FIELDS` plus ``valid_end`` (where the walk stopped),
+    ``stop_reason`` (``STOP_END``/``STOP_TORN``/``STOP_BAD_SIZE``) and ``count``.
 
     For legacy (magic 0/1) messages ``base_offset`` is −1, ``last_offset`` the stored offset,
     ``record_count`` 1 and timestamps −1 for magic 0.  Nothing is validated here.
     """
     a = as_u8(buf)
     end = a.shape[0]
-    n, stop, reason = _scan_count(a, start, end)
+    nb = _nb()
+    n, stop, reason = nb._scan_count(a, start, end)
     cols = empty_columns(n)
     if n:
-        _scan_fill(a, start, n, BatchColumns.of(cols))
-    out: dict[str, Any] = dict(cols)
-    out.update(valid_end=int(stop), stop_reason=int(reason), count=int(n))
-    return out
+        nb._scan_fill(a, start, n, BatchColumns.of(cols))
+    return _scan_result(cols, n, stop, reason)
+
+
+def scan_batches_native(buf: Any, start: int = 0) -> dict[str, Any]:
+    """:func:`scan_batches_numba` in C (``_nat_kafka``)."""
+    a = as_u8(buf)
+    n, stop, reason = _NAT.scan_count(a, start)
+    cols = empty_columns(n)
+    if n:
+        _NAT.scan_fill(a, start, n, *BatchColumns.of(cols))
+    return _scan_result(cols, n, stop, reason)
 
 
 def scan_batches_py(buf: Any, start: int = 0) -> dict[str, Any]:
@@ -248,7 +204,8 @@ def _check_crc_range(mv: memoryview, scan: dict[str, Any], ok: np.ndarray, a: in
     size = scan["size"][a:b].tolist()
     magic = scan["magic"][a:b].tolist()
     crc = scan["crc"][a:b].tolist()
-    c32c = _crc32c.crc32c
+    from crc32c import crc32c as c32c  # (imported on first use: see formats.kafka.batch.crc32c)
+
     for i in range(b - a):
         p, s, m = pos[i], size[i], magic[i]
         if m >= 2:  # like Kafka, any magic ≥ 2 is checked as a v2 batch (size and CRC-32C)
@@ -268,11 +225,14 @@ def check_crcs_py(buf: Any, scan: dict[str, Any], *, threads: int | None = None)
     for i in range(n):
         p, s, m, c = (int(scan[f][i]) for f in ("position", "size", "magic", "crc"))
         if m >= 2:
-            ok[i] = s >= 61 and _crc32c.crc32c(bytes(mv[p + 21 : p + s])) == c
+            ok[i] = s >= 61 and crc32c_of(bytes(mv[p + 21 : p + s])) == c
         elif m in (0, 1):
             ok[i] = s >= 26 and (zlib.crc32(mv[p + 16 : p + s]) & 0xFFFFFFFF) == c
     return ok
 
 
-register("kafka.scan_batches", scan_batches, scan_batches_py)
+_NAT = native("_nat_kafka")
+scan_batches = scan_batches_native if _NAT is not None else scan_batches_numba
+register("kafka.scan_batches", scan_batches_numba, scan_batches_py,
+         native=scan_batches_native if _NAT is not None else None)
 register("kafka.check_crcs", check_crcs, check_crcs_py)

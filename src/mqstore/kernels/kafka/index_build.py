@@ -12,9 +12,9 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 import numpy as np
-from numba import njit
 
 from mqstore.errors import CorruptDataError, IndexFullError
+from mqstore.kernels.backend import native, numba_module
 from mqstore.kernels.registry import register
 
 # error codes of build_index_entries
@@ -39,63 +39,6 @@ class IndexEntries(NamedTuple):
     offset_positions: np.ndarray
     time_timestamps: np.ndarray
     time_offsets: np.ndarray
-
-
-@njit(cache=True)
-def _build(positions, sizes, last_offsets, max_ts, n, limits, entries):
-    base, interval, max_off_entries, max_time_entries = limits
-    oi_off, oi_pos, ti_ts, ti_off = entries
-    no = 0
-    nt = 0
-    last_ts = np.int64(-1)
-    last_toff = base
-    last_ooff = base
-    max_so_far = np.int64(-1)
-    off_of_max = np.int64(-1)
-    last_entry_bytes = np.int64(0)
-    valid = np.int64(0)
-    for i in range(n):
-        lo = last_offsets[i]
-        rel = lo - base
-        if rel < 0 or rel > 2147483647:
-            return no, nt, BUILD_OFFSET_OVERFLOW, i
-        if max_ts[i] > max_so_far:
-            max_so_far = max_ts[i]
-            off_of_max = lo
-        if valid - last_entry_bytes > interval:
-            if no >= max_off_entries:
-                return no, nt, BUILD_OFFSET_INDEX_FULL, i
-            if no > 0 and lo <= last_ooff:
-                return no, nt, BUILD_OFFSET_NOT_INCREASING, i
-            if valid > 2147483647:
-                return no, nt, BUILD_POSITION_OVERFLOW, i
-            oi_off[no] = lo
-            oi_pos[no] = valid
-            no += 1
-            last_ooff = lo
-            # timeIndex.maybeAppend(max_so_far, off_of_max)
-            if nt >= max_time_entries - 1:
-                return no, nt, BUILD_TIME_INDEX_FULL, i
-            if nt > 0 and off_of_max < last_toff:
-                return no, nt, BUILD_OFFSET_NOT_INCREASING, i
-            if max_so_far > last_ts:
-                ti_ts[nt] = max_so_far
-                ti_off[nt] = off_of_max
-                nt += 1
-                last_ts = max_so_far
-                last_toff = off_of_max
-            last_entry_bytes = valid
-        valid += sizes[i]
-    # final entry, skipFullCheck = true (still bounded by the physical slots)
-    if max_so_far > last_ts:
-        if nt >= max_time_entries:
-            return no, nt, BUILD_TIME_INDEX_FULL, n
-        if nt > 0 and off_of_max < last_toff:
-            return no, nt, BUILD_OFFSET_NOT_INCREASING, n
-        ti_ts[nt] = max_so_far
-        ti_off[nt] = off_of_max
-        nt += 1
-    return no, nt, BUILD_OK, n
 
 
 def _build_py(positions, sizes, last_offsets, max_ts, n, limits, entries):
@@ -175,7 +118,20 @@ def _build_entries(fn: Any, scan: dict[str, Any], n_valid: int, base_offset: int
     }
 
 
-def build_index_entries(
+def _build_numba(positions: Any, sizes: Any, last_offsets: Any, max_ts: Any, n: int, limits: IndexLimits,
+                 entries: IndexEntries) -> tuple[int, int, int, int]:
+    return numba_module("mqstore.kernels.kafka.index_build_nb")._build(positions, sizes, last_offsets, max_ts, n,
+                                                                        limits, entries)
+
+
+def _build_native(positions: Any, sizes: Any, last_offsets: Any, max_ts: Any, n: int, limits: IndexLimits,
+                  entries: IndexEntries) -> tuple[int, int, int, int]:
+    return _NAT.build_index(np.ascontiguousarray(positions, np.int64), np.ascontiguousarray(sizes, np.int32),
+                            np.ascontiguousarray(last_offsets, np.int64), np.ascontiguousarray(max_ts, np.int64),
+                            int(n), *(int(v) for v in limits), *entries)
+
+
+def build_index_entries_numba(
     scan: dict[str, Any],
     n_valid: int,
     base_offset: int,
@@ -191,7 +147,20 @@ def build_index_entries(
     entries as on disk (``floor(size/8)`` / ``floor(size/12)``); exceeding it raises
     :class:`IndexFullError`.  Offsets going backwards or overflowing raise :class:`CorruptDataError`.
     """
-    return _build_entries(_build, scan, n_valid, base_offset, index_interval_bytes, max_index_size, path)
+    return _build_entries(_build_numba, scan, n_valid, base_offset, index_interval_bytes, max_index_size, path)
+
+
+def build_index_entries_native(
+    scan: dict[str, Any],
+    n_valid: int,
+    base_offset: int,
+    index_interval_bytes: int,
+    max_index_size: int,
+    *,
+    path: str | None = None,
+) -> dict[str, np.ndarray]:
+    """:func:`build_index_entries_numba` in C (``_nat_kafka``)."""
+    return _build_entries(_build_native, scan, n_valid, base_offset, index_interval_bytes, max_index_size, path)
 
 
 def build_index_entries_py(
@@ -207,4 +176,7 @@ def build_index_entries_py(
     return _build_entries(_build_py, scan, n_valid, base_offset, index_interval_bytes, max_index_size, path)
 
 
-register("kafka.build_index_entries", build_index_entries, build_index_entries_py)
+_NAT = native("_nat_kafka")
+build_index_entries = build_index_entries_native if _NAT is not None else build_index_entries_numba
+register("kafka.build_index_entries", build_index_entries_numba, build_index_entries_py,
+         native=build_index_entries_native if _NAT is not None else None)

@@ -24,10 +24,10 @@ import types
 from typing import Any
 
 import numpy as np
-from numba import njit
 
 from mqstore.errors import CorruptDataError
-from mqstore.kernels.endian import as_u8
+from mqstore.kernels.backend import native, numba_module
+from mqstore.kernels.buffers import as_u8
 from mqstore.kernels.kafka.batches import STOP_BAD_SIZE, scan_batches
 from mqstore.kernels.registry import register
 
@@ -167,18 +167,32 @@ def _gather(a: Any, starts: Any, lens: Any, out_offsets: Any, out_data: Any) -> 
     return total
 
 
-# ``_parse_bodies`` calls the module global ``varint``: the compiled varint when numba compiles it
-# (so the kernel can be cached), the interpreted one in the twin (a copy of the function whose
-# globals say so).
-_varint_nb = njit(cache=True, inline="always")(_varint_py)
-varint = _varint_nb
-_parse_nb = njit(cache=True)(_parse_bodies)
-_gather_nb = njit(cache=True)(_gather)
+# ``_parse_bodies`` calls the module global ``varint``: the interpreted one here (the twin), the
+# compiled one in :mod:`.records_nb` (a copy of the function whose globals say so).
+varint = _varint_py
 _parse_twin = types.FunctionType(_parse_bodies.__code__, {**globals(), "varint": _varint_py}, "parse_bodies_twin")
+
+
+def _nb() -> Any:
+    return numba_module("mqstore.kernels.kafka.records_nb")
+
+
+def _parse_numba(*args: Any) -> tuple[int, int, int, int]:
+    return _nb()._parse_nb(*args)
+
+
+def _parse_native(a: np.ndarray, bstart: np.ndarray, bend: np.ndarray, *rest: Any) -> tuple[int, int, int, int]:
+    return _NAT.parse_bodies(a, bstart, bend, *rest)
 
 
 def _parse_with(fn: Any, a: np.ndarray, bstart: np.ndarray, bend: np.ndarray, bcount: np.ndarray, bbase: np.ndarray,
                 bts: np.ndarray, bmax: np.ndarray, blogappend: np.ndarray, lo: int, hi: int) -> dict[str, Any]:  # fmt: skip
+    a = as_u8(a)
+    bstart, bend, bcount, bbase, bts, bmax = (np.ascontiguousarray(x, np.int64)
+                                              for x in (bstart, bend, bcount, bbase, bts, bmax))
+    blogappend = np.ascontiguousarray(blogappend, np.bool_)
+    if bstart.shape[0] and (int(bstart.min()) < 0 or int(bend.max()) > a.shape[0]):
+        raise CorruptDataError("record bodies lie outside the buffer")
     args = (a, bstart, bend, bcount, bbase, bts, bmax, blogappend, np.int64(lo), np.int64(hi))
     z = np.zeros(0, np.int64)
     n, nh, err, eb = fn(*args, False, z, z, z, z, z, z, z, z, z, z, z, z)
@@ -196,8 +210,8 @@ def _parse_with(fn: Any, a: np.ndarray, bstart: np.ndarray, bend: np.ndarray, bc
     return {**cols, **h, "header_first": hf, "error": OK, "error_batch": -1}
 
 
-def parse_bodies(a: np.ndarray, bstart: np.ndarray, bend: np.ndarray, bcount: np.ndarray, bbase: np.ndarray,
-                 bts: np.ndarray, bmax: np.ndarray, blogappend: np.ndarray, lo: int, hi: int) -> dict[str, Any]:
+def parse_bodies_numba(a: np.ndarray, bstart: np.ndarray, bend: np.ndarray, bcount: np.ndarray, bbase: np.ndarray,
+                       bts: np.ndarray, bmax: np.ndarray, blogappend: np.ndarray, lo: int, hi: int) -> dict[str, Any]:
     """Record columns (positions into ``a``) of the batch bodies ``a[bstart[i]:bend[i]]``.
 
     Returns ``offset``, ``timestamp`` (ms), ``batch`` (index of the body), ``key_start``/``key_len``,
@@ -205,7 +219,13 @@ def parse_bodies(a: np.ndarray, bstart: np.ndarray, bend: np.ndarray, bcount: np
     ``hkey_start``/``hkey_len``/``hvalue_start``/``hvalue_len``, plus ``error`` (``OK`` or an
     ``ERR_*`` code) and ``error_batch``.
     """
-    return _parse_with(_parse_nb, a, bstart, bend, bcount, bbase, bts, bmax, blogappend, lo, hi)
+    return _parse_with(_parse_numba, a, bstart, bend, bcount, bbase, bts, bmax, blogappend, lo, hi)
+
+
+def parse_bodies_native(a: np.ndarray, bstart: np.ndarray, bend: np.ndarray, bcount: np.ndarray, bbase: np.ndarray,
+                        bts: np.ndarray, bmax: np.ndarray, blogappend: np.ndarray, lo: int, hi: int) -> dict[str, Any]:
+    """:func:`parse_bodies_numba` in C (``_nat_kafka``)."""
+    return _parse_with(_parse_native, a, bstart, bend, bcount, bbase, bts, bmax, blogappend, lo, hi)
 
 
 def parse_bodies_py(a: np.ndarray, bstart: np.ndarray, bend: np.ndarray, bcount: np.ndarray, bbase: np.ndarray,
@@ -227,7 +247,7 @@ def _gather_with(fn: Any, a: np.ndarray, starts: np.ndarray, lens: np.ndarray) -
 def gather(a: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Copy the slices ``a[starts[i]:starts[i]+lens[i]]`` (``lens < 0`` = null, nothing copied)
     end to end: ``(offsets int32 of n + 1 entries, data uint8)`` — an Arrow binary layout."""
-    return _gather_with(_gather_nb, a, starts, lens)
+    return _gather_with(_nb()._gather_nb, a, starts, lens)
 
 
 def gather_py(a: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -376,5 +396,8 @@ def decode_records_columnar(
 
 
 
-register("kafka.parse_bodies", parse_bodies, parse_bodies_py)
+_NAT = native("_nat_kafka")
+parse_bodies = parse_bodies_native if _NAT is not None else parse_bodies_numba
+register("kafka.parse_bodies", parse_bodies_numba, parse_bodies_py,
+         native=parse_bodies_native if _NAT is not None else None)
 register("kafka.gather", gather, gather_py)

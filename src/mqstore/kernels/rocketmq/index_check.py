@@ -4,12 +4,13 @@
   ``searchsorted``, side left): the native and numba kernels gallop from the previous answer, so
   ascending offsets (ConsumeQueue units, IndexFile items, a scan's keys) cost O(n + m) instead of
   a binary search each;
-* :func:`check_items` – every item of an IndexFile against the CommitLog's records: a live item
+* :func:`check_items` – items of an IndexFile against the CommitLog's records: a live item
   (``phyOffset >= cl_min``) must point at a record start with keys (code bit 1), its hash must be
   one of that record's key hashes (2), its time difference that of the record's store time (4,
   from item 2 on: the first item keeps the broker's quirk); every item must link to an older one
   (8) and have a non-negative time difference (16).  Returns a ``uint8`` code per item; the caller
-  formats the problems of the non-zero ones.
+  formats the problems of the non-zero ones.  A record's keys are a run of ``keys`` (int64 whose
+  low 32 bits are the hash, e.g. verify's ``record << 32 | hash`` pairs), compared one by one.
 
 The native module ``_nat_rmq_index`` runs them when built, else the numba kernels of
 :mod:`.index_check_nb` (imported on first use); ``*_py`` are the numpy twins.
@@ -70,7 +71,7 @@ def _check_args(items: object, count: int, starts: np.ndarray, n: int, key_split
     it = as_u8(items)
     st = np.ascontiguousarray(starts, np.int64)
     ks = np.ascontiguousarray(key_splits, np.int64)
-    kv = np.ascontiguousarray(keys, np.int32)
+    kv = np.ascontiguousarray(keys, np.int64)
     ts = np.ascontiguousarray(store_ts, np.int64)
     if count < 0 or len(it) < 20 * count or not 0 <= n <= min(len(st), len(ts)) or len(ks) < n + 1:
         raise InvalidArgumentError("check_items: arrays shorter than their counts")
@@ -80,24 +81,25 @@ def _check_args(items: object, count: int, starts: np.ndarray, n: int, key_split
 
 
 def check_items_numba(items: object, count: int, begin_ts: int, cl_min: int, starts: np.ndarray, n: int,
-                      key_splits: np.ndarray, keys: np.ndarray, store_ts: np.ndarray) -> np.ndarray:  # fmt: skip
-    """The code of each of the ``count`` 20-byte items of ``items`` (item 1 first): see the module.
+                      key_splits: np.ndarray, keys: np.ndarray, store_ts: np.ndarray, first_item: int = 1) -> np.ndarray:  # fmt: skip
+    """The code of each of the ``count`` 20-byte items of ``items`` (numbered from ``first_item``):
+    see the module.
     ``starts[:n]`` are the records' start offsets (ascending), ``keys[key_splits[r]:key_splits[r + 1]]``
     the index key hashes of record ``r``, ``store_ts[r]`` its store time; ``begin_ts`` is the file's
     beginTimestamp, ``cl_min`` the CommitLog's first offset."""
     it, st, ks, kv, ts = _check_args(items, count, starts, n, key_splits, keys, store_ts)
     codes = np.zeros(count, np.uint8)
     _nb().check_items_kernel(it, np.int64(count), np.int64(begin_ts), np.int64(cl_min), st, np.int64(n), ks, kv, ts,
-                             codes)  # fmt: skip
+                             codes, np.int64(first_item))  # fmt: skip
     return codes
 
 
 def check_items_native(items: object, count: int, begin_ts: int, cl_min: int, starts: np.ndarray, n: int,
-                       key_splits: np.ndarray, keys: np.ndarray, store_ts: np.ndarray) -> np.ndarray:  # fmt: skip
+                       key_splits: np.ndarray, keys: np.ndarray, store_ts: np.ndarray, first_item: int = 1) -> np.ndarray:  # fmt: skip
     """:func:`check_items_numba` in C (``_nat_rmq_index``)."""
     it, st, ks, kv, ts = _check_args(items, count, starts, n, key_splits, keys, store_ts)
     codes = np.zeros(count, np.uint8)
-    _NAT.check_items(it, int(count), int(begin_ts), int(cl_min), st, int(n), ks, kv, ts, codes)
+    _NAT.check_items(it, int(count), int(begin_ts), int(cl_min), st, int(n), ks, kv, ts, codes, int(first_item))
     return codes
 
 
@@ -105,7 +107,7 @@ _ITEM = np.dtype([("hash", ">i4"), ("phy", ">i8"), ("diff", ">i4"), ("prev", ">i
 
 
 def check_items_py(items: object, count: int, begin_ts: int, cl_min: int, starts: np.ndarray, n: int,
-                   key_splits: np.ndarray, keys: np.ndarray, store_ts: np.ndarray) -> np.ndarray:  # fmt: skip
+                   key_splits: np.ndarray, keys: np.ndarray, store_ts: np.ndarray, first_item: int = 1) -> np.ndarray:  # fmt: skip
     """Twin of :func:`check_items` in numpy: sorted ``(record, hash)`` pairs and binary searches."""
     it, st, ks, kv, ts = _check_args(items, count, starts, n, key_splits, keys, store_ts)
     rec = np.frombuffer(it, _ITEM, count=count)
@@ -113,7 +115,7 @@ def check_items_py(items: object, count: int, begin_ts: int, cl_min: int, starts
     phy = rec["phy"].astype(np.int64)
     diff = rec["diff"].astype(np.int64)
     prev = rec["prev"].astype(np.int64)
-    item_no = np.arange(1, count + 1, dtype=np.int64)
+    item_no = np.arange(first_item, first_item + count, dtype=np.int64)
     ri = np.searchsorted(st[:n], phy)
     found = ri < n
     found[found] = st[ri[found]] == phy[found]

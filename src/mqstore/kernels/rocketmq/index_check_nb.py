@@ -51,7 +51,7 @@ def locate_kernel(a, n, x, out):  # fmt: skip
 
 
 @njit(cache=True, nogil=True)
-def check_items_kernel(items, count, begin_ts, cl_min, starts, n, splits, keys, sts, codes):  # fmt: skip
+def check_items_kernel(items, count, begin_ts, cl_min, starts, n, splits, keys, sts, codes, first_item):  # fmt: skip
     cur = 0
     prev = _INT64_MIN
     bad = 0
@@ -74,7 +74,7 @@ def check_items_kernel(items, count, begin_ts, cl_min, starts, n, splits, keys, 
             diff -= 0x100000000
         if link >= 0x80000000:
             link -= 0x100000000
-        item = k + 1
+        item = first_item + k
         c = 0
         if phy >= cl_min:
             cur = _locate_one(starts, n, phy, cur, prev)
@@ -85,7 +85,8 @@ def check_items_kernel(items, count, begin_ts, cl_min, starts, n, splits, keys, 
             else:
                 hit = False
                 for q in range(splits[r], splits[r + 1]):
-                    if keys[q] == h:
+                    kq = keys[q] & 0xFFFFFFFF
+                    if (kq - 0x100000000 if kq >= 0x80000000 else kq) == h:
                         hit = True
                 if not hit:
                     c |= 2

@@ -29,7 +29,7 @@ from mqstore.formats.rocketmq.record import check_record
 from mqstore.kernels.backend import native, numba_module
 from mqstore.kernels.buffers import as_u8
 from mqstore.kernels.registry import register
-from mqstore.kernels.threads import resolve_threads, run_parallel, split_even
+from mqstore.kernels.threads import fill_in_parts, resolve_threads, split_even
 
 _NAT: Any = native("_nat_rmq_json")
 
@@ -41,15 +41,8 @@ def json_lines_numba(buf: object, file_from_offset: int, positions: np.ndarray,
     result is a view of an output buffer kept in ``scratch`` (a list the caller passes to every
     call, so that the buffer is reused; valid until the next call with it).  ``threads`` only
     tunes the native implementation (several threads on a large batch)."""
-    from mqstore.kernels.rocketmq.columns import (
-        _HEX,
-        SPECIAL_DTYPE,
-        KeyPieces,
-        PairSpans,
-        _hosts_kernel,
-        _props_kernel,
-        decode_fields,
-    )
+    from mqstore.kernels.rocketmq.columns import _HEX, SPECIAL_DTYPE, KeyPieces, PairSpans, decode_fields
+    from mqstore.kernels.rocketmq.columns_nb import _hosts_kernel, _props_kernel
 
     nb = numba_module("mqstore.kernels.rocketmq.json_lines_nb")
     u8 = as_u8(buf)
@@ -99,7 +92,7 @@ def json_lines_native(buf: object, file_from_offset: int, positions: np.ndarray,
 
     A large batch is cut into one part per thread (the C pass runs without the GIL): each part is
     written into its own region of the output buffer (sized by a first call that only measures),
-    then the regions are moved together."""
+    then the regions are moved together (:func:`~mqstore.kernels.threads.fill_in_parts`)."""
     u8 = as_u8(buf)
     pos = np.ascontiguousarray(positions, np.int64)
     n = len(pos)
@@ -118,28 +111,18 @@ def json_lines_native(buf: object, file_from_offset: int, positions: np.ndarray,
             if status == 1:  # a record that needs the per-record path
                 return None
             scratch[:] = [np.empty(value, np.uint8)]  # the capacity the call asked for
-    parts = [pos[a:b] for a, b in split_even(n, nt)]
-    needs = []
-    for part in parts:  # (status 2, bytes needed) from an empty output: a measuring pass
+
+    def measure(part: np.ndarray) -> int | None:  # (status 2, bytes needed) from an empty output
         status, value = _NAT.lines(u8, part, file_from_offset, _EMPTY)
-        if status == 1:
-            return None
-        needs.append(value)
-    total = sum(needs)
-    if not scratch or len(scratch[0]) < total:
-        scratch[:] = [np.empty(total, np.uint8)]
-    out = scratch[0]
-    starts = [0, *np.cumsum(needs)[:-1].tolist()]
-    done = run_parallel(lambda part, a, need: _NAT.lines(u8, part, file_from_offset, out[a : a + need]),
-                        list(zip(parts, starts, needs, strict=True)))
-    if any(status != 0 for status, _ in done):
-        return None
-    cursor = 0
-    for (_, used), a in zip(done, starts, strict=True):
-        if a != cursor:
-            np.copyto(out[cursor : cursor + used], out[a : a + used])  # overlapping: numpy buffers it
-        cursor += used
-    return memoryview(out)[:cursor]
+        return value if status == 2 else None
+
+    def fill(part: np.ndarray, region: np.ndarray) -> tuple[int, bool]:
+        status, value = _NAT.lines(u8, part, file_from_offset, region)
+        return (value, True) if status == 0 else (0, False)
+
+    parts = [pos[a:b] for a, b in split_even(n, nt)]
+    view, kept, done = fill_in_parts(scratch, parts, measure, fill)
+    return view if kept == len(parts) and all(ok for _, ok in done) else None
 
 
 _EMPTY = np.empty(0, np.uint8)

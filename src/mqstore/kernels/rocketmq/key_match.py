@@ -47,9 +47,10 @@ from mqstore.kernels.rocketmq.columns import (
     F_TOPIC_LEN,
     F_TOPIC_START,
     N_RECORD_FIELDS,
-    decode_one,
 )
-from mqstore.kernels.rocketmq.properties import P_KEYS, P_UNIQ, PROP_SPANS, prop_spans
+from mqstore.kernels.rocketmq.columns_nb import decode_one
+from mqstore.kernels.rocketmq.properties import P_KEYS, P_UNIQ, PROP_SPANS
+from mqstore.kernels.rocketmq.properties_nb import prop_spans
 
 LONG_MAX = 2**63 - 1
 # slots of the ``prm`` argument (int64): the hash seed of select_files (``< 0``: ``~`` the Java hash

@@ -184,7 +184,7 @@ class IndexService:
         self.on_file_full = None  # callback(end_timestamp) after a full file is flushed
         self._prefixes: dict[str, int] = {}  # Java hash state of "topic#" per queried topic
         self._seeds: dict[str, int] = {}  # its complement, the seed of select_files
-        self._topic_bytes: dict[str, bytes] = {}  # UTF-8 bytes of queried topics (exact_matches)
+        self._query_topics: dict[str, tuple[bytes, int]] = {}  # topic -> (UTF-8 bytes, seed) (exact_matches)
         self._match_pool: list[tuple[np.ndarray, np.ndarray]] = []  # buffers of exact_matches
         self._out_pool: list[tuple[np.ndarray, memoryview]] = []
         # (files, table, views) of select_files; dropped before any file is closed
@@ -395,23 +395,28 @@ class IndexService:
             plan = self._make_plan()
             if plan is None:
                 return None
-        tb = self._topic_bytes.get(topic)
         try:
-            if tb is None:
-                if len(self._topic_bytes) >= 4096:
-                    self._topic_bytes.clear()
-                tb = self._topic_bytes[topic] = topic.encode("utf-8")
             kb = key.encode("utf-8")
         except UnicodeEncodeError:
             return None
         if key.isascii():
-            seed = self._seeds.get(topic)
-            if seed is None:
-                seed = ~self._prefix_state(topic)
-                self._seeds[topic] = seed
+            q = self._query_topics.get(topic)  # (topic bytes, seed: ~ the hash state of "topic#")
+            if q is None:
+                try:
+                    tb = topic.encode("utf-8")
+                except UnicodeEncodeError:
+                    return None
+                if len(self._query_topics) >= 4096:
+                    self._query_topics.clear()
+                q = self._query_topics[topic] = (tb, ~self._prefix_state(topic))
+            tb, seed = q
         elif "\ufffd" in key:
             return None
         else:
+            try:
+                tb = topic.encode("utf-8")
+            except UnicodeEncodeError:
+                return None
             seed = index_key_hash(f"{topic}#{key}")
         if not commit_log.has_segment_table:
             return None
@@ -421,7 +426,7 @@ class IndexService:
         pool = self._match_pool  # (out, prm) pairs (list pop/append are atomic)
         out, prm = pool.pop() if pool else (np.empty((4, MATCH_COLUMNS), np.int64), np.empty(7, np.int64))
         prm[0] = seed
-        prm[1] = max(0, begin - 1000)
+        prm[1] = begin - 1000 if begin > 1000 else 0
         prm[2] = end
         prm[3] = commit_log.min_offset
         prm[4] = commit_log.max_offset
@@ -431,7 +436,7 @@ class IndexService:
         while n == EXACT_ROOM:
             out = np.empty((len(out) * 16, MATCH_COLUMNS), np.int64)
             n = exact_key_files(plan[1], table, tb, kb, prm, out)
-        rows = out[:n].tolist() if n > 0 else []
+        rows = [out[0].tolist()] if n == 1 else out[:n].tolist() if n > 0 else []
         if len(pool) < 8 and len(out) == 4:
             pool.append((out, prm))
         if n >= 0:

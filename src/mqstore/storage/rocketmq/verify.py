@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,7 +15,6 @@ from mqstore.formats.rocketmq.consumequeue_ext import MAX_ADDR, undecorate
 from mqstore.formats.rocketmq.indexfile import time_diff_seconds
 from mqstore.kernels.rocketmq.scan import STOP_INVALID
 from mqstore.storage.rocketmq.config_files import list_config_files
-from mqstore.storage.rocketmq.dledger import DLedgerCommitLog
 from mqstore.storage.rocketmq.lmq import MultiDispatchRule, cq_units
 from mqstore.storage.rocketmq.store import RocketMQStore
 
@@ -44,21 +44,35 @@ class _Records:
     tags_code: np.ndarray  # int64
     store_ts: np.ndarray  # int64
     topics: dict[str, int]
-    key_splits: np.ndarray  # int64[n + 1]: the IndexFile key hashes of record r are keys[key_splits[r]:key_splits[r + 1]]
-    keys: np.ndarray  # int32, grouped by record
+    pair_keys: np.ndarray  # sorted ``record index << 32 | key hash`` of every (record, IndexFile key)
 
     n: int  # records; every column has one more row, a sentinel that matches nothing
+    key_start: np.ndarray = field(default_factory=lambda: np.zeros(2, np.int64))  # see _scan_records
     # multi-dispatch (LMQ) units per queue: (CommitLog offsets, queue offsets), sorted by offset
     multi: dict[tuple[str, int], tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
 
     def find(self, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(index of the record starting at each offset — the sentinel row where none does —,
         whether there is one)."""
-        from mqstore.kernels.rocketmq.index_check import locate
+        from mqstore.kernels.rocketmq.index_check import locate  # (a galloping search: offsets mostly ascend)
 
         i = np.minimum(locate(self.starts, self.n, offsets), self.n)
         ok = (i < self.n) & (self.starts[i] == offsets)
         return i, ok
+
+
+def _pair_key(rec: np.ndarray, key_hash: np.ndarray) -> np.ndarray:
+    return (rec.astype(np.int64) << 32) | (key_hash.astype(np.int64) & 0xFFFFFFFF)
+
+
+def _is_dledger(cl: object) -> bool:
+    """Whether ``cl`` is a DLedger CommitLog (its module is loaded by the store that opens one, and
+    only then: a classic store's verify does not import the DLedger kernels)."""
+    mod = sys.modules.get("mqstore.storage.rocketmq.dledger")
+    return mod is not None and isinstance(cl, mod.DLedgerCommitLog)
+
+
+_ITEM_DTYPE = np.dtype([("hash", ">i4"), ("phy", ">i8"), ("diff", ">i4"), ("prev", ">i4")])
 
 
 def verify_store(root: str | Path, config=None, *, max_problems: int = 1000,
@@ -83,7 +97,7 @@ def verify_store(root: str | Path, config=None, *, max_problems: int = 1000,
         # enableLmq is off)
         recs = _scan_records(cl, rep, problem, progress, MultiDispatchRule(store.config.enable_lmq, True))
         end = store.recovery.commit_log_end
-        if isinstance(cl, DLedgerCommitLog):  # the DLedger files themselves: index units, fillers
+        if _is_dledger(cl):  # the DLedger files themselves: index units, fillers
             for text in cl.problems(max_problems):
                 problem(text)
         if store.rocksdb_cq is not None:  # the RocksDB ConsumeQueue (storeType=defaultRocksDB)
@@ -114,75 +128,99 @@ def verify_store(root: str | Path, config=None, *, max_problems: int = 1000,
     return rep
 
 
+#: records per scanned batch of verify (bounded batches: the scan's own arrays stay small, the
+#: next batch is scanned while this one is filed, and the mapped pages behind it are released)
+_VERIFY_BATCH_RECORDS = 1 << 18
+
+# the record table's columns and their (compact) types: 44 bytes a record, plus 8 per index key
+_RECORD_COLUMNS = (("starts", np.int64), ("sizes", np.int32), ("topic_id", np.int32), ("queue_id", np.int32),
+                   ("queue_offset", np.int64), ("tags_code", np.int64), ("store_ts", np.int64))
+
+
 def _scan_records(cl, rep: VerifyReport, problem: Callable[[str], None],
                   progress: Callable[[int, int], None] | None, rule: MultiDispatchRule) -> _Records:
     topics: dict[str, int] = {}
     multi: dict[tuple[str, int], tuple[list[np.ndarray], list[np.ndarray]]] = {}
-    cols: dict[str, list[np.ndarray]] = {k: [] for k in ("starts", "sizes", "topic_id", "queue_id", "queue_offset",
-                                                         "tags_code", "store_ts", "key_off", "key_hash")}
-    for batch in cl.scan(cl.min_offset, cl.max_offset, check_crc=True, skip_length_mismatch=False):
+    parts: dict[str, list[np.ndarray]] = {k: [] for k, _ in _RECORD_COLUMNS}
+    pair_parts: list[np.ndarray] = []  # row << 32 | key hash, rows counted in scan order
+    key_rows: list[np.ndarray] = []
+    rows = 0
+    for batch in cl.scan_bounded(cl.min_offset, cl.max_offset, check_crc=True, skip_length_mismatch=False,
+                                 batch_records=_VERIFY_BATCH_RECORDS):  # fmt: skip
         rep.messages += len(batch)
         if progress is not None:
             progress(batch.next_offset - cl.min_offset, cl.max_offset - cl.min_offset)
-        remap = np.array([topics.setdefault(t, len(topics)) for t in batch.topics] or [0], np.int64)
-        cols["starts"].append(batch.commit_log_offset)
-        cols["sizes"].append(batch.size)
-        cols["topic_id"].append(remap[batch.topic_id] if len(batch) else np.empty(0, np.int64))
-        cols["queue_id"].append(batch.queue_id)
-        cols["queue_offset"].append(batch.queue_offset)
-        cols["tags_code"].append(batch.tags_code)
-        cols["store_ts"].append(batch.store_timestamp)
-        cols["key_off"].append(batch.commit_log_offset[batch.key_row])
-        cols["key_hash"].append(batch.key_hash)
+        remap = np.array([topics.setdefault(t, len(topics)) for t in batch.topics] or [0], np.int32)
+        parts["starts"].append(batch.commit_log_offset.astype(np.int64, copy=False))
+        parts["sizes"].append(batch.size.astype(np.int32, copy=False))
+        parts["topic_id"].append(remap[batch.topic_id] if len(batch) else np.empty(0, np.int32))
+        parts["queue_id"].append(batch.queue_id.astype(np.int32, copy=False))
+        parts["queue_offset"].append(batch.queue_offset.astype(np.int64, copy=False))
+        parts["tags_code"].append(batch.tags_code.astype(np.int64, copy=False))
+        parts["store_ts"].append(batch.store_timestamp.astype(np.int64, copy=False))
+        krow = batch.key_row.astype(np.int64) + rows
+        key_rows.append(krow)
+        pair_parts.append(_pair_key(krow, batch.key_hash))
+        rows += len(batch)
         if len(batch.multi_row):
             u = cq_units(batch, rule)
             for off, what in u.problems:
                 problem(f"commitlog: record at offset {off}: {what}")
             for t, q, grp in u.groups():
-                rows = grp[u.multi[grp]]
-                if len(rows):
+                sel = grp[u.multi[grp]]
+                if len(sel):
                     lists = multi.setdefault((t, q), ([], []))
-                    lists[0].append(u.commit_log_offset[rows].astype(np.int64))
-                    lists[1].append(u.queue_offset[rows].astype(np.int64))
+                    lists[0].append(u.commit_log_offset[sel].astype(np.int64))
+                    lists[1].append(u.queue_offset[sel].astype(np.int64))
         if batch.stop == STOP_INVALID:
             problem(f"commitlog: invalid record at offset {batch.next_offset}: {batch.error}")
-    n = sum(len(v) for v in cols["starts"])
-
-    def column(name: str) -> np.ndarray:  # int64, in scan order, plus the sentinel row (-1)
-        out = np.empty(n + 1, np.int64)
-        if n:
-            np.concatenate(cols.pop(name), out=out[:n], casting="same_kind")
-        out[n] = -1
-        return out
-
-    starts = column("starts")
-    in_order = n < 2 or bool((starts[1:n] > starts[: n - 1]).all())  # the usual case: no reordering
-    order = None if in_order else np.argsort(starts[:n], kind="stable")
-
-    def col(name: str) -> np.ndarray:  # sorted by offset, plus the sentinel row
-        out = starts if name == "starts" else column(name)
+        del batch
+    n = rows
+    starts = _join(parts.pop("starts"), np.int64, n)
+    # the scan walks the CommitLog forwards, so the records come sorted by offset; the general
+    # case (sort, and map the key rows through the order) is kept for any other source
+    order = None if n < 2 or bool((starts[1:n] > starts[: n - 1]).all()) else np.argsort(starts[:n], kind="stable")
+    if order is not None:
+        starts[:n] = starts[:n][order]
+    cols = {"starts": starts}
+    for name, dt in _RECORD_COLUMNS[1:]:
+        col = _join(parts.pop(name), dt, n)  # the parts of each column are dropped as it is joined
         if order is not None:
-            out[:n] = out[:n][order]
-        return out
-
-    recs = _Records(col("starts"), col("sizes"), col("topic_id"), col("queue_id"), col("queue_offset"),
-                    col("tags_code"), col("store_ts"), topics, np.zeros(n + 1, np.int64), np.empty(0, np.int32), n)
+            col[:n] = col[:n][order]
+        cols[name] = col
+    recs = _Records(cols["starts"], cols["sizes"], cols["topic_id"], cols["queue_id"], cols["queue_offset"],
+                    cols["tags_code"], cols["store_ts"], topics, np.empty(0, np.int64), n)
     recs.topic_id[n] = -2  # no topic
     for key, (o_parts, q_parts) in multi.items():
         o, q = np.concatenate(o_parts), np.concatenate(q_parts)
         srt = np.argsort(o, kind="stable")
         recs.multi[key] = (o[srt], q[srt])
-    from mqstore.kernels.rocketmq.index_check import locate
-
-    key_off = np.concatenate(cols["key_off"]) if cols["key_off"] else np.empty(0, np.int64)
-    rec_of_key = locate(recs.starts, n, key_off)  # (every key's record is in the scan)
-    keys = np.concatenate(cols["key_hash"]).astype(np.int32, copy=False) if cols["key_hash"] else np.empty(0, np.int32)
-    if len(rec_of_key) > 1 and bool((rec_of_key[1:] < rec_of_key[:-1]).any()):  # not in offset order
-        grouped = np.argsort(rec_of_key, kind="stable")
-        rec_of_key, keys = rec_of_key[grouped], keys[grouped]
-    np.cumsum(np.bincount(rec_of_key, minlength=n)[:n], out=recs.key_splits[1:])
-    recs.keys = keys
+    krows = np.concatenate(key_rows) if key_rows else np.empty(0, np.int64)
+    del key_rows
+    pairs = np.concatenate(pair_parts) if pair_parts else np.empty(0, np.int64)
+    del pair_parts
+    if order is not None:  # scan rows -> sorted rows
+        rank = np.empty(n, np.int64)
+        rank[order] = np.arange(n, dtype=np.int64)
+        krows = rank[krows]
+        pairs = _pair_key(krows, pairs & 0xFFFFFFFF)
+        pairs.sort()  # grouped by record again (in scan order they already are)
+    recs.pair_keys = pairs
+    # the pairs of record r are pair_keys[key_start[r] : key_start[r + 1]] (sorted by record first)
+    recs.key_start = np.zeros(n + 2, np.int64)
+    np.cumsum(np.bincount(krows, minlength=n), out=recs.key_start[1 : n + 1])
+    recs.key_start[n + 1] = recs.key_start[n]
     return recs
+
+
+def _join(parts: list[np.ndarray], dtype: type, n: int) -> np.ndarray:
+    """The parts end to end in one array of ``n + 1`` items (the last one, the sentinel row, is -1)."""
+    out = np.empty(n + 1, dtype)
+    if parts:
+        np.concatenate(parts, out=out[:n])
+    parts.clear()
+    out[n] = -1
+    return out
 
 
 def _check_cq_file(mf, topic: str, qid: int, cq, recs: _Records, cl_min: int, end: int, rep: VerifyReport,
@@ -237,39 +275,52 @@ def _check_cq_file(mf, topic: str, qid: int, cq, recs: _Records, cl_min: int, en
                     f"{int(recs.queue_offset[r])} tags code {int(recs.tags_code[r])}")
 
 
+#: IndexFile items checked per step (an IndexFile holds up to 20 M items: their columns and the
+#: masks of the checks are made a slice at a time, so the memory does not follow the file)
+_INDEX_ITEMS_PER_STEP = 1 << 20
+
+
 def _check_index_file(f, recs: _Records, cl_min: int, rep: VerifyReport, problem: Callable[[str], None]) -> None:
+    h = f.header
+    buf = f.buffer
+    count = max(min(h.index_count, buf.index_num), 1) - 1  # items 1 .. count
+    rep.index_items += count
+    for first in range(0, count, _INDEX_ITEMS_PER_STEP):
+        step = min(_INDEX_ITEMS_PER_STEP, count - first)
+        items = np.frombuffer(f.mm, dtype=_ITEM_DTYPE, count=step, offset=buf.item_position(1 + first))
+        _check_index_items(f.name, items, first + 1, h.begin_timestamp, recs, cl_min, problem)
+        del items
+
+
+def _check_index_items(name: str, items: np.ndarray, first_item: int, begin_ts: int, recs: _Records, cl_min: int,
+                       problem: Callable[[str], None]) -> None:
     from mqstore.kernels.rocketmq.index_check import (
         BAD_LINK,
         HASH_NOT_A_KEY,
+        NEGATIVE_DIFF,
         NOT_A_KEYED_RECORD,
         TIME_MISMATCH,
         check_items,
     )
 
-    h = f.header
-    buf = f.buffer
-    count = max(min(h.index_count, buf.index_num), 1) - 1  # items 1 .. count
-    rep.index_items += count
-    items = np.frombuffer(f.mm, np.uint8, count=20 * count, offset=buf.item_position(1))
-    try:
-        codes = check_items(items, count, h.begin_timestamp, cl_min, recs.starts, recs.n, recs.key_splits, recs.keys,
-                            recs.store_ts)  # fmt: skip
-    finally:
-        del items
+    raw = items.view(np.uint8)
+    codes = check_items(raw, len(items), begin_ts, cl_min, recs.starts, recs.n, recs.key_start, recs.pair_keys,
+                        recs.store_ts, first_item)  # fmt: skip
+    del raw
     for k in np.flatnonzero(codes).tolist():
-        item, c = k + 1, int(codes[k])
-        key_hash, p, d, prev = buf.read_item(item)
+        c, item = int(codes[k]), first_item + k
+        key_hash, p, d, prev = (int(items[k][f]) for f in ("hash", "phy", "diff", "prev"))
         if c & NOT_A_KEYED_RECORD:
-            problem(f"index/{f.name}: item {item} points at offset {p}, which is not a record start")
+            problem(f"index/{name}: item {item} points at offset {p}, which is not a record start")
         elif c & HASH_NOT_A_KEY:
-            problem(f"index/{f.name}: item {item} hash {key_hash} matches no key of the message at {p}")
+            problem(f"index/{name}: item {item} hash {key_hash} matches no key of the message at {p}")
         elif c & TIME_MISMATCH:
-            problem(f"index/{f.name}: item {item} time difference {d} s does not match the store time "
+            problem(f"index/{name}: item {item} time difference {d} s does not match the store time "
                     f"of the message at {p}")
         if c & BAD_LINK:
-            problem(f"index/{f.name}: item {item} links to item {prev} (must be older)")
-        if d < 0:
-            problem(f"index/{f.name}: item {item} has a negative time difference")
+            problem(f"index/{name}: item {item} links to item {prev} (must be older)")
+        if c & NEGATIVE_DIFF:
+            problem(f"index/{name}: item {item} has a negative time difference")
 
 
 def verify_store_reference(root: str | Path, config=None, *, max_problems: int = 1000,
@@ -316,7 +367,7 @@ def verify_store_reference(root: str | Path, config=None, *, max_problems: int =
             if batch.stop == STOP_INVALID:
                 problem(f"commitlog: invalid record at offset {batch.next_offset}: {batch.error}")
         end = store.recovery.commit_log_end
-        if isinstance(cl, DLedgerCommitLog):  # the DLedger files themselves: index units, fillers
+        if _is_dledger(cl):  # the DLedger files themselves: index units, fillers
             for text in cl.problems(max_problems):
                 problem(text)
         all_starts = np.concatenate(starts) if starts else np.empty(0, np.int64)
