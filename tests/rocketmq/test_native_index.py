@@ -298,7 +298,7 @@ def test_check_items_codes(check: Any) -> None:
     begin = 1_700_000_000_000
     starts = np.array([100, 200, 300, 400, -1], np.int64)  # record 2 (offset 300) has no keys
     splits = np.array([0, 2, 3, 3, 5], np.int64)
-    keys = np.array([11, 12, 21, 41, 42], np.int32)
+    keys = np.array([11, 12, 21, 41, 42], np.int64) | (np.array([0, 0, 1, 3, 3]) << 32)  # verify's pairs
     store_ts = np.array([begin, begin + 1500, begin + 2000, begin - 5000, -1], np.int64)
     items = [
         _item(11, 100, 0, 0),  # item 1: the time quirk of the first item is not checked
@@ -318,6 +318,9 @@ def test_check_items_codes(check: Any) -> None:
     # no begin timestamp: every time difference must be 0
     assert check(b"".join(items[:3]), 3, 0, 0, starts, 4, splits, keys, store_ts).tolist() == [0, 0, TIME_MISMATCH]
     assert check(b"", 0, begin, 0, starts[:0], 0, splits[:1], keys[:0], store_ts[:0]).tolist() == []
+    # a slice of items numbered from 10: links checked against those numbers
+    assert check(b"".join(items[4:6]), 2, begin, 60, starts, 4, splits, keys, store_ts, 10).tolist() == [
+        TIME_MISMATCH, NOT_A_KEYED_RECORD]
 
 
 @pytest.mark.parametrize("check", twins("rocketmq.check_items"))
@@ -328,12 +331,13 @@ def test_check_items_random(check: Any, seed: int, n: int, count: int, begin: in
     starts = np.append(np.sort(rng.choice(1000, n, replace=False)).astype(np.int64), -1)
     counts = rng.integers(0, 3, n)
     splits = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
-    keys = rng.integers(0, 4, int(splits[-1])).astype(np.int32)
+    keys = rng.integers(-2, 4, int(splits[-1])).astype(np.int64) & 0xFFFFFFFF
     store_ts = np.append(rng.integers(0, 20_000, n), -1).astype(np.int64)
     phy = np.sort(rng.choice(np.append(starts[:n], rng.integers(0, 1000, 4)), count)) if n else rng.integers(0, 9, count)
     if rng.random() < 0.3:
         rng.shuffle(phy)
-    raw = b"".join(_item(int(rng.integers(0, 4)), int(p), int(rng.integers(-1, 20)), int(rng.integers(-1, count + 1)))
+    raw = b"".join(_item(int(rng.integers(-2, 4)), int(p), int(rng.integers(-1, 20)), int(rng.integers(-1, count + 9)))
                    for p in phy)  # fmt: skip
-    want = kernel_impls("rocketmq.check_items").reference(raw, count, begin, 3, starts, n, splits, keys, store_ts)
-    assert check(raw, count, begin, 3, starts, n, splits, keys, store_ts).tolist() == want.tolist()
+    first = int(rng.integers(1, 9))
+    want = kernel_impls("rocketmq.check_items").reference(raw, count, begin, 3, starts, n, splits, keys, store_ts, first)
+    assert check(raw, count, begin, 3, starts, n, splits, keys, store_ts, first).tolist() == want.tolist()
