@@ -40,12 +40,11 @@ from mqstore.formats.rocketmq.properties import (
 )
 from mqstore.formats.rocketmq.record import MAGIC_V1, Host, MessageRecord, body_crc, choose_magic
 from mqstore.kernels.crc import crc32_spans
+from mqstore.kernels.rocketmq.columns import F_SEGMENT as _F_SEGMENT
 from mqstore.kernels.rocketmq.columns import (
     RECORD_FIELDS,
     decode_fields,
 )
-from mqstore.kernels.rocketmq.key_match import F_SEGMENT as _F_SEGMENT
-from mqstore.kernels.rocketmq.put import RecordColumns, build_common_props
 from mqstore.kernels.rocketmq.put_one import ONE_V1_FIXED as _ONE_V1_FIXED
 from mqstore.storage.rocketmq.config import FLUSH_ASYNC, FLUSH_SYNC, StoreConfig, validate_topic
 from mqstore.storage.rocketmq.consumequeue import BOUNDARY_LOWER, BOUNDARY_UPPER
@@ -790,6 +789,11 @@ class MessageStore:
         kcol = tcol = None
         if uniq_key.count(None) == n:  # generated unique keys: built with the properties, in the kernel
             kcol, tcol = _text_column(keys), _text_column(tags)
+        from mqstore.kernels.rocketmq.put import (  # (numba: the batch put loads it)
+            RecordColumns,
+            build_common_props,
+        )
+
         if kcol is not None and tcol is not None:
             uniq_run = self._uniq.reserve(now, n)
             props, props_off, props_len = build_common_props(*kcol, *tcol, uniq_run[0].encode("ascii"), uniq_run[1])

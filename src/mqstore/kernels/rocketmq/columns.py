@@ -93,6 +93,10 @@ F_TOPIC_LEN = 19
 F_PROPS_START = 20
 F_PROPS_LEN = 21
 N_RECORD_FIELDS = len(RECORD_FIELDS)
+#: the rows of the exact key query (:mod:`mqstore.kernels.rocketmq.key_match`) add one column: the
+#: row of the record's segment in the CommitLog's segment table
+F_SEGMENT = N_RECORD_FIELDS
+MATCH_COLUMNS = N_RECORD_FIELDS + 1
 
 #: the value spans of the special properties of one record (length -1: absent)
 SPECIAL_DTYPE = np.dtype([(name, np.int64) for name in (
