@@ -341,3 +341,21 @@ def test_check_items_random(check: Any, seed: int, n: int, count: int, begin: in
     first = int(rng.integers(1, 9))
     want = kernel_impls("rocketmq.check_items").reference(raw, count, begin, 3, starts, n, splits, keys, store_ts, first)
     assert check(raw, count, begin, 3, starts, n, splits, keys, store_ts, first).tolist() == want.tolist()
+
+
+# ----------------------------------------------------------------------------- the keys of a batch
+@pytest.mark.parametrize("keys_of", twins("rocketmq.index_keys"))
+@SETTINGS
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(0, 40), k=st.integers(0, 80), resume=st.integers(-1, 12),
+       skip=st.integers(0, 4))  # fmt: skip
+def test_index_keys_of_a_batch(keys_of: Any, seed: int, n: int, k: int, resume: int, skip: int) -> None:
+    from mqstore.kernels.rocketmq.index_build import BatchKeys
+
+    rng = np.random.default_rng(seed)
+    rows = np.sort(rng.integers(0, max(n, 1), k if n else 0)).astype(np.int64)
+    b = BatchKeys(rows, rng.integers(-5, 5, len(rows)).astype(np.int32), rng.choice([0, 4, 8, 12, 13], n).astype(np.int32),
+                  np.sort(rng.integers(0, 15, n)).astype(np.int64), rng.integers(0, 99, n).astype(np.int64))  # fmt: skip
+    got = keys_of(b, resume, skip)
+    want = kernel_impls("rocketmq.index_keys").reference(b, resume, skip)
+    assert [a.tolist() for a in got] == [a.tolist() for a in want]
+    assert [a.dtype for a in got] == [np.int32, np.int64, np.int64]

@@ -480,6 +480,70 @@ fail:
     return NULL;
 }
 
+/* index_keys(key_row int64[k], key_hash int32[k], sys_flag int32[n], offsets int64[n], store_ts int64[n],
+ * resume_offset, resume_skip, out_hash int32[k], out_off int64[k], out_ts int64[k]) -> keys selected:
+ * the keys a dispatch batch puts into the IndexFiles (IndexService.build): not of a ROLLBACK
+ * message, and past the resume point (offsets below resume_offset skipped, and the first
+ * resume_skip keys at resume_offset), with their record's offset and store time. */
+static PyObject *index_keys(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (check_nargs(nargs, 10, "index_keys(key_row, key_hash, sys_flag, offsets, store_ts, resume_offset, resume_skip, "
+                               "out_hash, out_off, out_ts)") < 0)
+        return NULL;
+    int64_t resume, skip;
+    if (get_i64(args[5], &resume) < 0 || get_i64(args[6], &skip) < 0) return NULL;
+    Views vs = {.n = 0};
+    Py_buffer *kr, *kh, *sf, *of, *st, *oh, *oo, *ot;
+    if (!(kr = views_add(&vs, args[0], 8, 0, "key_row")) || !(kh = views_add(&vs, args[1], 4, 0, "key_hash")) ||
+        !(sf = views_add(&vs, args[2], 4, 0, "sys_flag")) || !(of = views_add(&vs, args[3], 8, 0, "offsets")) ||
+        !(st = views_add(&vs, args[4], 8, 0, "store_ts")) || !(oh = views_add(&vs, args[7], 4, 1, "out_hash")) ||
+        !(oo = views_add(&vs, args[8], 8, 1, "out_off")) || !(ot = views_add(&vs, args[9], 8, 1, "out_ts")))
+        goto fail;
+    int64_t k = mq_len(kr), n = mq_len(sf);
+    if (mq_len(kh) != k || mq_len(of) != n || mq_len(st) != n || mq_len(oh) < k || mq_len(oo) < k || mq_len(ot) < k) {
+        value_error("index_keys: column lengths differ");
+        goto fail;
+    }
+    const int64_t *rows = kr->buf, *offs = of->buf, *tsv = st->buf;
+    const int32_t *hv = kh->buf, *sys = sf->buf;
+    int32_t *out_h = oh->buf;
+    int64_t *out_o = oo->buf, *out_t = ot->buf;
+    int64_t m = 0, bad = 0;
+    Py_BEGIN_ALLOW_THREADS
+    int64_t skipped = 0;
+    for (int64_t i = 0; i < k; i++) {
+        int64_t r = rows[i];
+        if (r < 0 || r >= n) {
+            bad = 1;
+            break;
+        }
+        if ((sys[r] & 0xC) == 0xC) continue; /* TRANSACTION_ROLLBACK_TYPE: never indexed */
+        int64_t off = offs[r];
+        if (resume >= 0) {
+            if (off < resume) continue;
+            if (off == resume && skipped < skip) {
+                skipped++;
+                continue;
+            }
+        }
+        out_h[m] = hv[i];
+        out_o[m] = off;
+        out_t[m] = tsv[r];
+        m++;
+    }
+    Py_END_ALLOW_THREADS
+    if (bad) {
+        value_error("index_keys: a key row outside the batch");
+        goto fail;
+    }
+    views_release(&vs);
+    return PyLong_FromLongLong(m);
+fail:
+    views_release(&vs);
+    return NULL;
+}
+
 /* ---------------------------------------------------------------- verify: IndexFile items */
 
 /* lower bound of x in the ascending a[lo:hi] */
@@ -636,6 +700,8 @@ static PyMethodDef methods[] = {
     FAST(slot_phase, "slot_phase(buf, slots, ic0, sl, lo, hi, key_bounds, prev_out, marks) -> new slots"),
     FAST(item_phase, "item_phase(buf, slots, index_num, begin_ts, ic0, key_hash, phy, ts, start, j0, j1, sl, bounds, "
                      "prevs, cursors)"),
+    FAST(index_keys, "index_keys(key_row, key_hash, sys_flag, offsets, store_ts, resume_offset, resume_skip, out_hash, "
+                     "out_off, out_ts) -> keys selected"),
     FAST(locate, "locate(starts, n, offsets, out): lower bound of each offset in the ascending starts[:n]"),
     FAST(check_items, "check_items(items, count, begin_ts, cl_min, starts, n, key_splits, keys, store_ts, codes, "
                       "first_item) -> items with a code"),
