@@ -34,7 +34,8 @@ def test_warm_up_leaves_the_kernels_compiled() -> None:
     res = CliRunner().invoke(cli, ["warm-up"])
     assert res.exit_code == 0, res.output
     probe = (
-        "from mqstore.kernels.kafka.batches import _scan_count, scan_batches\n"
+        "from mqstore.kernels.kafka.batches_nb import _scan_count\n"
+        "from mqstore.kernels.kafka.batches import scan_batches_numba as scan_batches\n"
         "from mqstore.formats.kafka.batch import SimpleRecord, encode_batch\n"
         "scan_batches(memoryview(encode_batch([SimpleRecord(value=b'x', timestamp=1)])))\n"
         "print(sum(_scan_count.stats.cache_hits.values()), sum(_scan_count.stats.cache_misses.values()))\n"

@@ -217,11 +217,11 @@ NATIVE_ALL = NATIVE_BUILT and all(backend.built(n) is not None for n in backend.
 
 
 @pytest.mark.skipif(not NATIVE_ALL, reason="not every native module is built")
-@pytest.mark.parametrize("command", ["verify", "rebuild-index"])
+@pytest.mark.parametrize("command", ["verify", "rebuild-index", "dump"])
 def test_one_shot_commands_import_no_numba(tmp_path: Path, command: str) -> None:
     store = tmp_path / "store"
     shutil.copytree(load_case("basic").store, store)
-    extra = ["--out", str(tmp_path / "out")] if command == "rebuild-index" else []
+    extra = {"rebuild-index": ["--out", str(tmp_path / "out")], "dump": ["--json"]}.get(command, [])
     r = _cli(["rocketmq", command, str(store), *extra], importtime=True)
     assert r.returncode == 0, r.stderr[-2000:]
     assert _numba_importers(r.stderr) == []

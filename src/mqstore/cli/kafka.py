@@ -501,13 +501,14 @@ def _committed_filter(p: Path) -> Callable[[Any], Iterator[dict[str, Any]]]:
 def verify(path: str, strict: bool, as_json: bool) -> None:
     """Check log CRCs and both indexes against the log (non-zero exit on any problem)."""
     from mqstore.storage.kafka.logdir import is_log_dir
+    from mqstore.storage.kafka.rebuild import shared_analyses
     from mqstore.storage.kafka.tools import verify_path
 
     p = _existing(path)
     if is_log_dir(p):
         _verify_log_dir(p, strict, as_json)
         return
-    with _progress("verify") as prog:
+    with _progress("verify") as prog, shared_analyses():
         if kafka_internal.is_extra_file(p):  # one KRaft snapshot / quorum-state
             from mqstore.storage.kafka.tools import VerifyReport
 
@@ -580,7 +581,7 @@ def rebuild_index(path: str, out_dir: str | None, index_interval_bytes: int, max
     """Regenerate .index/.timeindex from .log files exactly as Kafka's recovery writes them
     (and, with --key-index, the key indexes)."""
     from mqstore.storage.kafka.layout import segment_logs
-    from mqstore.storage.kafka.rebuild import rebuild_indexes
+    from mqstore.storage.kafka.rebuild import rebuild_indexes, shared_analyses
 
     if index_interval_bytes < 0:
         raise InvalidArgumentError(f"--index-interval-bytes must be ≥ 0, got {index_interval_bytes}")
@@ -616,14 +617,15 @@ def rebuild_index(path: str, out_dir: str | None, index_interval_bytes: int, max
             Path(sub).mkdir(parents=True, exist_ok=True)
     rows = []
     keys: dict[str, Any] = {}
-    with _progress("rebuild-index") as prog:
-        for f, sub in jobs:
-            r = rebuild_indexes(f, sub, index_interval_bytes=index_interval_bytes,
-                                max_index_size=max_index_bytes, progress=prog)
-            rows.append(r)
-            if key_index:
-                keys[str(r.log_path)] = _rebuild_keyindex(f, sub, key_header)
-    txn = _rebuild_txn(jobs)
+    with shared_analyses():  # the transaction replay reads the segments the index rebuild just read
+        with _progress("rebuild-index") as prog:
+            for f, sub in jobs:
+                r = rebuild_indexes(f, sub, index_interval_bytes=index_interval_bytes,
+                                    max_index_size=max_index_bytes, progress=prog)
+                rows.append(r)
+                if key_index:
+                    keys[str(r.log_path)] = _rebuild_keyindex(f, sub, key_header)
+        txn = _rebuild_txn(jobs)
     if as_json:
         echo_json_lines({**vars(r), "txn_index_path": txn[str(r.log_path)][0], "aborted_txns": txn[str(r.log_path)][1],
                          **({"keyindex_path": keys[str(r.log_path)].keyindex_path,

@@ -100,7 +100,33 @@ def warm_kafka(root: Path) -> int:
     _command(["kafka", "lookup", str(part), "--offset", "100"])
     _command(["kafka", "query-key", str(part), "--key", "k3"])
     _command(["kafka", "rebuild-index", str(part), "--out", str(root / "kafka-rebuilt"), "--key-index"])
+    _warm_kafka_numba(sorted(part.glob("*.log"))[0])
     return n
+
+
+def _warm_kafka_numba(log_path: Path) -> None:
+    """Compile the numba twins of the Kafka kernels the commands above ran natively (the numba
+    kernels stay the development path and the fallback where the native modules are not built)."""
+    import os
+
+    import numpy as np
+
+    from mqstore.kernels.kafka import batches, index_build, records
+    from mqstore.storage.kafka.file_scan import scan_check_file_numba
+
+    data = log_path.read_bytes()
+    scan = batches.scan_batches_numba(data)
+    index_build.build_index_entries_numba(scan, scan["count"], 0, 512, 1 << 16)
+    kept = np.arange(scan["count"])
+    buf, bstart, bend = records.batch_bodies(memoryview(data), scan, kept)
+    records.parse_bodies_numba(buf, bstart, bend, scan["record_count"].astype(np.int64), scan["base_offset"],
+                               scan["base_timestamp"], scan["max_timestamp"], np.zeros(kept.shape[0], bool),
+                               -(1 << 63), (1 << 63) - 1)
+    fd = os.open(log_path, os.O_RDONLY)
+    try:
+        scan_check_file_numba(fd, len(data), threads=2, min_part_bytes=1)
+    finally:
+        os.close(fd)
 
 
 @click.command("warm-up")

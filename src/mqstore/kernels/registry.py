@@ -63,6 +63,7 @@ KERNEL_MODULES = (
     "mqstore.kernels.rocketmq.key_match",
     "mqstore.kernels.rocketmq.json_lines",
     "mqstore.kernels.rocketmq.put",
+    "mqstore.kernels.rocketmq.put_one",
     "mqstore.kernels.rocketmq.dledger",
     "mqstore.kernels.kafka.batches",
     "mqstore.kernels.kafka.index_build",

@@ -11,8 +11,7 @@ import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
-
-import crc32c as _crc32c
+from typing import Any
 
 from mqstore.errors import (
     CorruptDataError,
@@ -54,6 +53,22 @@ _HEADER = struct.Struct(">qiibIhiqqqhii")  # the 61-byte v2 batch header
 assert _HEADER.size == RECORD_BATCH_OVERHEAD
 
 
+_CRC32C: Any = None
+
+
+def crc32c(data: Any) -> int:
+    """CRC-32C (Castagnoli) of a bytes-like object: the ``crc32c`` package's, imported on first
+    use (the package imports ``importlib.metadata`` for its version: ~0.1 s of a one-shot command
+    that never checksums in Python)."""
+    global _CRC32C
+    fn = _CRC32C
+    if fn is None:
+        from crc32c import crc32c as fn
+
+        _CRC32C = fn
+    return fn(data)  # type: ignore[no-any-return]
+
+
 class TimestampType(IntEnum):
     NO_TIMESTAMP_TYPE = -1
     CREATE_TIME = 0
@@ -77,7 +92,7 @@ class ControlRecordType(IntEnum):
 def batch_crc(buf: bytes | bytearray | memoryview, position: int, size: int) -> int:
     """CRC-32C of a v2 batch's covered range ``[position + 21, position + size)``."""
     mv = memoryview(buf)
-    return _crc32c.crc32c(mv[position + CRC_START : position + size])
+    return crc32c(mv[position + CRC_START : position + size])
 
 
 # ----------------------------------------------------------------------------- records
@@ -470,7 +485,7 @@ def encode_batch(
         len(recs),
     )
     out[RECORD_BATCH_OVERHEAD:] = body
-    struct.pack_into(">I", out, 17, _crc32c.crc32c(memoryview(out)[CRC_START:]))
+    struct.pack_into(">I", out, 17, crc32c(memoryview(out)[CRC_START:]))
     return bytes(out)
 
 

@@ -18,9 +18,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import NamedTuple
 
-import crc32c
-
 from mqstore.errors import CorruptIndexError, CrcMismatchError, TruncatedRecordError, UnsupportedFormatError
+from mqstore.formats.kafka.batch import crc32c
 
 ABORTED_TXN_SIZE = 34
 ABORTED_TXN_VERSION = 0
@@ -101,7 +100,7 @@ class ProducerSnapshot:
 
 
 def snapshot_crc(data: bytes | bytearray | memoryview) -> int:
-    return crc32c.crc32c(bytes(data[_CRC_FROM:]))
+    return crc32c(bytes(data[_CRC_FROM:]))
 
 
 def encode_producer_snapshot(entries: Iterable[ProducerSnapshotEntry]) -> bytes:
@@ -110,7 +109,7 @@ def encode_producer_snapshot(entries: Iterable[ProducerSnapshotEntry]) -> bytes:
     body = b"".join(_SNAP_ENTRY.pack(e.producer_id, e.epoch, e.last_sequence, e.last_offset, e.offset_delta,
                                      e.timestamp, e.coordinator_epoch, e.current_txn_first_offset) for e in items)
     tail = struct.pack(">i", len(items)) + body
-    return struct.pack(">hI", SNAPSHOT_VERSION, crc32c.crc32c(tail)) + tail
+    return struct.pack(">hI", SNAPSHOT_VERSION, crc32c(tail)) + tail
 
 
 def decode_producer_snapshot(data: bytes | bytearray | memoryview, *, path: str | None = None) -> ProducerSnapshot:

@@ -158,7 +158,7 @@ static int64_t fill(int fd, uint8_t *buf, int64_t cap, int64_t off, int64_t file
 
 /* the walk of kernels/kafka/file_scan_nb.py:_file_scan; returns the reason, n and p through pointers */
 static int file_scan_run(int fd, int64_t file_end, int64_t start, int64_t stop_at, uint8_t *buf, int64_t bsz,
-                         mk_cols *c, uint8_t *ok, int64_t cap, int64_t *n_out, int64_t *p_out)
+                         mk_cols *c, uint8_t *ok, int64_t **prod, int64_t cap, int64_t *n_out, int64_t *p_out)
 {
     int64_t ws = 0, we = 0, p = start, n = 0;
     for (;;) {
@@ -179,6 +179,13 @@ static int file_scan_run(int fd, int64_t file_end, int64_t start, int64_t stop_a
         if (s < 14) return STOP_BAD_SIZE;
         if (p > file_end - 12 - s) return STOP_TORN;
         int kind = mk_header(h, p, file_end, n, c); /* 0: no checksum, 1: CRC-32C, 2: CRC-32 */
+        if (kind == 1) { /* producer id, epoch and base sequence of a whole v2 header */
+            prod[0][n] = mq_be64(h + 43);
+            prod[1][n] = mq_be16(h + 51);
+            prod[2][n] = mq_be32(h + 53);
+        } else {
+            prod[0][n] = prod[1][n] = prod[2][n] = -1;
+        }
         int64_t total = (int64_t)s + 12;
         int good = 0;
         if (kind != 0) {
@@ -203,11 +210,13 @@ static int file_scan_run(int fd, int64_t file_end, int64_t start, int64_t stop_a
     }
 }
 
-/* file_scan(fd, file_end, start, stop_at, buf, *11 columns, ok) -> (n, p, reason) */
+/* file_scan(fd, file_end, start, stop_at, buf, *11 columns, ok, producer_id, producer_epoch,
+ *           base_sequence) -> (n, p, reason) */
 static PyObject *file_scan(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)self;
-    if (check_nargs(nargs, 6 + NCOLS, "file_scan(fd, file_end, start, stop_at, buf, *columns, ok)") < 0) return NULL;
+    if (check_nargs(nargs, 9 + NCOLS, "file_scan(fd, file_end, start, stop_at, buf, *columns, ok, *producer)") < 0)
+        return NULL;
     long fd = PyLong_AsLong(args[0]);
     int64_t file_end = mq_i64(args[1]), start = mq_i64(args[2]), stop_at = mq_i64(args[3]);
     if (PyErr_Occurred()) return NULL;
@@ -232,17 +241,34 @@ static PyObject *file_scan(PyObject *self, PyObject *const *args, Py_ssize_t nar
         PyBuffer_Release(&b);
         return NULL;
     }
+    Py_buffer pv[3];
+    int gp = 0;
+    for (; gp < 3; gp++)
+        if (mq_view(args[6 + NCOLS + gp], &pv[gp], 8, 1, "producer column") < 0) break;
+    if (gp < 3) {
+        for (int i = 0; i < gp; i++) PyBuffer_Release(&pv[i]);
+        PyBuffer_Release(&okv);
+        mk_cols_release(&cv);
+        PyBuffer_Release(&b);
+        return NULL;
+    }
     int64_t cap = mq_len(&okv);
     for (int i = 0; i < NCOLS; i++)
         if (mq_len(&cv.v[i]) < cap) cap = mq_len(&cv.v[i]);
+    int64_t *prod[3];
+    for (int i = 0; i < 3; i++) {
+        if (mq_len(&pv[i]) < cap) cap = mq_len(&pv[i]);
+        prod[i] = (int64_t *)pv[i].buf;
+    }
     mk_cols cols;
     mk_cols_ptrs(&cv, &cols);
     int64_t n, p;
     int reason;
     Py_BEGIN_ALLOW_THREADS
     reason = file_scan_run((int)fd, file_end, start, stop_at, (uint8_t *)b.buf, (int64_t)b.len, &cols,
-                           (uint8_t *)okv.buf, cap, &n, &p);
+                           (uint8_t *)okv.buf, prod, cap, &n, &p);
     Py_END_ALLOW_THREADS
+    for (int i = 0; i < 3; i++) PyBuffer_Release(&pv[i]);
     PyBuffer_Release(&okv);
     mk_cols_release(&cv);
     PyBuffer_Release(&b);
@@ -317,6 +343,45 @@ static PyObject *find_batch_start(PyObject *self, PyObject *const *args, Py_ssiz
     PyBuffer_Release(&b2);
     PyBuffer_Release(&b1);
     return PyLong_FromLongLong((long long)found);
+}
+
+/* pread_spans(fd, starts int64[n], length, out uint8[n * length]) -> the number of spans read
+ * whole (stops at the first short read or error) */
+static PyObject *pread_spans(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (check_nargs(nargs, 4, "pread_spans(fd, starts, length, out)") < 0) return NULL;
+    long fd = PyLong_AsLong(args[0]);
+    int64_t length = mq_i64(args[2]);
+    if (PyErr_Occurred()) return NULL;
+    if (length < 0) {
+        PyErr_SetString(PyExc_ValueError, "pread_spans: negative length");
+        return NULL;
+    }
+    Py_buffer s, o;
+    if (mq_view(args[1], &s, 8, 0, "starts") < 0) return NULL;
+    if (mq_view(args[3], &o, 0, 1, "out") < 0) {
+        PyBuffer_Release(&s);
+        return NULL;
+    }
+    int64_t n = mq_len(&s);
+    if (length && o.len / length < n) {
+        PyErr_SetString(PyExc_ValueError, "pread_spans: out is too short");
+        PyBuffer_Release(&o);
+        PyBuffer_Release(&s);
+        return NULL;
+    }
+    const int64_t *st = (const int64_t *)s.buf;
+    uint8_t *out = (uint8_t *)o.buf;
+    int64_t k = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (; k < n; k++) {
+        if (st[k] < 0 || fill((int)fd, out + k * length, length, st[k], st[k] + length) != length) break;
+    }
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&o);
+    PyBuffer_Release(&s);
+    return PyLong_FromLongLong((long long)k);
 }
 
 /* ------------------------------------------------------------------ index entries */
@@ -436,9 +501,12 @@ static PyMethodDef methods[] = {
     {"scan_count", (PyCFunction)(void (*)(void))scan_count, METH_FASTCALL, "scan_count(buf, start) -> (n, stop, reason)"},
     {"scan_fill", (PyCFunction)(void (*)(void))scan_fill, METH_FASTCALL, "scan_fill(buf, start, n, *columns)"},
     {"file_scan", (PyCFunction)(void (*)(void))file_scan, METH_FASTCALL,
-     "file_scan(fd, file_end, start, stop_at, buf, *columns, ok) -> (n, p, reason)"},
+     "file_scan(fd, file_end, start, stop_at, buf, *columns, ok, producer_id, producer_epoch, base_sequence) "
+     "-> (n, p, reason)"},
     {"find_batch_start", (PyCFunction)(void (*)(void))find_batch_start, METH_FASTCALL,
      "find_batch_start(fd, file_end, lo, hi, buf, buf2, verify_budget) -> position or -1"},
+    {"pread_spans", (PyCFunction)(void (*)(void))pread_spans, METH_FASTCALL,
+     "pread_spans(fd, starts, length, out) -> spans read whole"},
     {"build_index", (PyCFunction)(void (*)(void))build_index, METH_FASTCALL,
      "build_index(positions, sizes, last_offsets, max_ts, n, base, interval, max_off, max_time, "
      "oi_off, oi_pos, ti_ts, ti_off) -> (no, nt, err, at)"},

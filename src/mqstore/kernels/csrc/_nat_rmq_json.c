@@ -167,11 +167,10 @@ static PyObject *lines(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             if (!pairs) { oom = 1; break; }
         }
         for (int64_t start = 0; start < pl;) {
-            int64_t e = start, sep = -1;
-            while (e < pl && pt[e] != 2) {
-                if (sep < 0 && pt[e] == 1) sep = e;
-                e++;
-            }
+            const uint8_t *sp = memchr(pt + start, 2, (size_t)(pl - start));
+            int64_t e = sp ? sp - pt : pl;
+            const uint8_t *s1 = memchr(pt + start, 1, (size_t)(e - start));
+            int64_t sep = s1 ? s1 - pt : -1;
             if (sep > start && sep < e - 1) {
                 int64_t s0 = rec.props_start + start, l0 = sep - start, dup = -1;
                 for (int64_t q = 0; q < np; q++)

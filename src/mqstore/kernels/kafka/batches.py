@@ -15,9 +15,9 @@ import zlib
 from itertools import pairwise
 from typing import Any, NamedTuple
 
-import crc32c as _crc32c
 import numpy as np
 
+from mqstore.formats.kafka.batch import crc32c as crc32c_of
 from mqstore.kernels.backend import native, numba_module
 from mqstore.kernels.buffers import as_u8
 from mqstore.kernels.registry import register
@@ -204,7 +204,8 @@ def _check_crc_range(mv: memoryview, scan: dict[str, Any], ok: np.ndarray, a: in
     size = scan["size"][a:b].tolist()
     magic = scan["magic"][a:b].tolist()
     crc = scan["crc"][a:b].tolist()
-    c32c = _crc32c.crc32c
+    from crc32c import crc32c as c32c  # (imported on first use: see formats.kafka.batch.crc32c)
+
     for i in range(b - a):
         p, s, m = pos[i], size[i], magic[i]
         if m >= 2:  # like Kafka, any magic ≥ 2 is checked as a v2 batch (size and CRC-32C)
@@ -224,7 +225,7 @@ def check_crcs_py(buf: Any, scan: dict[str, Any], *, threads: int | None = None)
     for i in range(n):
         p, s, m, c = (int(scan[f][i]) for f in ("position", "size", "magic", "crc"))
         if m >= 2:
-            ok[i] = s >= 61 and _crc32c.crc32c(bytes(mv[p + 21 : p + s])) == c
+            ok[i] = s >= 61 and crc32c_of(bytes(mv[p + 21 : p + s])) == c
         elif m in (0, 1):
             ok[i] = s >= 26 and (zlib.crc32(mv[p + 16 : p + s]) & 0xFFFFFFFF) == c
     return ok

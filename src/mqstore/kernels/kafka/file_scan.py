@@ -33,10 +33,30 @@ SPLIT_VERIFY_BYTES = 32 * 1024 * 1024  # CRC bytes spent verifying split candida
 NO_LIMIT = 1 << 62
 
 
+#: columns the file scan adds to the batch-header scan: the producer id, epoch and base sequence
+#: of each whole v2 header (−1 for other batches), read while the header is in the buffer
+PRODUCER_FIELDS = ("producer_id", "producer_epoch", "base_sequence")
+
+
 def file_columns(n: int) -> dict[str, np.ndarray]:
     cols = empty_columns(n)
     cols["ok"] = np.zeros(n, dtype=bool)
+    for f in PRODUCER_FIELDS:
+        cols[f] = np.zeros(n, np.int64)
     return cols
+
+
+def producer_fields_py(data: Any, scan: dict[str, Any]) -> dict[str, np.ndarray]:
+    """Twin of the :data:`PRODUCER_FIELDS` columns the file scan adds, from the bytes."""
+    mv = memoryview(data).cast("B")
+    out = {f: np.full(scan["count"], -1, np.int64) for f in PRODUCER_FIELDS}
+    for i in range(scan["count"]):
+        p = int(scan["position"][i])
+        if scan["magic"][i] >= 2 and scan["size"][i] >= 61:
+            out["producer_id"][i] = int.from_bytes(mv[p + 43 : p + 51], "big", signed=True)
+            out["producer_epoch"][i] = int.from_bytes(mv[p + 51 : p + 53], "big", signed=True)
+            out["base_sequence"][i] = int.from_bytes(mv[p + 53 : p + 57], "big", signed=True)
+    return out
 
 
 def _nb() -> Any:
@@ -45,12 +65,14 @@ def _nb() -> Any:
 
 def _file_scan_numba(fd: int, file_size: int, p: int, limit: int, buf: np.ndarray, cols: dict[str, np.ndarray],
                      ) -> tuple[int, int, int]:
-    return _nb()._file_scan(fd, file_size, p, limit, buf, BatchColumns.of(cols), cols["ok"])
+    return _nb()._file_scan(fd, file_size, p, limit, buf, BatchColumns.of(cols), cols["ok"],
+                            *(cols[f] for f in PRODUCER_FIELDS))
 
 
 def _file_scan_native(fd: int, file_size: int, p: int, limit: int, buf: np.ndarray, cols: dict[str, np.ndarray],
                       ) -> tuple[int, int, int]:
-    return _NAT.file_scan(fd, file_size, p, limit, buf, *BatchColumns.of(cols), cols["ok"])
+    return _NAT.file_scan(fd, file_size, p, limit, buf, *BatchColumns.of(cols), cols["ok"],
+                          *(cols[f] for f in PRODUCER_FIELDS))
 
 
 def find_batch_start_numba(fd: int, file_end: int, lo: int, hi: int, buf: np.ndarray, buf2: np.ndarray,

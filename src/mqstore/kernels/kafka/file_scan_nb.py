@@ -29,7 +29,7 @@ def _fill(fd, base, cap, off, file_end):
 
 
 @njit(cache=True, nogil=True)
-def _file_scan(fd, file_end, start, stop_at, buf, cols, ok):
+def _file_scan(fd, file_end, start, stop_at, buf, cols, ok, pid, pepoch, pseq):
     position, size, base_offset, last_offset, max_ts, base_ts, epoch, magic, attrs, count, crc = cols
     cap = position.shape[0]
     bsz = buf.shape[0]
@@ -60,6 +60,9 @@ def _file_scan(fd, file_end, start, stop_at, buf, cols, ok):
             return n, p, STOP_TORN
         m = rd_i8(buf, o + 16)
         total = s + 12
+        pid[n] = -1
+        pepoch[n] = -1
+        pseq[n] = -1
         position[n] = p
         size[n] = total
         magic[n] = m
@@ -75,6 +78,10 @@ def _file_scan(fd, file_end, start, stop_at, buf, cols, ok):
                 base_ts[n] = rd_i64(buf, o + 27)
                 max_ts[n] = rd_i64(buf, o + 35)
                 count[n] = rd_i32(buf, o + 57)
+                pid[n] = rd_i64(buf, o + 43)
+                e16 = np.int64(rd_u16(buf, o + 51))
+                pepoch[n] = e16 - 65536 if e16 >= 32768 else e16
+                pseq[n] = rd_i32(buf, o + 53)
                 kind = 1
             else:
                 crc[n] = rd_u32(buf, o + 17) if p + 21 <= file_end else 0

@@ -231,7 +231,7 @@ class _NumbaPhases:
     @staticmethod
     def item_phase(w: np.ndarray, f: ItemFile, keys: KeyInputs, j0: int, j1: int, sl: np.ndarray,
                    bounds: np.ndarray, prevs: np.ndarray, cursors: np.ndarray) -> None:  # fmt: skip
-        f64 = ItemFile(np.int64(f.slots), np.int64(f.begin_ts), np.int64(f.ic0))
+        f64 = ItemFile(np.int64(f.slots), np.int64(f.begin_ts), np.int64(f.ic0), np.int64(f.index_num))
         k64 = KeyInputs(keys.key_hash, keys.phy, keys.ts, np.int64(keys.start))
         _nb()._item_phase(w, f64, k64, np.int64(j0), np.int64(j1), sl, bounds, prevs, cursors)
 

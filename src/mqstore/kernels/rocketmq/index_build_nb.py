@@ -164,7 +164,7 @@ def _slot_phase(w, ic0, sl, m, lo, hi, key_bounds, prev_out, marks):  # fmt: ski
 def _item_phase(w, f, keys, j0, j1, sl, bounds, prevs, cursors):  # fmt: skip
     """Items of keys ``j0 <= j < j1`` (``prevs[p, cursors[p]]`` is the next previous item number of
     slot range ``p``, which holds the slots ``bounds[p] <= s < bounds[p + 1]``)."""
-    slots, begin_ts, ic0 = f
+    slots, begin_ts, ic0, _index_num = f
     key_hash, phy, ts, start = keys
     items_w = 10 + slots
     parts = bounds.shape[0] - 1

@@ -41,15 +41,8 @@ def json_lines_numba(buf: object, file_from_offset: int, positions: np.ndarray,
     result is a view of an output buffer kept in ``scratch`` (a list the caller passes to every
     call, so that the buffer is reused; valid until the next call with it).  ``threads`` only
     tunes the native implementation (several threads on a large batch)."""
-    from mqstore.kernels.rocketmq.columns import (
-        _HEX,
-        SPECIAL_DTYPE,
-        KeyPieces,
-        PairSpans,
-        _hosts_kernel,
-        _props_kernel,
-        decode_fields,
-    )
+    from mqstore.kernels.rocketmq.columns import _HEX, SPECIAL_DTYPE, KeyPieces, PairSpans, decode_fields
+    from mqstore.kernels.rocketmq.columns_nb import _hosts_kernel, _props_kernel
 
     nb = numba_module("mqstore.kernels.rocketmq.json_lines_nb")
     u8 = as_u8(buf)

@@ -23,6 +23,7 @@ from mqstore.kernels.kafka.file_scan import (
     HAVE_NATIVE,
     NO_LIMIT,
     PARALLEL_MIN_BYTES,
+    PRODUCER_FIELDS,
     SPLIT_SEARCH_BYTES,
     SPLIT_VERIFY_BYTES,
     STOP_LIMIT,
@@ -30,6 +31,7 @@ from mqstore.kernels.kafka.file_scan import (
     file_columns,
     find_batch_start_native,
     find_batch_start_numba,
+    producer_fields_py,
     walk_part_native,
     walk_part_numba,
 )
@@ -118,7 +120,7 @@ def _scan_check_file(walk_part: Any, find_batch_start: Any, fd: int, file_size: 
     if progress is not None:
         progress(file_size, file_size)
     out: dict[str, Any] = {}
-    for f in (*SCAN_FIELDS, "ok"):
+    for f in (*SCAN_FIELDS, *PRODUCER_FIELDS, "ok"):
         out[f] = (np.concatenate([b[f] for b in blocks]) if len(blocks) > 1 else
                   blocks[0][f].copy() if blocks else file_columns(0)[f])
     ok = out.pop("ok")
@@ -137,10 +139,45 @@ def scan_check_file_py(fd: int, file_size: int, *, threads: int | None = None, p
     if len(data) < file_size:
         raise TruncatedRecordError(f"the file holds {len(data)} of {file_size} bytes", offset=len(data))
     scan = scan_batches_py(data)
+    scan.update(producer_fields_py(data, scan))
     ok = check_crcs_py(data, scan)
     if progress is not None:
         progress(file_size, file_size)
     return scan, ok
+
+
+def read_spans(fd: int, starts: np.ndarray, length: int) -> np.ndarray:
+    """``file[starts[i] : starts[i] + length]`` for every ``i``, as an ``(n, length)`` ``uint8``
+    array read with ``pread`` (the native module's loop when built, else :func:`read_spans_py`):
+    a few bytes of many batches without mapping or reading the rest of the file.  Raises
+    :class:`TruncatedRecordError` when a span runs past the end of the file."""
+    if not HAVE_NATIVE:
+        return read_spans_py(fd, starts, length)
+    st = np.ascontiguousarray(starts, np.int64)
+    out = np.empty((st.shape[0], length), np.uint8)
+    got = _native_module().pread_spans(fd, st, length, out)
+    if got < st.shape[0]:
+        os.pread(fd, 1, max(0, int(st[got])))  # raises the OSError if there is one
+        raise TruncatedRecordError(f"{length} bytes at {int(st[got])} run past the end of the file",
+                                   offset=int(st[got]))
+    return out
+
+
+def read_spans_py(fd: int, starts: np.ndarray, length: int) -> np.ndarray:
+    """Twin of :func:`read_spans`: one ``os.pread`` per span."""
+    out = np.empty((len(starts), length), np.uint8)
+    for i, p in enumerate(np.asarray(starts, np.int64).tolist()):
+        data = os.pread(fd, length, p) if p >= 0 else b""
+        if len(data) < length:
+            raise TruncatedRecordError(f"{length} bytes at {p} run past the end of the file", offset=p)
+        out[i] = np.frombuffer(data, np.uint8)
+    return out
+
+
+def _native_module() -> Any:
+    from mqstore.kernels.backend import native
+
+    return native("_nat_kafka")
 
 
 scan_check_file = scan_check_file_native if HAVE_NATIVE else scan_check_file_numba

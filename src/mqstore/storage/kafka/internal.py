@@ -34,16 +34,6 @@ from mqstore.formats.kafka.batch import (
 from mqstore.formats.kafka.coordinator_records import METADATA_TOPIC, OFFSETS_TOPIC, decode_coordinator_record
 from mqstore.formats.kafka.metadata_records import decode_metadata_record
 from mqstore.formats.kafka.quorum_state import decode_quorum_state
-from mqstore.kernels.kafka.offsets import (
-    KIND_BAD,
-    KIND_COMMIT,
-    KIND_OTHER,
-    KIND_TOMBSTONE,
-    parse_offset_commits,
-    record_spans,
-    transaction_fate,
-)
-from mqstore.storage.kafka.log import PartitionLog
 from mqstore.storage.kafka.rebuild import MappedLog, analyze_log
 from mqstore.storage.kafka.tools import VerifyReport
 
@@ -349,6 +339,8 @@ def _segment_buffer(f: Path, mm: Any, report: ConsumersReport | None) -> tuple[n
 
 
 def _scan_segment(f: Path, report: ConsumersReport) -> _SegmentRecords:
+    from mqstore.kernels.kafka.offsets import KIND_BAD, KIND_OTHER, parse_offset_commits, record_spans
+
     with MappedLog(f) as ml:
         buf, b = _segment_buffer(f, ml.mm, report)
         sp = record_spans(buf, b["body_start"], b["body_end"], b["count"])
@@ -395,6 +387,9 @@ def consumer_groups(logdir: str | os.PathLike[str], group: str | None = None) ->
     kernels (:mod:`mqstore.kernels.kafka.offsets`) give their fields as columns, numpy keeps the
     last one per key, and only the survivors are turned into :class:`CommittedOffset`.
     """
+    from mqstore.kernels.kafka.offsets import KIND_COMMIT, KIND_TOMBSTONE, transaction_fate
+    from mqstore.storage.kafka.log import PartitionLog
+
     root = Path(logdir)
     if not root.is_dir():
         raise StoreNotFoundError("log directory not found", path=str(root))

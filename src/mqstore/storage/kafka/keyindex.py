@@ -53,7 +53,7 @@ from mqstore.kernels.kafka.records import (
 )
 from mqstore.kernels.rocketmq.chain_walk import select_many
 from mqstore.kernels.rocketmq.index_build import H_END_TS, H_INDEX_COUNT, bulk_put, header_array, write_header
-from mqstore.storage.kafka.layout import KEYINDEX_SUFFIX, LOG_SUFFIX, parse_base_offset
+from mqstore.storage.kafka.layout import LOG_SUFFIX, keyindex_path, parse_base_offset
 
 ATTR_CONTROL = 0x20
 WINDOW_BYTES = 8 << 20  # decompress at most this many bytes of batches at a time
@@ -242,10 +242,6 @@ def _atomic_write(path: Path, data: bytes) -> None:
     from mqstore.storage.kafka.rebuild import atomic_write
 
     atomic_write(path, data, fsync=False)
-
-
-def keyindex_path(log_path: str | os.PathLike[str]) -> Path:
-    return Path(log_path).with_suffix(KEYINDEX_SUFFIX)
 
 
 def log_entries(log_path: str | os.PathLike[str], *, header_name: str | None = None,

@@ -118,6 +118,11 @@ def segment_files(directory: str | os.PathLike[str], suffixes: tuple[str, ...] =
     return [p for _, _, p in found]
 
 
+def keyindex_path(log_path: str | os.PathLike[str]) -> Path:
+    """The ``.keyindex`` sidecar of a segment's ``.log``."""
+    return Path(log_path).with_suffix(KEYINDEX_SUFFIX)
+
+
 def log_of(path: str | os.PathLike[str]) -> Path:
     """The ``.log`` of a segment given by any of its files (``.log``, ``.index``, ``.timeindex``)."""
     p = Path(path)

@@ -11,11 +11,8 @@ The partition-directory and partition-file name rules (:func:`parse_partition_di
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from itertools import pairwise
 from pathlib import Path
@@ -506,6 +503,10 @@ def verify_log_dir(path: str | os.PathLike[str], *, strict: bool = False, worker
             if on_partition is not None:
                 on_partition(r)
     else:
+        import multiprocessing  # (imported here: a one-shot command on one partition never needs it)
+        from concurrent.futures import ProcessPoolExecutor
+        from concurrent.futures.process import BrokenProcessPool
+
         ctx = multiprocessing.get_context("forkserver")
         try:
             with ProcessPoolExecutor(max_workers=n_workers, mp_context=ctx) as pool:

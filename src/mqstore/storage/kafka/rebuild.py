@@ -11,7 +11,8 @@ from __future__ import annotations
 import mmap
 import os
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -107,6 +108,39 @@ def analyze_log_file(fd: int, size: int, *, progress: ProgressFn | None = None,
     return _analysis(size, scan, ok)
 
 
+_SHARED: dict[tuple[int, int, int, int, int], LogAnalysis] | None = None
+
+
+@contextmanager
+def shared_analyses() -> Iterator[None]:
+    """Within the block, :func:`analyze_file` analyses an unchanged file once (same device,
+    inode, size and modification time, and the same length asked): a one-shot command that reads
+    a segment twice — the index check or rebuild, then the transaction replay of the partition —
+    walks and checksums it once.  Outside the block every call analyses the file."""
+    global _SHARED
+    outer = _SHARED
+    if outer is None:
+        _SHARED = {}
+    try:
+        yield
+    finally:
+        _SHARED = outer
+
+
+def analyze_file(fd: int, size: int, *, progress: ProgressFn | None = None) -> LogAnalysis:
+    """:func:`analyze_log_file` of an open file, remembered inside :func:`shared_analyses`."""
+    if _SHARED is None:
+        return analyze_log_file(fd, size, progress=progress)
+    st = os.fstat(fd)
+    key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, size)
+    got = _SHARED.get(key)
+    if got is None:
+        got = _SHARED[key] = analyze_log_file(fd, size, progress=progress)
+    elif progress is not None:
+        progress(size, size)
+    return got
+
+
 def _analysis(size: int, scan: dict[str, Any], ok: np.ndarray) -> LogAnalysis:
     bad = np.nonzero(~ok)[0]
     if bad.shape[0]:
@@ -191,7 +225,17 @@ class MappedLog:
         except FileNotFoundError:
             raise StoreNotFoundError("log file not found", path=str(self.path)) from None
         size = os.fstat(self._f.fileno()).st_size
+        self.size = size
         self.mm: Any = mmap.mmap(self._f.fileno(), size, access=mmap.ACCESS_READ) if size else b""
+
+    def fileno(self) -> int:
+        """The open file's descriptor (for ``pread``)."""
+        return self._f.fileno()
+
+    def analysis(self, *, progress: ProgressFn | None = None) -> LogAnalysis:
+        """:func:`analyze_log` of the mapped bytes, read with ``pread`` (:func:`analyze_file`:
+        the same answer, without faulting the mapping in; shared inside :func:`shared_analyses`)."""
+        return analyze_file(self._f.fileno(), self.size, progress=progress)
 
     def close(self) -> None:
         if isinstance(self.mm, mmap.mmap):
@@ -267,7 +311,7 @@ def _rebuild_into(log_path: Path, base: int, out: Path, index_interval_bytes: in
     except FileNotFoundError:
         raise StoreNotFoundError("log file not found", path=str(log_path)) from None
     try:
-        analysis = analyze_log_file(fd, os.fstat(fd).st_size, progress=progress)
+        analysis = analyze_file(fd, os.fstat(fd).st_size, progress=progress)
     except CorruptDataError as exc:
         raise type(exc)(exc.message, path=str(log_path), offset=exc.offset) from None
     finally:

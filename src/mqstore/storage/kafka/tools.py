@@ -206,6 +206,57 @@ def batch_max_timestamps(mm: Any, scan: dict[str, Any], ks: np.ndarray, path: st
     return out, errors
 
 
+class _PositionIndex:
+    """Batch positions (strictly increasing: the walk goes forward) → batch number."""
+
+    def __init__(self, positions: np.ndarray) -> None:
+        self.positions = positions
+
+    def find(self, p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(batch numbers, found)`` of the positions ``p`` (batch 0 where not found)."""
+        pos = self.positions
+        at = np.searchsorted(pos, p)
+        at[at >= pos.shape[0]] = 0
+        here = pos[at] == p if pos.shape[0] else np.zeros(p.shape[0], bool)
+        at[~here] = 0
+        return at, here
+
+    def get(self, p: int, default: int | None = None) -> int | None:
+        at, here = self.find(np.array([p], np.int64))
+        return int(at[0]) if here[0] else default
+
+
+def _time_entry_batches(offsets: np.ndarray, oi: OffsetIndex | None, pos_to_idx: _PositionIndex,
+                        last: np.ndarray) -> np.ndarray:
+    """Kafka's search for the batch of each time-index entry: from the position the offset index
+    gives for the entry's offset, the first batch whose last offset is ≥ it (``len(last)`` if
+    none; 0 for an empty log).  In bulk when the index keys and the last offsets increase (then
+    the greatest-lower-bound search and ``searchsorted`` over the whole column give the same
+    answers), else one entry at a time."""
+    n = last.shape[0]
+    m = offsets.shape[0]
+    if n == 0:
+        return np.zeros(m, np.int64)
+    if oi is not None:
+        ks, vs = oi.column_array(False)[: oi.entries], oi.column_array(True)[: oi.entries]
+        keys_inc = bool(ks.shape[0] < 2 or np.all(ks[1:] > ks[:-1]))
+    else:
+        ks = vs = np.zeros(0, np.int64)
+        keys_inc = True
+    if keys_inc and bool(n < 2 or np.all(last[1:] >= last[:-1])):
+        j = np.searchsorted(ks, offsets, side="right") - 1
+        start = np.where(j >= 0, vs[np.maximum(j, 0)] if vs.shape[0] else 0, 0)
+        idx, _here = pos_to_idx.find(start.astype(np.int64))
+        return np.maximum(idx, np.searchsorted(last, offsets)).astype(np.int64)
+    found = np.full(m, -1, np.int64)
+    for slot in range(m):
+        o = int(offsets[slot])
+        start = oi.lookup(o).position if oi is not None else 0
+        idx = int(pos_to_idx.get(start, 0))  # type: ignore[arg-type]
+        found[slot] = idx + int(np.searchsorted(last[idx:], o))
+    return found
+
+
 def verify_segment(log_path: Path, report: VerifyReport, *, strict: bool = False,
                    progress: ProgressFn | None = None, active: bool = False) -> None:
     """Check one segment (``.log`` and, when present, its ``.index``/``.timeindex``).
@@ -219,7 +270,7 @@ def verify_segment(log_path: Path, report: VerifyReport, *, strict: bool = False
     report.segments += 1
     with MappedLog(log_path) as ml:
         mm = ml.mm
-        a = analyze_log(mm, progress=progress)
+        a = ml.analysis(progress=progress)
         scan = a.scan
         n = scan["count"]
         report.batches += int(n)
@@ -246,7 +297,7 @@ def verify_segment(log_path: Path, report: VerifyReport, *, strict: bool = False
                 report.add("offset_order", lp, int(scan["position"][i + 1]),
                            f"batch offsets go backwards: {int(firsts[i + 1])} after {int(last[i])}")
         positions = scan["position"]
-        pos_to_idx = {int(p): i for i, p in enumerate(positions.tolist())}
+        pos_to_idx = _PositionIndex(positions)
         oi_path = log_path.with_suffix(".index")
         ti_path = log_path.with_suffix(".timeindex")
         valid_oi: OffsetIndex | None = None
@@ -268,7 +319,13 @@ def verify_segment(log_path: Path, report: VerifyReport, *, strict: bool = False
                 except CorruptIndexError as exc:
                     report.add("index_sanity", oi_path, None, exc.message)
             report.offset_index_entries += valid_n
-            for slot in range(valid_n):
+            # the entries naming the last offset of the batch at their position, each after the
+            # previous one, are judged in bulk; the others one by one (in slot order, as before)
+            kk, vv = keys[:valid_n], vals[:valid_n]
+            at, here = pos_to_idx.find(vv)
+            bulk_ok = here & (last[at] == kk) if n else np.zeros(valid_n, bool)
+            bulk_ok[1:] &= (kk[1:] > kk[:-1]) & (vv[1:] >= vv[:-1])
+            for slot in np.nonzero(~bulk_ok)[0].tolist():
                 o, p = int(keys[slot]), int(vals[slot])
                 if slot and (o <= keys[slot - 1] or p < vals[slot - 1]):
                     report.add("index_mismatch", oi_path, slot * 8, f"entry {slot} ({o}, {p}) is not after the previous one")
@@ -316,19 +373,22 @@ def verify_segment(log_path: Path, report: VerifyReport, *, strict: bool = False
             # Kafka's check per entry: the batch holding the entry's offset (searched from the
             # offset index's position for it) must end at that offset, and its largest record
             # timestamp must be the entry's.  First the batches, then their timestamps in bulk.
-            found = np.full(valid_t, -1, np.int64)
-            for slot in range(valid_t):
-                o = int(off_col[slot])
-                start = valid_oi.lookup(o).position if valid_oi is not None else 0
-                idx = pos_to_idx.get(start, 0)
-                found[slot] = idx + int(np.searchsorted(last[idx:], o)) if n else 0
+            found = _time_entry_batches(off_col[:valid_t], valid_oi, pos_to_idx, last)
             checked = np.nonzero((found < n) & (found >= 0))[0]
             checked = checked[a.crc_ok[found[checked]] & (last[found[checked]] == off_col[checked])]
             log_ts_of, decode_errors = batch_max_timestamps(mm, scan, found[checked], lp)
             slot_ts = dict(zip(checked.tolist(), log_ts_of.tolist(), strict=True))
             slot_err = {int(checked[j]): msg for j, msg in decode_errors.items()}
-            prev_ts = None
-            for slot in range(valid_t):
+            # the entries whose batch is found, valid, decoded and agrees, in increasing timestamp
+            # order, are judged in bulk; the others one by one (in slot order, as before)
+            fine = np.zeros(valid_t, bool)
+            if checked.shape[0]:
+                fine[checked] = log_ts_of == ts_col[checked]
+                for j in decode_errors:
+                    fine[checked[j]] = False
+            fine[1:] &= ts_col[:valid_t][:-1] < ts_col[1:valid_t]
+            for slot in np.nonzero(~fine)[0].tolist():
+                prev_ts = int(ts_col[slot - 1]) if slot else None
                 t, o = int(ts_col[slot]), int(off_col[slot])
                 k = int(found[slot])
                 if k >= n or not a.crc_ok[k]:
@@ -349,7 +409,6 @@ def verify_segment(log_path: Path, report: VerifyReport, *, strict: bool = False
                 if prev_ts is not None and prev_ts >= t:
                     report.add("time_index_out_of_order", ti_path, slot * 12,
                                f"Index timestamp: {t}, Previously indexed timestamp: {prev_ts}")
-                prev_ts = t
             raw_t.close()
         if valid_oi is not None:
             valid_oi.close()
@@ -359,11 +418,15 @@ def verify_segment_keyindex(log_path: Path, report: VerifyReport, *, active: boo
     """The segment's ``.keyindex``, when there is one, against a rebuild of the ``.log``.  The
     active segment's may hold only the first entries (a live writer puts appended keys in
     groups): a note, not a problem."""
-    from mqstore.storage.kafka.keyindex import keyindex_path, verify_keyindex
+    from mqstore.storage.kafka.layout import keyindex_path
 
     kp = keyindex_path(log_path)
     if not kp.is_file():
         return
+    from mqstore.storage.kafka.keyindex import (
+        verify_keyindex,  # the Java-hash kernels: only when there is one
+    )
+
     check = verify_keyindex(kp, log_path)
     report.key_index_entries += check.entries
     if check.behind:

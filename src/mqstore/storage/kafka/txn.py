@@ -49,10 +49,10 @@ from mqstore.kernels.kafka.txn import (
     in_ranges,
     last_stable_offset,
 )
+from mqstore.storage.kafka.file_scan import read_spans
 from mqstore.storage.kafka.rebuild import (
     MappedLog,
     _partition_lock,
-    analyze_log,
     atomic_write,
     parse_base_offset,
 )
@@ -136,11 +136,11 @@ class TxnColumns:
 _BE = {8: ">i8", 4: ">i4", 2: ">i2"}
 
 
-def _gather(buf: np.ndarray, positions: np.ndarray, at: int, width: int) -> np.ndarray:
-    if positions.shape[0] == 0:
+def _gather(head: np.ndarray, at: int, width: int) -> np.ndarray:
+    """The big-endian integers of ``width`` bytes at ``at`` of each row of ``head`` (int64)."""
+    if head.shape[0] == 0:
         return np.zeros(0, np.int64)
-    idx = positions[:, None] + (at + np.arange(width))[None, :]
-    return np.ascontiguousarray(buf[idx]).view(_BE[width]).reshape(-1).astype(np.int64)
+    return np.ascontiguousarray(head[:, at:at + width]).view(_BE[width]).reshape(-1).astype(np.int64)
 
 
 def _segment_columns(log_path: Path) -> dict[str, Any]:
@@ -150,24 +150,24 @@ def _segment_columns(log_path: Path) -> dict[str, Any]:
         mm = ml.mm
         if mm is None or len(mm) == 0:
             return {"base": base, "next": base, "cols": None}
-        a = analyze_log(mm)
+        a = ml.analysis()
         n = a.n_valid
         scan = a.scan
         v2 = np.nonzero(scan["magic"][:n] >= 2)[0]
         pos = scan["position"][v2].astype(np.int64)
-        buf = np.frombuffer(mm, np.uint8)
-        try:
-            cols: dict[str, np.ndarray] = {
-                "base_offset": scan["base_offset"][v2].astype(np.int64),
-                "last_offset": scan["last_offset"][v2].astype(np.int64),
-                "max_timestamp": scan["max_timestamp"][v2].astype(np.int64),
-                "attributes": scan["attributes"][v2].astype(np.int64),
-                "producer_id": _gather(buf, pos, 43, 8),
-                "producer_epoch": _gather(buf, pos, 51, 2),
-                "base_sequence": _gather(buf, pos, 53, 4),
-            }
-        finally:
-            del buf
+        cols: dict[str, np.ndarray] = {
+            "base_offset": scan["base_offset"][v2].astype(np.int64),
+            "last_offset": scan["last_offset"][v2].astype(np.int64),
+            "max_timestamp": scan["max_timestamp"][v2].astype(np.int64),
+            "attributes": scan["attributes"][v2].astype(np.int64),
+        }
+        if "producer_id" in scan:  # the file scan read them with the headers
+            for f in ("producer_id", "producer_epoch", "base_sequence"):
+                cols[f] = scan[f][v2].astype(np.int64)
+        else:  # (bytes 43-56 of each v2 header, read with pread: a mapping would fault in a page per batch)
+            head = read_spans(ml.fileno(), pos + 43, 14)
+            cols.update(producer_id=_gather(head, 0, 8), producer_epoch=_gather(head, 8, 2),
+                        base_sequence=_gather(head, 10, 4))
         m = v2.shape[0]
         marker = np.full(m, MARKER_NONE, np.int64)
         coord = np.zeros(m, np.int64)

@@ -1,0 +1,175 @@
+"""The one-shot Kafka operator commands on the ahead-of-time compiled kernels (issue 15).
+
+* ``kafka verify`` / ``rebuild-index`` / ``dump`` never import numba on the native path (checked
+  with ``python -X importtime``, which lists every module a process imports);
+* their output — stdout, exit status and the files written — is byte-identical under
+  ``MQSTORE_KERNELS=numba`` and the default (native) on the same partitions: broker fixtures, a
+  corrupt and torn segment, legacy messages mixed with v2 batches, compressed batches, and a
+  transactional partition with aborted transactions and control batches.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kafka_support import batch, copy_partition
+from txn_support import Op, build, write_partition
+
+from mqstore.formats.kafka import encode_legacy_message
+from mqstore.formats.kafka.compression import Compression
+from mqstore.kernels import backend
+
+pytestmark = pytest.mark.skipif(backend.built("_nat_kafka") is None, reason="the native Kafka kernels are not built")
+
+#: runs CLI invocations in one process and prints their results as JSON (plus whether numba loaded)
+_RUNNER = """
+import json, sys
+from click.testing import CliRunner
+from mqstore.cli.main import cli
+out = []
+for args in json.loads(sys.argv[1]):
+    r = CliRunner().invoke(cli, args)
+    out.append({"code": r.exit_code, "stdout": r.stdout, "stderr": r.stderr,
+                "error": None if r.exception is None or isinstance(r.exception, SystemExit) else repr(r.exception)})
+print(json.dumps({"results": out, "numba": any(m == "numba" or m.startswith("numba.") for m in sys.modules)}))
+"""
+
+
+def _env(mode: str | None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != backend.ENV}
+    if mode is not None:
+        env[backend.ENV] = mode
+    return env
+
+
+def _run_all(jobs: list[list[str]], mode: str | None) -> dict[str, Any]:
+    r = subprocess.run([sys.executable, "-c", _RUNNER, json.dumps(jobs)], capture_output=True, text=True,
+                       env=_env(mode), check=False)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+# ----------------------------------------------------------------------------- partitions
+def _corrupt_and_torn(root: Path) -> Path:
+    part = copy_partition("single_default", root / "corrupt")
+    log = next(part.glob("*.log"))
+    data = bytearray(log.read_bytes())
+    data[len(data) // 2] ^= 0x10  # a record byte: that batch fails its CRC
+    log.write_bytes(bytes(data) + batch(10_000, count=3)[:40])  # and a torn tail
+    return part
+
+
+def _legacy_and_compressed(root: Path) -> Path:
+    part = root / "mixed" / "topic-0"
+    part.mkdir(parents=True)
+    rng = random.Random(15)
+    out = bytearray()
+    off = 0
+    for i in range(60):
+        if i < 20:
+            out += encode_legacy_message(off, b"x" * rng.randrange(0, 300), magic=rng.choice((0, 1)), timestamp=off)
+            off += 1
+        else:
+            c = rng.randrange(1, 6)
+            codec = (Compression.NONE, Compression.GZIP)[i % 2]
+            out += batch(off, count=c, value=b"y" * rng.randrange(0, 400), compression=codec)
+            off += c
+    (part / f"{0:020d}.log").write_bytes(bytes(out))
+    return part
+
+
+def _transactional(root: Path) -> Path:
+    part = root / "txn" / "topic-0"
+    ops = [Op("txn", 7, 2), Op("plain", n=3), Op("txn", 8, 1), Op("end", 7, commit=False), Op("txn", 9, 2),
+           Op("end", 8, commit=True), Op("plain", n=2), Op("end", 9, commit=False), Op("txn", 7, 1)]
+    write_partition(part, build(ops), cuts=[4])
+    return part
+
+
+@pytest.fixture(scope="module")
+def partitions(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("native-commands")
+    parts = {
+        "single": copy_partition("single_default", root / "single"),
+        "multi": copy_partition("multi_segment_roll_bytes", root / "multi"),
+        "unclean": copy_partition("unclean_flush", root / "unclean"),
+        "corrupt": _corrupt_and_torn(root),
+        "mixed": _legacy_and_compressed(root),
+        "txn": _transactional(root),
+    }
+    # (the indexes of the mixed and transactional partitions, so verify checks them too)
+    res = _run_all([["kafka", "rebuild-index", str(parts[k])] for k in ("mixed", "txn")], "numba")
+    assert all(r["code"] == 0 for r in res["results"]), res
+    return parts
+
+
+def _jobs(parts: dict[str, Path], out: Path) -> list[list[str]]:
+    jobs: list[list[str]] = []
+    for name, part in parts.items():
+        first_log = sorted(part.glob("*.log"))[0]
+        jobs += [
+            ["kafka", "verify", str(part)],
+            ["kafka", "verify", "--json", str(part)],
+            ["kafka", "verify", str(first_log)],
+            ["kafka", "rebuild-index", str(part), "--out", str(out / name)],
+            ["kafka", "rebuild-index", "--json", str(part), "--out", str(out / name)],
+            ["kafka", "dump", str(first_log), "--json", "--print-data"],
+            ["kafka", "dump", str(part)],
+        ]
+    return jobs
+
+
+def _files(d: Path) -> dict[str, bytes]:
+    return {str(f.relative_to(d)): f.read_bytes() for f in sorted(d.rglob("*")) if f.is_file()}
+
+
+def test_outputs_are_identical_under_numba_and_native(partitions: dict[str, Path], tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    runs = {}
+    files = {}
+    for mode in ("numba", None):
+        shutil.rmtree(out, ignore_errors=True)
+        for name in partitions:
+            (out / name).mkdir(parents=True)
+        runs[mode] = _run_all(_jobs(partitions, out), mode)
+        files[mode] = _files(out)
+    assert runs["numba"]["numba"] and not runs[None]["numba"]  # each mode ran on its own kernels
+    jobs = _jobs(partitions, out)
+    for job, a, b in zip(jobs, runs["numba"]["results"], runs[None]["results"], strict=True):
+        assert a["error"] is None and b["error"] is None, (job, a["error"], b["error"])
+        assert a == b, job
+    assert files["numba"] == files[None] and len(files[None]) > 10
+    verdicts = {tuple(j): r["code"] for j, r in zip(jobs, runs[None]["results"], strict=True)}
+    assert verdicts[("kafka", "verify", str(partitions["single"]))] == 0
+    assert verdicts[("kafka", "verify", str(partitions["corrupt"]))] == 1  # the problems are found
+    corrupt = runs[None]["results"][jobs.index(["kafka", "verify", str(partitions["corrupt"])])]["stdout"]
+    assert "problem: crc" in corrupt and "torn_tail" in corrupt
+
+
+@pytest.mark.parametrize("command", ["verify", "verify-bare", "rebuild-index", "dump-json", "dump-dir"])
+def test_commands_do_not_import_numba(partitions: dict[str, Path], tmp_path: Path, command: str) -> None:
+    part = partitions["txn"]
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    for f in part.glob("*.log"):
+        os.link(f, bare / f.name)
+    log = str(sorted(part.glob("*.log"))[0])
+    args = {"verify": ["verify", str(part)], "verify-bare": ["verify", str(bare)],
+            "rebuild-index": ["rebuild-index", str(part), "--out", str(tmp_path)],
+            "dump-json": ["dump", log, "--json", "--print-data"], "dump-dir": ["dump", str(part)]}[command]
+    r = subprocess.run([sys.executable, "-X", "importtime", "-m", "mqstore.cli.main", "kafka", *args],
+                       capture_output=True, text=True, env=_env(None), check=False)
+    assert r.returncode in (0, 1), r.stderr[-2000:]
+    modules = [line.rsplit("|", 1)[-1].strip() for line in r.stderr.splitlines() if line.startswith("import time:")]
+    assert "mqstore.storage.kafka.layout" in modules  # (modules imported by importlib.import_module are not listed; numba is imported by statements)
+    loaded = [m for m in modules if re.match(r"(numba|llvmlite)(\.|$)", m)]
+    assert not loaded, f"{command} imported {loaded[:5]}"
