@@ -130,7 +130,7 @@ def verify_store(root: str | Path, config=None, *, max_problems: int = 1000,
 
 #: records per scanned batch of verify (bounded batches: the scan's own arrays stay small, the
 #: next batch is scanned while this one is filed, and the mapped pages behind it are released)
-_VERIFY_BATCH_RECORDS = 1 << 18
+_VERIFY_BATCH_RECORDS = 1 << 16
 
 # the record table's columns and their (compact) types: 44 bytes a record, plus 8 per index key
 _RECORD_COLUMNS = (("starts", np.int64), ("sizes", np.int32), ("topic_id", np.int32), ("queue_id", np.int32),
@@ -276,8 +276,8 @@ def _check_cq_file(mf, topic: str, qid: int, cq, recs: _Records, cl_min: int, en
 
 
 #: IndexFile items checked per step (an IndexFile holds up to 20 M items: their columns and the
-#: masks of the checks are made a slice at a time, so the memory does not follow the file)
-_INDEX_ITEMS_PER_STEP = 1 << 20
+#: masks of the checks, ~15 arrays of 8 bytes an item, are made a slice at a time)
+_INDEX_ITEMS_PER_STEP = 1 << 18
 
 
 def _check_index_file(f, recs: _Records, cl_min: int, rep: VerifyReport, problem: Callable[[str], None]) -> None:
