@@ -353,9 +353,14 @@ def dump(path: str, print_data: bool, isolation: str, from_time: str | None, to_
     done = 0
     with progress("dump") as prog:
         for f in files:
+            objs = None
             dec = kafka_internal.resolve_decoder(decoder, f)
             data = print_data or filtering or decode is not None or (decoder != "auto" and dec != "none")
-            if kafka_internal.is_extra_file(f):
+            if (as_json and print_data and f.suffix == ".log" and not filtering and committed is None
+                    and decode is None and dec == "none" and not kafka_internal.is_extra_file(f)
+                    and _json_lines(f)):
+                pass  # written in bulk (the same bytes as the generic path below)
+            elif kafka_internal.is_extra_file(f):
                 objs: Any = kafka_internal.annotate(kafka_internal.dump_extra(f, data), dec)
             elif f.suffix == ".log":
                 objs = dump_log(f, print_data=data)
@@ -377,7 +382,8 @@ def dump(path: str, print_data: bool, isolation: str, from_time: str | None, to_
             else:
                 objs = dump_index(f)
             if as_json:
-                echo_json_lines({"file": str(f), **o} for o in objs)
+                if objs is not None:
+                    echo_json_lines({"file": str(f), **o} for o in objs)
             else:
                 click.echo(f"Dumping {f}")
                 if f.suffix == ".log":
@@ -391,6 +397,29 @@ def dump(path: str, print_data: bool, isolation: str, from_time: str | None, to_
             done += f.stat().st_size
             if prog is not None:
                 prog(done, total)
+
+
+def _json_lines(f: Path) -> bool:
+    """Print ``dump --json --print-data`` of one ``.log`` through the bulk writer (records of v2
+    data batches formatted by the native module); False when it is not built."""
+    from mqstore.kernels.kafka.records import HAVE_JSON_LINES
+
+    if not HAVE_JSON_LINES:
+        return False
+    from mqstore.storage.kafka.tools import dump_log_json_lines
+
+    name = str(f)
+    prefix = to_json({"file": name})[:-1].encode()
+
+    def line(o: dict[str, Any]) -> bytes:
+        return (to_json({"file": name, **o}) + "\n").encode()
+
+    sys.stdout.flush()
+    out = click.get_binary_stream("stdout")
+    for block in dump_log_json_lines(f, line, prefix):
+        out.write(block)
+    out.flush()
+    return True
 
 
 def _record_matches(o: dict[str, Any], lo: int | None, hi: int | None, key: bytes | None,

@@ -496,6 +496,239 @@ done:
     return res;
 }
 
+/* ------------------------------------------------------------------ JSON lines of records */
+
+typedef struct {
+    char *p;
+    size_t len, cap;
+    int oom;
+} mk_out;
+
+static int out_reserve(mk_out *o, size_t more)
+{
+    if (o->len + more <= o->cap) return 0;
+    size_t cap = o->cap ? o->cap : 1 << 16;
+    while (cap < o->len + more) cap *= 2;
+    char *q = realloc(o->p, cap);
+    if (!q) {
+        o->oom = 1;
+        return -1;
+    }
+    o->p = q;
+    o->cap = cap;
+    return 0;
+}
+
+static inline void out_raw(mk_out *o, const char *s, size_t n)
+{
+    if (out_reserve(o, n) < 0) return;
+    memcpy(o->p + o->len, s, n);
+    o->len += n;
+}
+
+#define OUT_LIT(o, s) out_raw((o), (s), sizeof(s) - 1)
+
+static void out_i64(mk_out *o, int64_t v)
+{
+    char tmp[24];
+    int n = 0;
+    uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+    do {
+        tmp[n++] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (out_reserve(o, (size_t)n + 1) < 0) return;
+    if (v < 0) o->p[o->len++] = '-';
+    while (n) o->p[o->len++] = tmp[--n];
+}
+
+static const char B64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+/* "base64" of a[s:s+n] with quotes, or null when n < 0 (Python's base64.b64encode, padded) */
+static void out_b64(mk_out *o, const uint8_t *a, int64_t s, int64_t n)
+{
+    if (n < 0) {
+        OUT_LIT(o, "null");
+        return;
+    }
+    size_t need = (size_t)((n + 2) / 3) * 4 + 2;
+    if (out_reserve(o, need) < 0) return;
+    char *d = o->p + o->len;
+    const uint8_t *q = a + s;
+    *d++ = '"';
+    int64_t i = 0;
+    for (; i + 3 <= n; i += 3) {
+        uint32_t v = ((uint32_t)q[i] << 16) | ((uint32_t)q[i + 1] << 8) | q[i + 2];
+        d[0] = B64[v >> 18];
+        d[1] = B64[(v >> 12) & 63];
+        d[2] = B64[(v >> 6) & 63];
+        d[3] = B64[v & 63];
+        d += 4;
+    }
+    if (n - i == 1) {
+        uint32_t v = (uint32_t)q[i] << 16;
+        d[0] = B64[v >> 18];
+        d[1] = B64[(v >> 12) & 63];
+        d[2] = '=';
+        d[3] = '=';
+        d += 4;
+    } else if (n - i == 2) {
+        uint32_t v = ((uint32_t)q[i] << 16) | ((uint32_t)q[i + 1] << 8);
+        d[0] = B64[v >> 18];
+        d[1] = B64[(v >> 12) & 63];
+        d[2] = B64[(v >> 6) & 63];
+        d[3] = '=';
+        d += 4;
+    }
+    *d++ = '"';
+    o->len = (size_t)(d - o->p);
+}
+
+/* 1 when a[s:s+n] is UTF-8 that Python's strict decoder accepts */
+static int utf8_ok(const uint8_t *p, int64_t n)
+{
+    int64_t i = 0;
+    while (i < n) {
+        uint8_t c = p[i];
+        if (c < 0x80) {
+            i++;
+            continue;
+        }
+        int k;
+        uint32_t cp;
+        if (c >= 0xC2 && c <= 0xDF) { k = 1; cp = c & 0x1F; }
+        else if (c >= 0xE0 && c <= 0xEF) { k = 2; cp = c & 0x0F; }
+        else if (c >= 0xF0 && c <= 0xF4) { k = 3; cp = c & 0x07; }
+        else return 0;
+        if (i + k >= n) return 0;
+        for (int j = 1; j <= k; j++) {
+            if ((p[i + j] & 0xC0) != 0x80) return 0;
+            cp = (cp << 6) | (p[i + j] & 0x3F);
+        }
+        if ((k == 2 && (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF))) || (k == 3 && (cp < 0x10000 || cp > 0x10FFFF)))
+            return 0;
+        i += k + 1;
+    }
+    return 1;
+}
+
+/* a JSON string of valid UTF-8 as Python's json.dumps(ensure_ascii=False) writes it */
+static void out_jstr(mk_out *o, const uint8_t *p, int64_t n)
+{
+    if (out_reserve(o, (size_t)n * 6 + 2) < 0) return;
+    char *d = o->p + o->len;
+    *d++ = '"';
+    for (int64_t i = 0; i < n; i++) {
+        uint8_t c = p[i];
+        if (c == '"') { *d++ = '\\'; *d++ = '"'; }
+        else if (c == '\\') { *d++ = '\\'; *d++ = '\\'; }
+        else if (c == '\n') { *d++ = '\\'; *d++ = 'n'; }
+        else if (c == '\r') { *d++ = '\\'; *d++ = 'r'; }
+        else if (c == '\t') { *d++ = '\\'; *d++ = 't'; }
+        else if (c == '\b') { *d++ = '\\'; *d++ = 'b'; }
+        else if (c == '\f') { *d++ = '\\'; *d++ = 'f'; }
+        else if (c < 0x20) {
+            static const char hx[] = "0123456789abcdef";
+            *d++ = '\\'; *d++ = 'u'; *d++ = '0'; *d++ = '0'; *d++ = hx[c >> 4]; *d++ = hx[c & 15];
+        } else *d++ = (char)c;
+    }
+    *d++ = '"';
+    o->len = (size_t)(d - o->p);
+}
+
+/* json_records(a, off, ts, ks, kl, vs, vl, hf, hks, hkl, hvs, hvl, r0, r1, prefix, label, base_offset,
+ *              base_sequence) -> bytes, or None when a header key is not UTF-8
+ * The lines `mqstore kafka dump --json --print-data` prints for the records r0..r1 of one v2 batch
+ * (columns of parse_bodies over the bodies in `a`): prefix (the line's start, e.g. {"file":"..."),
+ * then the record's fields as the Python path writes them. */
+static PyObject *json_records(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (check_nargs(nargs, 18, "json_records(...)") < 0) return NULL;
+    int64_t r0 = mq_i64(args[12]), r1 = mq_i64(args[13]), bbase = mq_i64(args[16]), bseq = mq_i64(args[17]);
+    if (PyErr_Occurred()) return NULL;
+    Py_buffer a, c[11], pre, lab;
+    int got = 0;
+    PyObject *res = NULL;
+    if (mq_view(args[0], &a, 0, 0, "a") < 0) return NULL;
+    for (; got < 11; got++)
+        if (mq_view(args[1 + got], &c[got], 8, 0, "column") < 0) goto done;
+    if (mq_view(args[14], &pre, 0, 0, "prefix") < 0) goto done;
+    if (mq_view(args[15], &lab, 0, 0, "label") < 0) {
+        PyBuffer_Release(&pre);
+        goto done;
+    }
+    {
+        const int64_t *off = c[0].buf, *ts = c[1].buf, *ks = c[2].buf, *kl = c[3].buf, *vs = c[4].buf, *vl = c[5].buf;
+        const int64_t *hf = c[6].buf, *hks = c[7].buf, *hkl = c[8].buf, *hvs = c[9].buf, *hvl = c[10].buf;
+        int64_t nr = mq_len(&c[0]), nh = mq_len(&c[7]), len = (int64_t)a.len;
+        int bad = r0 < 0 || r1 > nr || r0 > r1 || mq_len(&c[6]) < nr + 1;
+        for (int i = 1; i < 6 && !bad; i++) bad = mq_len(&c[i]) < nr;
+        for (int i = 8; i < 11 && !bad; i++) bad = mq_len(&c[i]) < nh;
+        for (int64_t r = r0; r < r1 && !bad; r++) { /* every span inside the buffer */
+            bad = (kl[r] >= 0 && (ks[r] < 0 || ks[r] > len - kl[r])) || (vl[r] >= 0 && (vs[r] < 0 || vs[r] > len - vl[r]))
+                  || hf[r] < 0 || hf[r + 1] < hf[r] || hf[r + 1] > nh;
+            for (int64_t h = hf[r]; h < hf[r + 1] && !bad; h++)
+                bad = hkl[h] < 0 || hks[h] < 0 || hks[h] > len - hkl[h] || (hvl[h] >= 0 && (hvs[h] < 0 || hvs[h] > len - hvl[h]));
+        }
+        if (bad) {
+            PyErr_SetString(PyExc_ValueError, "json_records: a column or span is out of range");
+        } else {
+            const uint8_t *A = a.buf;
+            mk_out o = {NULL, 0, 0, 0};
+            int utf8 = 1;
+            Py_BEGIN_ALLOW_THREADS
+            for (int64_t r = r0; r < r1 && utf8; r++)
+                for (int64_t h = hf[r]; h < hf[r + 1] && utf8; h++) utf8 = utf8_ok(A + hks[h], hkl[h]);
+            for (int64_t r = r0; r < r1 && utf8 && !o.oom; r++) {
+                out_raw(&o, pre.buf, (size_t)pre.len);
+                OUT_LIT(&o, ",\"type\":\"record\",\"offset\":");
+                out_i64(&o, off[r]);
+                OUT_LIT(&o, ",\"timestampType\":\"");
+                out_raw(&o, lab.buf, (size_t)lab.len);
+                OUT_LIT(&o, "\",\"timestamp\":");
+                out_i64(&o, ts[r]);
+                OUT_LIT(&o, ",\"keySize\":");
+                out_i64(&o, kl[r] < 0 ? -1 : kl[r]);
+                OUT_LIT(&o, ",\"valueSize\":");
+                out_i64(&o, vl[r] < 0 ? -1 : vl[r]);
+                OUT_LIT(&o, ",\"sequence\":");
+                out_i64(&o, bseq == -1 ? -1 : bseq + (off[r] - bbase));
+                OUT_LIT(&o, ",\"headerKeys\":[");
+                for (int64_t h = hf[r]; h < hf[r + 1]; h++) {
+                    if (h > hf[r]) OUT_LIT(&o, ",");
+                    out_jstr(&o, A + hks[h], hkl[h]);
+                }
+                OUT_LIT(&o, "],\"key\":");
+                out_b64(&o, A, ks[r], kl[r]);
+                OUT_LIT(&o, ",\"value\":");
+                out_b64(&o, A, vs[r], vl[r]);
+                OUT_LIT(&o, ",\"headers\":[");
+                for (int64_t h = hf[r]; h < hf[r + 1]; h++) {
+                    if (h > hf[r]) OUT_LIT(&o, ",");
+                    OUT_LIT(&o, "{\"key\":");
+                    out_jstr(&o, A + hks[h], hkl[h]);
+                    OUT_LIT(&o, ",\"value\":");
+                    out_b64(&o, A, hvs[h], hvl[h]);
+                    OUT_LIT(&o, "}");
+                }
+                OUT_LIT(&o, "]}\n");
+            }
+            Py_END_ALLOW_THREADS
+            if (o.oom) PyErr_NoMemory();
+            else if (!utf8) res = Py_NewRef(Py_None);
+            else res = PyBytes_FromStringAndSize(o.p ? o.p : "", (Py_ssize_t)o.len);
+            free(o.p);
+        }
+    }
+    PyBuffer_Release(&lab);
+    PyBuffer_Release(&pre);
+done:
+    for (int i = 0; i < got; i++) PyBuffer_Release(&c[i]);
+    PyBuffer_Release(&a);
+    return res;
+}
+
 static PyMethodDef methods[] = {
     MQ_BIND_CHECKSUMS_METHOD,
     {"scan_count", (PyCFunction)(void (*)(void))scan_count, METH_FASTCALL, "scan_count(buf, start) -> (n, stop, reason)"},
@@ -507,6 +740,9 @@ static PyMethodDef methods[] = {
      "find_batch_start(fd, file_end, lo, hi, buf, buf2, verify_budget) -> position or -1"},
     {"pread_spans", (PyCFunction)(void (*)(void))pread_spans, METH_FASTCALL,
      "pread_spans(fd, starts, length, out) -> spans read whole"},
+    {"json_records", (PyCFunction)(void (*)(void))json_records, METH_FASTCALL,
+     "json_records(a, off, ts, ks, kl, vs, vl, hf, hks, hkl, hvs, hvl, r0, r1, prefix, label, base_offset, "
+     "base_sequence) -> bytes or None"},
     {"build_index", (PyCFunction)(void (*)(void))build_index, METH_FASTCALL,
      "build_index(positions, sizes, last_offsets, max_ts, n, base, interval, max_off, max_time, "
      "oi_off, oi_pos, ti_ts, ti_off) -> (no, nt, err, at)"},

@@ -40,6 +40,7 @@ import numpy as np
 from mqstore.errors import CorruptDataError, CorruptIndexError, InvalidArgumentError, StoreNotFoundError
 from mqstore.formats.kafka.batch import (
     ATTR_COMPRESSION_MASK,
+    ATTR_CONTROL,
     ATTR_TIMESTAMP_TYPE,
     RECORD_BATCH_OVERHEAD,
     decode_batch_header,
@@ -50,7 +51,7 @@ from mqstore.formats.kafka.batch import (
 )
 from mqstore.formats.kafka.kraft_control import SCHEMAS as KRAFT_SCHEMAS
 from mqstore.formats.kafka.kraft_control import decode_kraft_control
-from mqstore.kernels.kafka.records import OK, batch_bodies, parse_bodies
+from mqstore.kernels.kafka.records import OK, batch_bodies, json_record_lines, parse_bodies
 from mqstore.storage.kafka.index import OffsetIndex, TimeIndex, live_entry_count
 from mqstore.storage.kafka.layout import (
     INDEX_SUFFIXES,
@@ -496,57 +497,153 @@ def dump_log(log_path: Path, *, print_data: bool = False) -> Iterator[dict[str, 
         a = analyze_log(mm)
         scan = a.scan
         for i in range(scan["count"]):
-            p = int(scan["position"][i])
-            m = int(scan["magic"][i])
-            valid = bool(a.crc_ok[i])
-            if m >= 2 and int(scan["size"][i]) >= 61:
-                h = decode_batch_header(mm, p, path=lp)
-                yield {
-                    "type": "batch", "baseOffset": h.base_offset, "lastOffset": h.last_offset,
-                    "count": h.records_count, "baseSequence": h.base_sequence, "lastSequence": h.last_sequence,
-                    "producerId": h.producer_id, "producerEpoch": h.producer_epoch,
-                    "partitionLeaderEpoch": h.partition_leader_epoch, "isTransactional": h.is_transactional,
-                    "isControl": h.is_control, "deleteHorizonMs": h.delete_horizon_ms,
-                    "hasDeleteHorizon": h.has_delete_horizon, "position": p,
-                    "timestampType": h.timestamp_type.label, "maxTimestamp": h.max_timestamp,
-                    "baseTimestamp": h.base_timestamp, "size": h.size, "magic": h.magic,
-                    "compresscodec": h.compression.name.lower(), "crc": h.crc, "isvalid": valid,
+            yield from _batch_objs(mm, a, i, lp, print_data)
+        tail = _tail(a)
+        if tail is not None:
+            yield tail
+
+
+def _tail(a: Any) -> dict[str, Any] | None:
+    scan = a.scan
+    if a.stop != "end" or scan["valid_end"] < a.log_size:
+        return {"type": "tail", "position": int(scan["valid_end"]), "bytes": a.log_size - int(scan["valid_end"]),
+                "reason": a.stop if a.stop != "end" else "torn"}
+    return None
+
+
+def _batch_objs(mm: Any, a: Any, i: int, lp: str, print_data: bool) -> Iterator[dict[str, Any]]:
+    """The dicts of :func:`dump_log` for batch ``i`` of the analysis ``a``."""
+    scan = a.scan
+    p = int(scan["position"][i])
+    m = int(scan["magic"][i])
+    valid = bool(a.crc_ok[i])
+    if m >= 2 and int(scan["size"][i]) >= 61:
+        h = decode_batch_header(mm, p, path=lp)
+        yield {
+            "type": "batch", "baseOffset": h.base_offset, "lastOffset": h.last_offset,
+            "count": h.records_count, "baseSequence": h.base_sequence, "lastSequence": h.last_sequence,
+            "producerId": h.producer_id, "producerEpoch": h.producer_epoch,
+            "partitionLeaderEpoch": h.partition_leader_epoch, "isTransactional": h.is_transactional,
+            "isControl": h.is_control, "deleteHorizonMs": h.delete_horizon_ms,
+            "hasDeleteHorizon": h.has_delete_horizon, "position": p,
+            "timestampType": h.timestamp_type.label, "maxTimestamp": h.max_timestamp,
+            "baseTimestamp": h.base_timestamp, "size": h.size, "magic": h.magic,
+            "compresscodec": h.compression.name.lower(), "crc": h.crc, "isvalid": valid,
+        }
+        if print_data and valid:
+            for r in iter_records(mm, h, path=lp):
+                rec: dict[str, Any] = {
+                    "type": "record", "offset": r.offset, "timestampType": h.timestamp_type.label,
+                    "timestamp": r.timestamp, "keySize": -1 if r.key is None else len(r.key),
+                    "valueSize": -1 if r.value is None else len(r.value),
+                    "sequence": -1 if h.base_sequence == -1 else h.base_sequence + r.offset_delta,
+                    "headerKeys": [x.key for x in r.headers],
+                    "key": r.key, "value": r.value,
+                    "headers": [{"key": x.key, "value": x.value} for x in r.headers],
                 }
-                if print_data and valid:
-                    for r in iter_records(mm, h, path=lp):
-                        rec: dict[str, Any] = {
-                            "type": "record", "offset": r.offset, "timestampType": h.timestamp_type.label,
-                            "timestamp": r.timestamp, "keySize": -1 if r.key is None else len(r.key),
-                            "valueSize": -1 if r.value is None else len(r.value),
-                            "sequence": -1 if h.base_sequence == -1 else h.base_sequence + r.offset_delta,
-                            "headerKeys": [x.key for x in r.headers],
-                            "key": r.key, "value": r.value,
-                            "headers": [{"key": x.key, "value": x.value} for x in r.headers],
-                        }
-                        if h.is_control:
-                            rec.update(_control_fields(r, lp))
-                        yield rec
-            else:
-                obj: dict[str, Any] = {"type": "batch", "offset": int(scan["last_offset"][i]), "position": p,
-                                       "magic": m, "size": int(scan["size"][i]), "crc": int(scan["crc"][i]),
-                                       "isvalid": valid, "maxTimestamp": int(scan["max_timestamp"][i])}
+                if h.is_control:
+                    rec.update(_control_fields(r, lp))
+                yield rec
+    else:
+        obj: dict[str, Any] = {"type": "batch", "offset": int(scan["last_offset"][i]), "position": p,
+                               "magic": m, "size": int(scan["size"][i]), "crc": int(scan["crc"][i]),
+                               "isvalid": valid, "maxTimestamp": int(scan["max_timestamp"][i])}
+        msg = None
+        if m < 2:
+            try:
+                msg = decode_legacy_message(mm, p, validate=False, path=lp)
+                obj["timestampType"] = msg.timestamp_type.label
+                obj["compresscodec"] = msg.compression.name.lower()
+            except CorruptDataError:
                 msg = None
-                if m < 2:
-                    try:
-                        msg = decode_legacy_message(mm, p, validate=False, path=lp)
-                        obj["timestampType"] = msg.timestamp_type.label
-                        obj["compresscodec"] = msg.compression.name.lower()
-                    except CorruptDataError:
-                        msg = None
-                yield obj
-                if print_data and valid and msg is not None:
-                    for r in iter_legacy_records(msg, path=lp):
-                        yield {"type": "record", "offset": r.offset, "timestampType": msg.timestamp_type.label,
-                               "timestamp": r.timestamp, "keySize": -1 if r.key is None else len(r.key),
-                               "valueSize": -1 if r.value is None else len(r.value), "key": r.key, "value": r.value}
-        if a.stop != "end" or scan["valid_end"] < a.log_size:
-            yield {"type": "tail", "position": int(scan["valid_end"]), "bytes": a.log_size - int(scan["valid_end"]),
-                   "reason": a.stop if a.stop != "end" else "torn"}
+        yield obj
+        if print_data and valid and msg is not None:
+            for r in iter_legacy_records(msg, path=lp):
+                yield {"type": "record", "offset": r.offset, "timestampType": msg.timestamp_type.label,
+                       "timestamp": r.timestamp, "keySize": -1 if r.key is None else len(r.key),
+                       "valueSize": -1 if r.value is None else len(r.value), "key": r.key, "value": r.value}
+
+
+#: batches whose records :func:`dump_log_json_lines` parses in one call
+_DUMP_CHUNK = 2048
+
+
+def dump_log_json_lines(log_path: Path, line: Callable[[dict[str, Any]], bytes], prefix: bytes,
+                        ) -> Iterator[bytes]:
+    """:func:`dump_log` with ``print_data`` as JSON lines, in blocks of bytes: ``line(obj)`` formats
+    a dict as the caller prints it (batches, and the records taken on the generic path), and the
+    records of valid v2 data batches are formatted natively, each line starting with ``prefix``
+    (the caller's line start, e.g. ``{"file":"..."``) then the fields as ``line`` writes them.
+    Batches the record walk rejects (and their chunk), control batches and legacy messages take
+    the generic path: the same bytes as ``line`` over :func:`dump_log`.  Requires the native
+    module (:data:`mqstore.kernels.kafka.records.HAVE_JSON_LINES`)."""
+    lp = str(log_path)
+    with MappedLog(log_path) as ml:
+        mm = ml.mm
+        a = ml.analysis()
+        scan = a.scan
+        n = scan["count"]
+        view = memoryview(mm).cast("B") if n else memoryview(b"")
+        attrs = scan["attributes"].astype(np.int64)
+        fast = (scan["magic"] >= 2) & (scan["size"] >= 61) & a.crc_ok & ((attrs & ATTR_CONTROL) == 0)
+        for c0 in range(0, n, _DUMP_CHUNK):
+            c1 = min(n, c0 + _DUMP_CHUNK)
+            kk = c0 + np.nonzero(fast[c0:c1])[0]
+            parsed = _parse_chunk(mm, view, scan, kk, lp) if kk.shape[0] else None
+            out: list[bytes] = []
+            try:
+                _dump_chunk(mm, a, lp, c0, c1, kk, parsed, line, prefix, out)
+            except BaseException:
+                yield b"".join(out)  # what the generic path would have printed before the error
+                raise
+            yield b"".join(out)
+        tail = _tail(a)
+        if tail is not None:
+            yield line(tail)
+
+
+def _dump_chunk(mm: Any, a: Any, lp: str, c0: int, c1: int, kk: np.ndarray, parsed: Any,
+                line: Callable[[dict[str, Any]], bytes], prefix: bytes, out: list[bytes]) -> None:
+    """The lines of batches ``c0:c1`` into ``out`` (see :func:`dump_log_json_lines`)."""
+    j = 0
+    for i in range(c0, c1):
+        objs = _batch_objs(mm, a, i, lp, True)
+        if parsed is not None and j < kk.shape[0] and kk[j] == i:
+            buf, res, firsts = parsed
+            head = next(objs)
+            text = json_record_lines(buf, res, int(firsts[j]), int(firsts[j + 1]), prefix,
+                                     head["timestampType"].encode(), head["baseOffset"], head["baseSequence"])
+            j += 1
+            if text is not None:
+                objs.close()
+                out += (line(head), text)
+                continue
+            out.append(line(head))  # (a header key that is not UTF-8: the generic path raises)
+        for o in objs:
+            out.append(line(o))
+
+
+def _parse_chunk(mm: Any, view: memoryview, scan: dict[str, Any], kk: np.ndarray, lp: str,
+                 ) -> tuple[np.ndarray, dict[str, Any], np.ndarray] | None:
+    """The record columns of the batches ``kk`` (the bodies' buffer, :func:`parse_bodies`' result
+    and each batch's first record, ``len(kk) + 1`` entries), or None when the walk rejects them."""
+    pos = scan["position"][kk].astype(np.int64)
+    size = scan["size"][kk].astype(np.int64)
+    codec = scan["attributes"][kk].astype(np.int64) & ATTR_COMPRESSION_MASK
+    try:
+        if not codec.any():
+            buf, bstart, bend = np.frombuffer(view, np.uint8), pos + RECORD_BATCH_OVERHEAD, pos + size
+        else:
+            buf, bstart, bend = batch_bodies(view, scan, kk, path=lp)
+    except CorruptDataError:
+        return None
+    logappend = (scan["attributes"][kk] & ATTR_TIMESTAMP_TYPE) != 0
+    res = parse_bodies(buf, bstart, bend, scan["record_count"][kk].astype(np.int64), scan["base_offset"][kk],
+                       scan["base_timestamp"][kk], scan["max_timestamp"][kk], logappend, -(1 << 63), (1 << 63) - 1)
+    if res["error"] != OK:
+        return None
+    firsts = np.searchsorted(res["batch"], np.arange(kk.shape[0] + 1))
+    return buf, res, firsts
 
 
 def _control_fields(r: Any, path: str) -> dict[str, Any]:
