@@ -417,7 +417,7 @@ def _json_lines(f: Path) -> bool:
     sys.stdout.flush()
     out = click.get_binary_stream("stdout")
     for block in dump_log_json_lines(f, line, prefix):
-        out.write(block)
+        out.writelines(block)
     out.flush()
     return True
 

@@ -498,31 +498,15 @@ done:
 
 /* ------------------------------------------------------------------ JSON lines of records */
 
+/* An output of exactly known size: a counting pass (p NULL) measures, a second pass writes. */
 typedef struct {
     char *p;
-    size_t len, cap;
-    int oom;
+    size_t len;
 } mk_out;
-
-static int out_reserve(mk_out *o, size_t more)
-{
-    if (o->len + more <= o->cap) return 0;
-    size_t cap = o->cap ? o->cap : 1 << 16;
-    while (cap < o->len + more) cap *= 2;
-    char *q = realloc(o->p, cap);
-    if (!q) {
-        o->oom = 1;
-        return -1;
-    }
-    o->p = q;
-    o->cap = cap;
-    return 0;
-}
 
 static inline void out_raw(mk_out *o, const char *s, size_t n)
 {
-    if (out_reserve(o, n) < 0) return;
-    memcpy(o->p + o->len, s, n);
+    if (o->p) memcpy(o->p + o->len, s, n);
     o->len += n;
 }
 
@@ -537,9 +521,10 @@ static void out_i64(mk_out *o, int64_t v)
         tmp[n++] = (char)('0' + u % 10);
         u /= 10;
     } while (u);
-    if (out_reserve(o, (size_t)n + 1) < 0) return;
-    if (v < 0) o->p[o->len++] = '-';
-    while (n) o->p[o->len++] = tmp[--n];
+    if (v < 0) tmp[n++] = '-';
+    if (o->p)
+        for (int i = 0; i < n; i++) o->p[o->len + i] = tmp[n - 1 - i];
+    o->len += (size_t)n;
 }
 
 static const char B64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
@@ -551,8 +536,10 @@ static void out_b64(mk_out *o, const uint8_t *a, int64_t s, int64_t n)
         OUT_LIT(o, "null");
         return;
     }
-    size_t need = (size_t)((n + 2) / 3) * 4 + 2;
-    if (out_reserve(o, need) < 0) return;
+    if (!o->p) {
+        o->len += (size_t)((n + 2) / 3) * 4 + 2;
+        return;
+    }
     char *d = o->p + o->len;
     const uint8_t *q = a + s;
     *d++ = '"';
@@ -615,25 +602,72 @@ static int utf8_ok(const uint8_t *p, int64_t n)
 /* a JSON string of valid UTF-8 as Python's json.dumps(ensure_ascii=False) writes it */
 static void out_jstr(mk_out *o, const uint8_t *p, int64_t n)
 {
-    if (out_reserve(o, (size_t)n * 6 + 2) < 0) return;
-    char *d = o->p + o->len;
-    *d++ = '"';
+    static const char hx[] = "0123456789abcdef";
+    char e[6];
+    OUT_LIT(o, "\"");
     for (int64_t i = 0; i < n; i++) {
         uint8_t c = p[i];
-        if (c == '"') { *d++ = '\\'; *d++ = '"'; }
-        else if (c == '\\') { *d++ = '\\'; *d++ = '\\'; }
-        else if (c == '\n') { *d++ = '\\'; *d++ = 'n'; }
-        else if (c == '\r') { *d++ = '\\'; *d++ = 'r'; }
-        else if (c == '\t') { *d++ = '\\'; *d++ = 't'; }
-        else if (c == '\b') { *d++ = '\\'; *d++ = 'b'; }
-        else if (c == '\f') { *d++ = '\\'; *d++ = 'f'; }
+        int k = 2;
+        e[0] = '\\';
+        if (c == '"') e[1] = '"';
+        else if (c == '\\') e[1] = '\\';
+        else if (c == '\n') e[1] = 'n';
+        else if (c == '\r') e[1] = 'r';
+        else if (c == '\t') e[1] = 't';
+        else if (c == '\b') e[1] = 'b';
+        else if (c == '\f') e[1] = 'f';
         else if (c < 0x20) {
-            static const char hx[] = "0123456789abcdef";
-            *d++ = '\\'; *d++ = 'u'; *d++ = '0'; *d++ = '0'; *d++ = hx[c >> 4]; *d++ = hx[c & 15];
-        } else *d++ = (char)c;
+            e[1] = 'u'; e[2] = '0'; e[3] = '0'; e[4] = hx[c >> 4]; e[5] = hx[c & 15];
+            k = 6;
+        } else {
+            e[0] = (char)c;
+            k = 1;
+        }
+        out_raw(o, e, (size_t)k);
     }
-    *d++ = '"';
-    o->len = (size_t)(d - o->p);
+    OUT_LIT(o, "\"");
+}
+
+/* the lines of records r0..r1 (see json_records) into o */
+static void write_records(mk_out *o, const uint8_t *A, const int64_t *const *col, int64_t r0, int64_t r1,
+                          const Py_buffer *pre, const Py_buffer *lab, int64_t bbase, int64_t bseq)
+{
+    const int64_t *off = col[0], *ts = col[1], *ks = col[2], *kl = col[3], *vs = col[4], *vl = col[5];
+    const int64_t *hf = col[6], *hks = col[7], *hkl = col[8], *hvs = col[9], *hvl = col[10];
+    for (int64_t r = r0; r < r1; r++) {
+        out_raw(o, pre->buf, (size_t)pre->len);
+        OUT_LIT(o, ",\"type\":\"record\",\"offset\":");
+        out_i64(o, off[r]);
+        OUT_LIT(o, ",\"timestampType\":\"");
+        out_raw(o, lab->buf, (size_t)lab->len);
+        OUT_LIT(o, "\",\"timestamp\":");
+        out_i64(o, ts[r]);
+        OUT_LIT(o, ",\"keySize\":");
+        out_i64(o, kl[r] < 0 ? -1 : kl[r]);
+        OUT_LIT(o, ",\"valueSize\":");
+        out_i64(o, vl[r] < 0 ? -1 : vl[r]);
+        OUT_LIT(o, ",\"sequence\":");
+        out_i64(o, bseq == -1 ? -1 : bseq + (off[r] - bbase));
+        OUT_LIT(o, ",\"headerKeys\":[");
+        for (int64_t h = hf[r]; h < hf[r + 1]; h++) {
+            if (h > hf[r]) OUT_LIT(o, ",");
+            out_jstr(o, A + hks[h], hkl[h]);
+        }
+        OUT_LIT(o, "],\"key\":");
+        out_b64(o, A, ks[r], kl[r]);
+        OUT_LIT(o, ",\"value\":");
+        out_b64(o, A, vs[r], vl[r]);
+        OUT_LIT(o, ",\"headers\":[");
+        for (int64_t h = hf[r]; h < hf[r + 1]; h++) {
+            if (h > hf[r]) OUT_LIT(o, ",");
+            OUT_LIT(o, "{\"key\":");
+            out_jstr(o, A + hks[h], hkl[h]);
+            OUT_LIT(o, ",\"value\":");
+            out_b64(o, A, hvs[h], hvl[h]);
+            OUT_LIT(o, "}");
+        }
+        OUT_LIT(o, "]}\n");
+    }
 }
 
 /* json_records(a, off, ts, ks, kl, vs, vl, hf, hks, hkl, hvs, hvl, r0, r1, prefix, label, base_offset,
@@ -659,7 +693,7 @@ static PyObject *json_records(PyObject *self, PyObject *const *args, Py_ssize_t 
         goto done;
     }
     {
-        const int64_t *off = c[0].buf, *ts = c[1].buf, *ks = c[2].buf, *kl = c[3].buf, *vs = c[4].buf, *vl = c[5].buf;
+        const int64_t *ks = c[2].buf, *kl = c[3].buf, *vs = c[4].buf, *vl = c[5].buf;
         const int64_t *hf = c[6].buf, *hks = c[7].buf, *hkl = c[8].buf, *hvs = c[9].buf, *hvl = c[10].buf;
         int64_t nr = mq_len(&c[0]), nh = mq_len(&c[7]), len = (int64_t)a.len;
         int bad = r0 < 0 || r1 > nr || r0 > r1 || mq_len(&c[6]) < nr + 1;
@@ -675,50 +709,22 @@ static PyObject *json_records(PyObject *self, PyObject *const *args, Py_ssize_t 
             PyErr_SetString(PyExc_ValueError, "json_records: a column or span is out of range");
         } else {
             const uint8_t *A = a.buf;
-            mk_out o = {NULL, 0, 0, 0};
+            const int64_t *col[11];
+            for (int i = 0; i < 11; i++) col[i] = (const int64_t *)c[i].buf;
+            mk_out o = {NULL, 0};
             int utf8 = 1;
             Py_BEGIN_ALLOW_THREADS
             for (int64_t r = r0; r < r1 && utf8; r++)
                 for (int64_t h = hf[r]; h < hf[r + 1] && utf8; h++) utf8 = utf8_ok(A + hks[h], hkl[h]);
-            for (int64_t r = r0; r < r1 && utf8 && !o.oom; r++) {
-                out_raw(&o, pre.buf, (size_t)pre.len);
-                OUT_LIT(&o, ",\"type\":\"record\",\"offset\":");
-                out_i64(&o, off[r]);
-                OUT_LIT(&o, ",\"timestampType\":\"");
-                out_raw(&o, lab.buf, (size_t)lab.len);
-                OUT_LIT(&o, "\",\"timestamp\":");
-                out_i64(&o, ts[r]);
-                OUT_LIT(&o, ",\"keySize\":");
-                out_i64(&o, kl[r] < 0 ? -1 : kl[r]);
-                OUT_LIT(&o, ",\"valueSize\":");
-                out_i64(&o, vl[r] < 0 ? -1 : vl[r]);
-                OUT_LIT(&o, ",\"sequence\":");
-                out_i64(&o, bseq == -1 ? -1 : bseq + (off[r] - bbase));
-                OUT_LIT(&o, ",\"headerKeys\":[");
-                for (int64_t h = hf[r]; h < hf[r + 1]; h++) {
-                    if (h > hf[r]) OUT_LIT(&o, ",");
-                    out_jstr(&o, A + hks[h], hkl[h]);
-                }
-                OUT_LIT(&o, "],\"key\":");
-                out_b64(&o, A, ks[r], kl[r]);
-                OUT_LIT(&o, ",\"value\":");
-                out_b64(&o, A, vs[r], vl[r]);
-                OUT_LIT(&o, ",\"headers\":[");
-                for (int64_t h = hf[r]; h < hf[r + 1]; h++) {
-                    if (h > hf[r]) OUT_LIT(&o, ",");
-                    OUT_LIT(&o, "{\"key\":");
-                    out_jstr(&o, A + hks[h], hkl[h]);
-                    OUT_LIT(&o, ",\"value\":");
-                    out_b64(&o, A, hvs[h], hvl[h]);
-                    OUT_LIT(&o, "}");
-                }
-                OUT_LIT(&o, "]}\n");
-            }
+            if (utf8) write_records(&o, A, col, r0, r1, &pre, &lab, bbase, bseq); /* measure */
             Py_END_ALLOW_THREADS
-            if (o.oom) PyErr_NoMemory();
-            else if (!utf8) res = Py_NewRef(Py_None);
-            else res = PyBytes_FromStringAndSize(o.p ? o.p : "", (Py_ssize_t)o.len);
-            free(o.p);
+            if (!utf8) res = Py_NewRef(Py_None);
+            else if ((res = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)o.len)) != NULL) {
+                mk_out w = {PyBytes_AS_STRING(res), 0};
+                Py_BEGIN_ALLOW_THREADS
+                write_records(&w, A, col, r0, r1, &pre, &lab, bbase, bseq);
+                Py_END_ALLOW_THREADS
+            }
         }
     }
     PyBuffer_Release(&lab);

@@ -569,8 +569,9 @@ _DUMP_CHUNK = 2048
 
 
 def dump_log_json_lines(log_path: Path, line: Callable[[dict[str, Any]], bytes], prefix: bytes,
-                        ) -> Iterator[bytes]:
-    """:func:`dump_log` with ``print_data`` as JSON lines, in blocks of bytes: ``line(obj)`` formats
+                        ) -> Iterator[list[bytes]]:
+    """:func:`dump_log` with ``print_data`` as JSON lines, in blocks (lists of byte strings to
+    write one after the other, no copy into one): ``line(obj)`` formats
     a dict as the caller prints it (batches, and the records taken on the generic path), and the
     records of valid v2 data batches are formatted natively, each line starting with ``prefix``
     (the caller's line start, e.g. ``{"file":"..."``) then the fields as ``line`` writes them.
@@ -594,12 +595,12 @@ def dump_log_json_lines(log_path: Path, line: Callable[[dict[str, Any]], bytes],
             try:
                 _dump_chunk(mm, a, lp, c0, c1, kk, parsed, line, prefix, out)
             except BaseException:
-                yield b"".join(out)  # what the generic path would have printed before the error
+                yield out  # what the generic path would have printed before the error
                 raise
-            yield b"".join(out)
+            yield out
         tail = _tail(a)
         if tail is not None:
-            yield line(tail)
+            yield [line(tail)]
 
 
 def _dump_chunk(mm: Any, a: Any, lp: str, c0: int, c1: int, kk: np.ndarray, parsed: Any,
@@ -616,11 +617,29 @@ def _dump_chunk(mm: Any, a: Any, lp: str, c0: int, c1: int, kk: np.ndarray, pars
             j += 1
             if text is not None:
                 objs.close()
-                out += (line(head), text)
+                out += (_json_batch_line(prefix, head), text)
                 continue
             out.append(line(head))  # (a header key that is not UTF-8: the generic path raises)
         for o in objs:
             out.append(line(o))
+
+
+_BATCH_LINE = (',"type":"batch","baseOffset":%d,"lastOffset":%d,"count":%d,"baseSequence":%d,"lastSequence":%d,'
+               '"producerId":%d,"producerEpoch":%d,"partitionLeaderEpoch":%d,"isTransactional":%s,"isControl":%s,'
+               '"deleteHorizonMs":%d,"hasDeleteHorizon":%s,"position":%d,"timestampType":"%s","maxTimestamp":%d,'
+               '"baseTimestamp":%d,"size":%d,"magic":%d,"compresscodec":"%s","crc":%d,"isvalid":%s}\n')
+_JSON_BOOL = ("false", "true")
+
+
+def _json_batch_line(prefix: bytes, d: dict[str, Any]) -> bytes:
+    """The JSON line of a v2 batch dict of :func:`_batch_objs` (its keys in that order; ints,
+    booleans and the plain ASCII labels only), as ``json.dumps`` writes it, without its encoder."""
+    b = _JSON_BOOL
+    return prefix + (_BATCH_LINE % (
+        d["baseOffset"], d["lastOffset"], d["count"], d["baseSequence"], d["lastSequence"], d["producerId"],
+        d["producerEpoch"], d["partitionLeaderEpoch"], b[d["isTransactional"]], b[d["isControl"]],
+        d["deleteHorizonMs"], b[d["hasDeleteHorizon"]], d["position"], d["timestampType"], d["maxTimestamp"],
+        d["baseTimestamp"], d["size"], d["magic"], d["compresscodec"], d["crc"], b[d["isvalid"]])).encode()
 
 
 def _parse_chunk(mm: Any, view: memoryview, scan: dict[str, Any], kk: np.ndarray, lp: str,
