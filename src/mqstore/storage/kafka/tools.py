@@ -41,7 +41,11 @@ from mqstore.errors import CorruptDataError, CorruptIndexError, InvalidArgumentE
 from mqstore.formats.kafka.batch import (
     ATTR_COMPRESSION_MASK,
     ATTR_CONTROL,
+    ATTR_DELETE_HORIZON,
     ATTR_TIMESTAMP_TYPE,
+    ATTR_TRANSACTIONAL,
+    NO_SEQUENCE,
+    NO_TIMESTAMP,
     RECORD_BATCH_OVERHEAD,
     decode_batch_header,
     decode_control_record,
@@ -49,6 +53,7 @@ from mqstore.formats.kafka.batch import (
     iter_legacy_records,
     iter_records,
 )
+from mqstore.formats.kafka.compression import Compression
 from mqstore.formats.kafka.kraft_control import SCHEMAS as KRAFT_SCHEMAS
 from mqstore.formats.kafka.kraft_control import decode_kraft_control
 from mqstore.kernels.kafka.records import OK, batch_bodies, json_record_lines, parse_bodies
@@ -586,14 +591,16 @@ def dump_log_json_lines(log_path: Path, line: Callable[[dict[str, Any]], bytes],
         n = scan["count"]
         view = memoryview(mm).cast("B") if n else memoryview(b"")
         attrs = scan["attributes"].astype(np.int64)
-        fast = (scan["magic"] >= 2) & (scan["size"] >= 61) & a.crc_ok & ((attrs & ATTR_CONTROL) == 0)
+        fast = ((scan["magic"] == 2) & (scan["size"] >= 61) & a.crc_ok & ((attrs & ATTR_CONTROL) == 0)
+                & ((attrs & ATTR_COMPRESSION_MASK) <= max(Compression)))
+        heads = _BatchLines(scan, prefix) if "producer_id" in scan else None
         for c0 in range(0, n, _DUMP_CHUNK):
             c1 = min(n, c0 + _DUMP_CHUNK)
             kk = c0 + np.nonzero(fast[c0:c1])[0]
             parsed = _parse_chunk(mm, view, scan, kk, lp) if kk.shape[0] else None
             out: list[bytes] = []
             try:
-                _dump_chunk(mm, a, lp, c0, c1, kk, parsed, line, prefix, out)
+                _dump_chunk(mm, a, lp, c0, c1, kk, parsed, line, prefix, heads, out)
             except BaseException:
                 yield out  # what the generic path would have printed before the error
                 raise
@@ -604,10 +611,22 @@ def dump_log_json_lines(log_path: Path, line: Callable[[dict[str, Any]], bytes],
 
 
 def _dump_chunk(mm: Any, a: Any, lp: str, c0: int, c1: int, kk: np.ndarray, parsed: Any,
-                line: Callable[[dict[str, Any]], bytes], prefix: bytes, out: list[bytes]) -> None:
+                line: Callable[[dict[str, Any]], bytes], prefix: bytes, heads: _BatchLines | None,
+                out: list[bytes]) -> None:
     """The lines of batches ``c0:c1`` into ``out`` (see :func:`dump_log_json_lines`)."""
     j = 0
+    if heads is not None:
+        heads.load(c0, c1)
     for i in range(c0, c1):
+        if heads is not None and parsed is not None and j < kk.shape[0] and kk[j] == i:
+            buf, res, firsts = parsed
+            head_line, label, base, seq = heads.line(i)
+            text = json_record_lines(buf, res, int(firsts[j]), int(firsts[j + 1]), prefix, label, base, seq)
+            j += 1
+            if text is not None:
+                out += (head_line, text)
+                continue
+            j -= 1  # (a header key that is not UTF-8: the generic path below raises the error)
         objs = _batch_objs(mm, a, i, lp, True)
         if parsed is not None and j < kk.shape[0] and kk[j] == i:
             buf, res, firsts = parsed
@@ -640,6 +659,48 @@ def _json_batch_line(prefix: bytes, d: dict[str, Any]) -> bytes:
         d["producerEpoch"], d["partitionLeaderEpoch"], b[d["isTransactional"]], b[d["isControl"]],
         d["deleteHorizonMs"], b[d["hasDeleteHorizon"]], d["position"], d["timestampType"], d["maxTimestamp"],
         d["baseTimestamp"], d["size"], d["magic"], d["compresscodec"], d["crc"], b[d["isvalid"]])).encode()
+
+
+class _BatchLines:
+    """The JSON lines of v2 batches from the scan columns of a file scan (with the producer
+    fields): the line :func:`_json_batch_line` writes for :func:`_batch_objs`' dict, without
+    decoding the header again."""
+
+    _LABELS = ("CreateTime", "LogAppendTime")
+    _CODECS = tuple(c.name.lower() for c in Compression)
+
+    def __init__(self, scan: dict[str, Any], prefix: bytes) -> None:
+        self.scan = scan
+        self.prefix = prefix
+        self.c0 = 0
+        self.rows: list[tuple[Any, ...]] = []
+
+    def load(self, c0: int, c1: int) -> None:
+        """Take the columns of batches ``c0:c1`` as Python values (one conversion per chunk)."""
+        sc = self.scan
+        names = ("base_offset", "last_offset", "record_count", "base_sequence", "producer_id", "producer_epoch",
+                 "partition_leader_epoch", "attributes", "position", "max_timestamp", "base_timestamp", "size",
+                 "magic", "crc")
+        self.c0 = c0
+        self.rows = list(zip(*(sc[k][c0:c1].tolist() for k in names), strict=True))
+
+    def line(self, i: int) -> tuple[bytes, bytes, int, int]:
+        """``(line, timestamp-type label, base offset, base sequence)`` of batch ``i``."""
+        base, last, count, seq, pid, pep, epoch, attrs, pos, mts, bts, size, magic, crc = self.rows[i - self.c0]
+        if seq == NO_SEQUENCE:
+            last_seq = NO_SEQUENCE
+        else:
+            last_seq = seq + (last - base)
+            if last_seq > 0x7FFFFFFF:
+                last_seq -= 0x80000000
+        b = _JSON_BOOL
+        label = self._LABELS[1 if attrs & ATTR_TIMESTAMP_TYPE else 0]
+        horizon = attrs & ATTR_DELETE_HORIZON
+        text = _BATCH_LINE % (
+            base, last, count, seq, last_seq, pid, pep, epoch, b[bool(attrs & ATTR_TRANSACTIONAL)], "false",
+            bts if horizon else NO_TIMESTAMP, b[bool(horizon)], pos, label, mts, bts, size, magic,
+            self._CODECS[attrs & ATTR_COMPRESSION_MASK], crc, "true")
+        return self.prefix + text.encode(), label.encode(), base, seq
 
 
 def _parse_chunk(mm: Any, view: memoryview, scan: dict[str, Any], kk: np.ndarray, lp: str,
