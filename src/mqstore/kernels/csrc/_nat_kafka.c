@@ -528,6 +528,15 @@ static void out_i64(mk_out *o, int64_t v)
 }
 
 static const char B64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+static char B64_PAIRS[4096][2]; /* the two characters of every 12-bit group (filled at module load) */
+
+static void b64_init(void)
+{
+    for (int i = 0; i < 4096; i++) {
+        B64_PAIRS[i][0] = B64[i >> 6];
+        B64_PAIRS[i][1] = B64[i & 63];
+    }
+}
 
 /* "base64" of a[s:s+n] with quotes, or null when n < 0 (Python's base64.b64encode, padded) */
 static void out_b64(mk_out *o, const uint8_t *a, int64_t s, int64_t n)
@@ -546,10 +555,8 @@ static void out_b64(mk_out *o, const uint8_t *a, int64_t s, int64_t n)
     int64_t i = 0;
     for (; i + 3 <= n; i += 3) {
         uint32_t v = ((uint32_t)q[i] << 16) | ((uint32_t)q[i + 1] << 8) | q[i + 2];
-        d[0] = B64[v >> 18];
-        d[1] = B64[(v >> 12) & 63];
-        d[2] = B64[(v >> 6) & 63];
-        d[3] = B64[v & 63];
+        memcpy(d, B64_PAIRS[v >> 12], 2);
+        memcpy(d + 2, B64_PAIRS[v & 4095], 2);
         d += 4;
     }
     if (n - i == 1) {
@@ -762,5 +769,6 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_nat_kafka", "mqstor
 PyMODINIT_FUNC PyInit__nat_kafka(void)
 {
     mq_init_checksums(NULL);
+    b64_init();
     return PyModule_Create(&module);
 }
