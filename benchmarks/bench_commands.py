@@ -5,7 +5,10 @@
 Each row runs the ``mqstore`` command in a fresh process (``python -m mqstore.cli.main``, output to
 ``/dev/null``) three times and keeps the median wall time; the same run measures ``cat FILE >
 /dev/null`` of the file the command reads (median of three, page cache warm) as the ratio's
-denominator.  Peak RSS and CPU seconds come from ``os.wait4`` of each child.  The embedded-API
+denominator.  The baseline of each row is the same command in the same run with
+``MQSTORE_KERNELS=numba`` (the numba kernels, loaded from their on-disk cache: what every command
+ran on before the native kernels), so the ``x numba`` column is the speed-up of the ahead-of-time
+compiled kernels (``--no-baseline`` skips those runs).  Peak RSS and CPU seconds come from ``os.wait4`` of each child.  The embedded-API
 rows (``query_by_key``) run in one child process against the record-by-record path in the same
 process; ``MessageStore.put``/``put_batch`` are ``bench_put.py``'s.
 
@@ -27,6 +30,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -76,20 +80,36 @@ def run_child(argv: list[str], *, out: Path | None = None, env: dict[str, str] |
     return wall, ru.ru_utime + ru.ru_stime, ru.ru_maxrss, p.returncode
 
 
-def median_run(argv: list[str], repeat: int = 3, before: list[Path] | None = None) -> dict[str, float]:
+BASELINE = [True]  # also run each command on the numba kernels (--no-baseline clears it)
+NUMBA_ENV = {**os.environ, "MQSTORE_KERNELS": "numba"}
+
+
+def median_run(argv: list[str], repeat: int = 3, before: list[Path] | None = None,
+               env: dict[str, str] | None = None) -> dict[str, float]:
     """Median wall/CPU time and the largest peak RSS of ``repeat`` runs (``before``: paths
-    deleted before each run, e.g. an ``--out`` directory)."""
+    deleted before each run, e.g. an ``--out`` directory), with the same figures of the numba
+    baseline under ``"numba"`` (unless ``env`` is given or the baseline is off)."""
+    base = median_run(argv, repeat, before, NUMBA_ENV) if env is None and BASELINE[0] else None
     walls, cpus, rss, anon = [], [], 0, 0
     for _ in range(repeat):
         for p in before or []:
             shutil.rmtree(p, ignore_errors=True)
-        wall, cpu, peak, code = run_child(argv)
+        wall, cpu, peak, code = run_child(argv, env=env)
         walls.append(wall)
         cpus.append(cpu)
         rss = max(rss, peak)
         anon = max(anon, ANON_PEAK[0])
-    return {"wall": statistics.median(walls), "cpu": statistics.median(cpus), "rss_mib": rss / 1024,
-            "anon_mib": anon / 1024, "exit": code}
+    r: dict[str, Any] = {"wall": statistics.median(walls), "cpu": statistics.median(cpus), "rss_mib": rss / 1024,
+                         "anon_mib": anon / 1024, "exit": code}
+    if base is not None:
+        r["numba"] = base
+    return r
+
+
+def _vs_numba(r: dict[str, Any]) -> str:
+    """The speed-up over the numba baseline of the same run (wall time ratio), or ''."""
+    nb = r.get("numba")
+    return f"{nb['wall'] / r['wall']:.2f}" if nb else ""
 
 
 def cat_s(path: Path, repeat: int = 3) -> float:
@@ -183,11 +203,13 @@ def main() -> None:
                     help="RocketMQ store sizes (MiB) of the scaling rows; 4096 = 4 segments of 1 GiB (default 256 1024)")
     ap.add_argument("--skip", nargs="*", default=[], help="row keys to skip")
     ap.add_argument("--json", type=Path, help="also write the figures here")
+    ap.add_argument("--no-baseline", action="store_true", help="skip the MQSTORE_KERNELS=numba baseline runs")
     args = ap.parse_args()
+    BASELINE[0] = not args.no_baseline
     args.data.mkdir(parents=True, exist_ok=True)
     env_note = f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs"
     fig: dict[str, dict[str, float]] = {}
-    rows: list[tuple[str, str, str, str, str]] = []
+    rows: list[tuple[str, ...]] = []
 
     def add(key: str, name: str, r: dict[str, float], amount: float, cat: float | None, size_mb: float) -> None:
         unit, goal = GOALS[key]
@@ -195,15 +217,18 @@ def main() -> None:
         r = {**r, "rate": rate, "cpu_rate": amount / r["cpu"], "cat_s": cat or 0}
         fig[key] = r
         vs_cat = f"{r['wall'] / cat:.1f}x cat time (cat {size_mb / cat:,.0f} MB/s)" if cat else ""
-        rows.append((name, f"{rate:,.0f} {unit} ({r['wall']:.2f} s)", f"{goal:,} {unit}", f"{rate / goal:.2f}",
+        nb = r.get("numba")
+        rows.append((name, f"{rate:,.0f} {unit} ({r['wall']:.2f} s)", _vs_numba(r), f"{goal:,} {unit}",
+                     f"{rate / goal:.2f}",
                      f"{vs_cat}; CPU {r['cpu']:.2f} s; RSS {r['rss_mib']:,.0f} MiB (anon. {r['anon_mib']:,.0f}); "
-                     f"exit {r['exit']}"))
+                     f"exit {r['exit']}" + (f"; numba: {amount / nb['wall']:,.0f} {unit}, CPU {nb['cpu']:.2f} s, "
+                                            f"anon. {nb['anon_mib']:,.0f} MiB" if nb else "")))
 
     # ------------------------------------------------------------------ start-up
     if "version" not in args.skip:
         walls = sorted(run_child([*CLI, "--version"])[0] for _ in range(7))
         fig["version"] = {"wall": walls[3]}
-        rows.append(("mqstore --version (start-up)", f"{walls[3]:.3f} s", "0.15 s", f"{0.15 / walls[3]:.2f}",
+        rows.append(("mqstore --version (start-up)", f"{walls[3]:.3f} s", "", "0.15 s", f"{0.15 / walls[3]:.2f}",
                      "median of 7"))
     # ------------------------------------------------------------------ RocketMQ
     root = args.data / f"rocketmq-{args.mb}m"
@@ -227,7 +252,7 @@ def main() -> None:
         if res.returncode == 0:
             q = json.loads(res.stdout)
             fig["query_by_key"] = q
-            rows.append(("query_by_key, exact, single key (in-process)", f"{q['new']['wall']:,.0f} lookups/s",
+            rows.append(("query_by_key, exact, single key (in-process)", f"{q['new']['wall']:,.0f} lookups/s", "",
                          "300,000 lookups/s", f"{q['new']['wall'] / 300_000:.2f}",
                          f"{q['new']['wall'] / q['old']['wall']:.2f}x the record-by-record path "
                          f"({q['old']['wall']:,.0f}/s); CPU {q['new']['cpu']:,.0f}/s vs {q['old']['cpu']:,.0f}/s"))
@@ -269,17 +294,18 @@ def main() -> None:
         shutil.rmtree(sroot, ignore_errors=True)
         scaling.append({"mb": smb, "segments": max(1, smb // segmb), "messages": sn, "rebuild": rb, "verify": vf})
         rows.append((f"scaling: rebuild-index {smb} MiB ({max(1, smb // segmb)} seg.)",
-                     f"{sn / rb['wall']:,.0f} msgs/s ({rb['wall']:.2f} s)", "", "",
+                     f"{sn / rb['wall']:,.0f} msgs/s ({rb['wall']:.2f} s)", _vs_numba(rb), "", "",
                      f"CPU {rb['cpu']:.2f} s; peak RSS {rb['rss_mib']:,.0f} MiB, anonymous {rb['anon_mib']:,.0f} MiB"))
-        rows.append((f"scaling: verify {smb} MiB", f"{sn / vf['wall']:,.0f} msgs/s ({vf['wall']:.2f} s)", "", "",
+        rows.append((f"scaling: verify {smb} MiB", f"{sn / vf['wall']:,.0f} msgs/s ({vf['wall']:.2f} s)",
+                     _vs_numba(vf), "", "",
                      f"CPU {vf['cpu']:.2f} s; peak RSS {vf['rss_mib']:,.0f} MiB, anonymous {vf['anon_mib']:,.0f} MiB; "
                      f"exit {vf['exit']}"))
     fig["scaling"] = scaling  # type: ignore[assignment]
 
     print(f"issue 15 operator commands, whole processes, median of 3 ({env_note} at the start, "
           f"{os.getloadavg()[0]:.1f} at the end)")
-    head = ("command", "mqstore", "goal", "x goal", "notes")
-    w = [max(len(r[i]) for r in [*rows, head]) for i in range(5)]
+    head = ("command", "mqstore", "x numba", "goal", "x goal", "notes")
+    w = [max(len(r[i]) for r in [*rows, head]) for i in range(6)]
     print(" | ".join(h.ljust(w[i]) for i, h in enumerate(head)))
     print("-|-".join("-" * x for x in w))
     for row in rows:

@@ -30,6 +30,10 @@ def main() -> None:
             for j, r in enumerate(rs):
                 out.write(f"ack {i + j} {r.commit_log_offset}\n")
             i += 3
+        elif i % 5 in (1, 3):  # string keys and tags: the one-call native path (append_common)
+            r = s.put(f"T{i % 3}", body_of(i), queue_id=i % 2, keys=f"key-{i} shared", tags="TagA")
+            out.write(f"ack {i} {r.commit_log_offset}\n")
+            i += 1
         else:
             r = s.put(f"T{i % 3}", body_of(i), queue_id=i % 2, keys=[f"key-{i}", "shared"])
             out.write(f"ack {i} {r.commit_log_offset}\n")

@@ -11,6 +11,8 @@ from typing import Any
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from kernel_twins import twins
 from mqstore import MessageStore, StoreConfig
@@ -83,3 +85,68 @@ def test_json_lines_twins(tmp_path: Path, impl: Any) -> None:
         assert got is not None and bytes(got) == bytes(json_lines_py(u8, 0, pos))  # type: ignore[arg-type]
     assert impl(u8, 0, np.array([offs[0] + 1], np.int64)) is None  # not a record
     shutil.rmtree(root)
+
+
+_PROP_BYTES = st.lists(st.sampled_from([b"\x01", b"\x02", b" ", b"KEYS", b"TAGS", b"UNIQ_KEY", b"a", b'"', b"\\",
+                                        b"\x00", b"\x1f", "é".encode(), "🎉".encode(), b"\xff", b"\xc3", b"\xed\xa0\x80"]),
+                       max_size=40).map(b"".join)  # fmt: skip
+
+
+@settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow])
+@given(texts=st.lists(_PROP_BYTES, min_size=1, max_size=6), topic=st.sampled_from(["T", "t\"q", "é-topic"]),
+       body=st.binary(max_size=50), v6=st.booleans(), at=st.integers(0, 1000))  # fmt: skip
+def test_json_lines_implementations_agree_on_any_properties(texts: list[bytes], topic: str, body: bytes, v6: bool,
+                                                             at: int) -> None:  # fmt: skip
+    """Records whose properties text is any byte string (separators anywhere, repeated and empty
+    names, escapes, invalid UTF-8): every implementation gives the same lines, or all decline."""
+    from mqstore.formats.rocketmq.record import MessageRecord, encode_record
+    from mqstore.kernels.registry import kernel_impls
+
+    buf = bytearray()
+    positions = []
+    for i, raw in enumerate(texts):
+        placeholder = "p" * len(raw)  # ASCII of the same length, patched below with the raw bytes
+        rec = MessageRecord(topic=topic, body=body, queue_id=i, flag=at - 500, queue_offset=i, commit_log_offset=len(buf),
+                            born_host="[2001:db8::1]:-7" if v6 and i % 2 else "10.1.2.3:65535",
+                            properties_text=placeholder, born_timestamp=at * 1000 + i)  # fmt: skip
+        enc = bytearray(encode_record(rec))
+        k = enc.rfind(placeholder.encode()) if raw else -1
+        if raw:
+            enc[k : k + len(raw)] = raw
+        positions.append(len(buf))
+        buf += enc
+    u8 = np.frombuffer(bytes(buf), np.uint8)
+    pos = np.array(positions, np.int64)
+    impls = kernel_impls("rocketmq.json_lines")
+    want = impls.reference(u8, 0, pos)
+    for _, fn in impls.items():
+        got = fn(u8, 0, pos, [np.empty(8, np.uint8)])  # a scratch buffer far too small: it must grow
+        assert (got is None) == (want is None)
+        if want is not None:
+            assert bytes(got) == bytes(want)  # type: ignore[arg-type]
+
+
+def test_json_lines_on_several_threads_is_byte_identical() -> None:
+    """A batch large enough to be cut into one part per thread (the native implementation writes
+    the parts side by side and moves them together): the same bytes as one thread and as the twin."""
+    from mqstore.formats.rocketmq.record import MessageRecord, encode_record
+    from mqstore.kernels.registry import kernel_impls
+
+    buf = bytearray()
+    positions = []
+    for i in range(9000):
+        rec = MessageRecord(topic=f"T{i % 7}", body=b"x" * (i % 50), queue_id=i % 4, queue_offset=i,
+                            commit_log_offset=len(buf), properties_text=f"KEYS\x01k{i} s\x02TAGS\x01t{i % 3}\x02")  # fmt: skip
+        positions.append(len(buf))
+        buf += encode_record(rec)
+    u8 = np.frombuffer(bytes(buf), np.uint8)
+    pos = np.array(positions, np.int64)
+    impls = kernel_impls("rocketmq.json_lines")
+    want = bytes(impls.reference(u8, 0, pos))
+    for _, fn in impls.items():
+        for threads in (1, 2, 3):
+            assert bytes(fn(u8, 0, pos, [], threads=threads)) == want
+    broken = bytearray(buf)
+    broken[positions[7000] + 4] ^= 0xFF  # a bad magic in the last part: the whole batch declines
+    for _, fn in impls.items():
+        assert fn(np.frombuffer(bytes(broken), np.uint8), 0, pos, [], threads=3) is None

@@ -62,3 +62,34 @@ def test_get_by_tag_follows_the_subscription_rule(tmp_path) -> None:
         assert len(s.get_by_tag("T", 0, "  ", 0, 100)) == 9
         assert [m.tags for m in s.get_by_tag("T", 0, "A || *", 0, 100)] == ["A", "*"] * 3
         assert [m.tags for m in s.get_by_tag("T", 0, "B||", 0, 100)] == ["B"] * 3
+
+
+prop_text = st.lists(st.sampled_from(["\x01", "\x02", "a", "b", "KEYS", "TAGS", "UNIQ_KEY", " ", "é"]), max_size=30).map("".join)
+
+
+@given(prop_text)
+def test_lazy_properties_equal_eager(text: str) -> None:
+    """A record made with ``properties=None`` parses ``properties_text`` on first access: equal to
+    the record made with the parsed dict, through ``==``, ``repr``, the key accessors, pickling,
+    ``dataclasses.replace``/``asdict`` and ``to_json_dict``; setting the field still works."""
+    import copy
+    import dataclasses
+
+    from mqstore.formats.rocketmq.properties import parse_properties
+    from mqstore.formats.rocketmq.record import _props_get
+
+    def lazy() -> MessageRecord:
+        return MessageRecord("T", b"body", properties_text=text, properties=None)  # type: ignore[arg-type]
+
+    eager = MessageRecord("T", b"body", properties_text=text, properties=parse_properties(text))
+    m = lazy()
+    assert _props_get(m) is None  # nothing parsed yet
+    assert m == eager and _props_get(m) == eager.properties
+    assert repr(lazy()) == repr(eager) and lazy().keys == eager.keys and lazy().tags == eager.tags
+    assert lazy().uniq_key == eager.uniq_key and lazy().to_json_dict() == eager.to_json_dict()
+    assert pickle.loads(pickle.dumps(lazy())) == eager and copy.deepcopy(lazy()) == eager
+    assert dataclasses.replace(lazy()) == eager and dataclasses.asdict(lazy()) == dataclasses.asdict(eager)
+    m = lazy()
+    m.properties = {"X": "1"}
+    assert m.properties == {"X": "1"}
+    assert MessageRecord("T", properties_text=text).properties == {}  # the default stays an empty dict

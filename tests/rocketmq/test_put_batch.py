@@ -436,3 +436,73 @@ def test_put_batch_result_is_a_list_like_sequence(tmp_path: Path) -> None:
             res[5]
         odd = s.put_batch([{"topic": "T", "body": b"p", "properties": {"a": "b"}}])  # general path: a list
         assert odd[0].queue_offset == 5 and s.get_by_msg_id(odd[0].msg_id).properties["a"] == "b"
+
+
+# ----------------------------------------------------------------------------- one record (put)
+ascii_text = st.text(st.characters(min_codepoint=0, max_codepoint=127, blacklist_characters="\x01\x02"), max_size=40)
+
+
+@pytest.mark.parametrize("encode_one", twins("rocketmq.encode_one_v1"))
+@given(st.binary(max_size=1500), st.text(st.sampled_from("abcXYZ_-%|09"), min_size=1, max_size=127), ascii_text,
+       ascii_text, st.integers(0, 2**31 - 1), st.integers(-(2**31), 2**31 - 1), st.integers(0, 2**62),
+       st.integers(0, 2**62), st.integers(0, 2**50), st.integers(0, 64), hosts)
+@settings(max_examples=150, deadline=None)
+def test_encode_one_v1_equals_record_codec(encode_one: Any, body: bytes, topic: str, keys: str, tags: str, qid: int,
+                                           flag: int, qo: int, phys: int, ts: int, pos: int, host: Host) -> None:
+    """The single-record encoder of ``put`` (native, ``struct`` and codec twins): the bytes of the
+    record codec, its size from ``one_v1_size``, nothing written outside the record."""
+    from mqstore.kernels.rocketmq.put_one import encode_one_v1_py, one_v1_size
+
+    if host.is_v6:
+        host = Host("10.1.2.3", host.port)
+    hb = host.to_bytes()
+    tf = bytes((len(topic),)) + topic.encode()
+    uniq = "0A0B0C0D1F2E00000042075BCD15" + f"{qid & 0xFFFF:04X}"
+    args = (body, tf, keys, uniq, tags, qid, flag, qo, phys, ts - 5, ts, hb)
+    size = one_v1_size(body, tf, keys, uniq, tags)
+    out, ref = bytearray(b"\xee" * (pos + size + 9)), bytearray(b"\xee" * (pos + size + 9))
+    assert encode_one(out, pos, *args) == size == encode_one_v1_py(ref, pos, *args)
+    assert out == ref
+    assert out[:pos] == b"\xee" * pos and out[pos + size :] == b"\xee" * 9
+    with pytest.raises(ValueError):  # does not fit: nothing written
+        encode_one(bytearray(size - 1), 0, *args)
+
+
+@pytest.mark.parametrize("encode_one", twins("rocketmq.encode_one_v1"))
+def test_encode_one_v1_refuses_other_shapes(encode_one: Any) -> None:
+    hb = Host("127.0.0.1", 10911).to_bytes()
+    good = (b"body", b"\x01T", "k", "U" * 32, "t", 0, 0, 0, 0, 1, 1, hb)
+    out = bytearray(300)
+    assert encode_one(out, 0, *good) > 0
+    bad = [(2, "ключ"), (4, "\u00e9"), (3, "k\udc80"), (1, b"\x05T"), (11, b"\x7f" * 4), (5, 2**31), (6, -(2**31) - 1)]
+    for i, v in bad:
+        args = list(good)
+        args[i] = v
+        buf = bytearray(300)
+        with pytest.raises(ValueError):
+            encode_one(buf, 0, *args)
+        assert buf == bytearray(300)
+
+
+def test_single_put_native_path_equals_append_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``put`` through ``append_common`` (one compiled call) writes the bytes and results of the
+    earlier single-record path (``append_one``), including across segment rolls; records too
+    large for it and non-ASCII texts take the checked path."""
+    rng = np.random.default_rng(11)
+    bodies = [rng.bytes(int(n)) for n in rng.integers(0, 900, 70)]
+    keys = [f"k{i} ключ" if i % 9 == 4 else f"k{i} x{i % 5}" for i in range(70)]
+
+    def run(root: Path) -> list[PutResult]:
+        with MessageStore.open(root, StoreConfig(**SMALL)) as s:
+            s._uniq.set_counter(41)
+            s._uniq._hex_prefix = "0A0B0C0D1F2E00000042"  # the same unique keys in both stores
+            out = [s.put(("A", "Bb")[i % 2], b, i % 3, keys=keys[i], tags=f"t{i % 4}") for i, b in enumerate(bodies)]
+            with pytest.raises(MessageTooLargeError):
+                s.put("A", b"x" * 20000, keys="a", tags="b")
+            return out
+
+    fast = run(tmp_path / "fast")
+    monkeypatch.setattr("mqstore.storage.rocketmq.store.RocketMQStore.append_common", lambda *a: None)
+    ref = run(tmp_path / "ref")
+    _results_equal(fast, ref)
+    assert _commitlog(tmp_path / "fast") == _commitlog(tmp_path / "ref")

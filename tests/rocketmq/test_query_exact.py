@@ -83,6 +83,24 @@ def test_query_by_key_matches_record_path(tmp_path: Path) -> None:
         assert s.query_by_keys("TopicA", ["k1", "k5"])["k5"] == s.query_by_key("TopicA", "k5")
 
 
+def test_query_by_key_messages_parse_properties_lazily(tmp_path: Path) -> None:
+    """The messages of the compiled path leave their properties unparsed until looked at; then
+    they are the record path's, field for field."""
+    from dataclasses import fields
+
+    from mqstore.formats.rocketmq.record import _props_get
+
+    with _store(tmp_path) as s:
+        _fill(s, 120)
+        for key in ("k5", "u11", "clé-ü"):
+            got = s.query_by_key("TopicA", key)
+            assert got and all(_props_get(m) is None for m in got)
+            exp = s._query_by_key_records("TopicA", key, 0, LONG_MAX, None)
+            for m, r in zip(got, exp, strict=True):
+                assert [getattr(m, f.name) for f in fields(m)] == [getattr(r, f.name) for f in fields(r)]
+                assert key in m.keys or m.uniq_key == key
+
+
 def test_query_by_key_corrupt_body_raises_as_before(tmp_path: Path) -> None:
     with _store(tmp_path) as s:
         _fill(s, 50)

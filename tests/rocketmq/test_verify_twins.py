@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from mqstore import MessageStore, StoreConfig
 from mqstore.errors import MqStoreError
+from mqstore.storage.rocketmq import verify as verify_module
 from mqstore.storage.rocketmq.verify import verify_store, verify_store_reference
 
 
@@ -47,7 +48,17 @@ def _same(root: Path) -> None:
         ref.messages, ref.cq_units, ref.ext_units, ref.index_items)
 
 
-def test_clean_store_gives_no_problem_in_both(base_store: Path) -> None:
+@pytest.fixture(params=["default-steps", "small-steps"])
+def steps(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The default sizes, or tiny scan batches, IndexFile item slices and in-place pair probes (so
+    the small stores here cross every step boundary and take the binary-search fallback)."""
+    if request.param == "small-steps":
+        monkeypatch.setattr(verify_module, "_VERIFY_BATCH_RECORDS", 7)
+        monkeypatch.setattr(verify_module, "_INDEX_ITEMS_PER_STEP", 5)
+        monkeypatch.setattr(verify_module, "_PAIR_PROBES", 1)
+
+
+def test_clean_store_gives_no_problem_in_both(base_store: Path, steps: None) -> None:
     _same(base_store)
     assert verify_store(base_store, _config()).ok
 
@@ -64,7 +75,7 @@ damage = st.lists(st.tuples(st.sampled_from(["cq", "cq", "index", "index", "inde
 
 @given(damage)
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-def test_damaged_stores_give_the_same_problems(base_store: Path, tmp_path: Path, hits: list) -> None:
+def test_damaged_stores_give_the_same_problems(base_store: Path, tmp_path: Path, steps: None, hits: list) -> None:
     root = tmp_path / "copy"
     shutil.rmtree(root, ignore_errors=True)
     shutil.copytree(base_store, root)

@@ -40,24 +40,12 @@ from mqstore.formats.rocketmq.properties import (
 )
 from mqstore.formats.rocketmq.record import MAGIC_V1, Host, MessageRecord, body_crc, choose_magic
 from mqstore.kernels.crc import crc32_spans
-from mqstore.kernels.rocketmq.columns import (
-    F_BODY_LEN as _F_BODY_LEN,
-)
-from mqstore.kernels.rocketmq.columns import (
-    F_BODY_START as _F_BODY_START,
-)
-from mqstore.kernels.rocketmq.columns import (
-    F_PROPS_LEN as _F_PROPS_LEN,
-)
-from mqstore.kernels.rocketmq.columns import (
-    F_PROPS_START as _F_PROPS_START,
-)
+from mqstore.kernels.rocketmq.columns import F_SEGMENT as _F_SEGMENT
 from mqstore.kernels.rocketmq.columns import (
     RECORD_FIELDS,
     decode_fields,
 )
-from mqstore.kernels.rocketmq.key_match import F_SEGMENT as _F_SEGMENT
-from mqstore.kernels.rocketmq.put import RecordColumns, build_common_props
+from mqstore.kernels.rocketmq.put_one import ONE_V1_FIXED as _ONE_V1_FIXED
 from mqstore.storage.rocketmq.config import FLUSH_ASYNC, FLUSH_SYNC, StoreConfig, validate_topic
 from mqstore.storage.rocketmq.consumequeue import BOUNDARY_LOWER, BOUNDARY_UPPER
 from mqstore.storage.rocketmq.layout import resolve_config
@@ -460,13 +448,22 @@ if tuple(f.name for f in fields(Message)) != _MESSAGE_FIELDS:  # pragma: no cove
 
 
 def _messages_of_matches(rows: list[list[int]], segments: list[Any], topic: str) -> list[Message]:
-    """The messages of the match rows of ``IndexService.exact_matches`` (already checked, newest first)."""
+    """The messages of the match rows of ``IndexService.exact_matches`` (already checked, newest
+    first).  Their ``properties`` are parsed from the text on first access (``properties=None``)."""
     out = []
+    hosts = _HOST_TEXT
     for row in rows:
         mm = segments[row[_F_SEGMENT]].mm
-        bs, pls = row[_F_BODY_START], row[_F_PROPS_START]
-        text = mm[pls : pls + row[_F_PROPS_LEN]].decode("utf-8", "replace")
-        out.append(_message_of(mm, topic, mm[bs : bs + row[_F_BODY_LEN]], text, parse_properties(text), row))
+        (size, magic, crc, queue_id, flag, queue_offset, off, sys_flag, born_ts, born_pos, born_w, store_ts,
+         store_pos, store_w, reconsume, prepared, bs, bl, _ts, _tl, ps, pl) = row[:22]  # fmt: skip
+        raw = mm[born_pos : born_pos + born_w]
+        born = hosts.get(raw) or _host_text(raw)
+        raw = mm[store_pos : store_pos + store_w]
+        store = hosts.get(raw) or _host_text(raw)
+        # positional, in the order of the fields of MessageRecord (checked at import below)
+        out.append(Message(topic, mm[bs : bs + bl], queue_id, flag, queue_offset, off, sys_flag, born_ts, born,
+                           store_ts, store, reconsume, prepared, mm[ps : ps + pl].decode("utf-8", "replace"), crc,
+                           magic, size, None))  # fmt: skip
     return out
 
 
@@ -652,6 +649,19 @@ class MessageStore:
             u = self._uniq
             h = u.head
             uniq = (h[1] if h[0] == now else u.head_for(now)[1]) + _HEX4[next(u.count) & 0xFFFF]
+            if keys.isascii() and tags.isascii():  # the whole record by one compiled call
+                size = _ONE_V1_FIXED + len(body) + len(tf) + len(keys) + 32 + len(tags)
+                got = self._engine.append_common(topic, tf, body, keys, uniq, tags, queue_id, now, size)
+                if got is not None:
+                    o, qo, ts = got
+                    r = _new(PutResult)
+                    _set_off(r, o)
+                    _set_qo(r, qo)
+                    _set_ts(r, ts)
+                    _set_size(r, size)
+                    _set_id(r, f"{self._msgid_prefix}{o:016X}")
+                    _set_uk(r, uniq)
+                    return r
             try:  # the properties in the Java HashMap order of KEYS, TAGS, UNIQ_KEY (see _TEMPLATES)
                 props = f"KEYS\x01{keys}\x02UNIQ_KEY\x01{uniq}\x02TAGS\x01{tags}\x02".encode()
             except UnicodeEncodeError:
@@ -779,6 +789,11 @@ class MessageStore:
         kcol = tcol = None
         if uniq_key.count(None) == n:  # generated unique keys: built with the properties, in the kernel
             kcol, tcol = _text_column(keys), _text_column(tags)
+        from mqstore.kernels.rocketmq.put import (  # (numba: the batch put loads it)
+            RecordColumns,
+            build_common_props,
+        )
+
         if kcol is not None and tcol is not None:
             uniq_run = self._uniq.reserve(now, n)
             props, props_off, props_len = build_common_props(*kcol, *tcol, uniq_run[0].encode("ascii"), uniq_run[1])

@@ -353,14 +353,9 @@ def dump(path: str, print_data: bool, isolation: str, from_time: str | None, to_
     done = 0
     with progress("dump") as prog:
         for f in files:
-            objs = None
             dec = kafka_internal.resolve_decoder(decoder, f)
             data = print_data or filtering or decode is not None or (decoder != "auto" and dec != "none")
-            if (as_json and print_data and f.suffix == ".log" and not filtering and committed is None
-                    and decode is None and dec == "none" and not kafka_internal.is_extra_file(f)
-                    and _json_lines(f)):
-                pass  # written in bulk (the same bytes as the generic path below)
-            elif kafka_internal.is_extra_file(f):
+            if kafka_internal.is_extra_file(f):
                 objs: Any = kafka_internal.annotate(kafka_internal.dump_extra(f, data), dec)
             elif f.suffix == ".log":
                 objs = dump_log(f, print_data=data)
@@ -381,9 +376,11 @@ def dump(path: str, print_data: bool, isolation: str, from_time: str | None, to_
                     objs = _tolerant(objs)
             else:
                 objs = dump_index(f)
-            if as_json:
-                if objs is not None:
-                    echo_json_lines({"file": str(f), **o} for o in objs)
+            if as_json and f.suffix == ".log" and not kafka_internal.is_extra_file(f) and committed is None \
+                    and not filtering and decode is None and dec == "none":
+                _write_json_lines(f, data)
+            elif as_json:
+                echo_json_lines({"file": str(f), **o} for o in objs)
             else:
                 click.echo(f"Dumping {f}")
                 if f.suffix == ".log":
@@ -399,27 +396,25 @@ def dump(path: str, print_data: bool, isolation: str, from_time: str | None, to_
                 prog(done, total)
 
 
-def _json_lines(f: Path) -> bool:
-    """Print ``dump --json --print-data`` of one ``.log`` through the bulk writer (records of v2
-    data batches formatted by the native module); False when it is not built."""
-    from mqstore.kernels.kafka.records import HAVE_JSON_LINES
+def _write_json_lines(f: Path, print_data: bool) -> None:
+    """The JSON lines of a ``.log`` dump, runs of plain batches written by the JSON-lines kernel
+    (:func:`~mqstore.storage.kafka.tools.dump_log_lines`) straight to the binary stdout."""
+    import sys
 
-    if not HAVE_JSON_LINES:
-        return False
-    from mqstore.storage.kafka.tools import dump_log_json_lines
+    from mqstore.storage.kafka.tools import dump_log_lines
 
-    name = str(f)
-    prefix = to_json({"file": name})[:-1].encode()
-
-    def line(o: dict[str, Any]) -> bytes:
-        return (to_json({"file": name, **o}) + "\n").encode()
-
+    stream = getattr(sys.stdout, "buffer", None)
+    enc = (getattr(sys.stdout, "encoding", None) or "").lower().replace("-", "")
+    for item in dump_log_lines(f, print_data=print_data):
+        if isinstance(item, dict):
+            click.echo(to_json({"file": str(f), **item}))
+        elif stream is not None and enc == "utf8":
+            sys.stdout.flush()
+            stream.write(item)
+        else:  # a text stream of another encoding (or none): through click, line by line
+            for line in bytes(item).decode("utf-8").splitlines():
+                click.echo(line)
     sys.stdout.flush()
-    out = click.get_binary_stream("stdout")
-    for block in dump_log_json_lines(f, line, prefix):
-        out.writelines(block)
-    out.flush()
-    return True
 
 
 def _record_matches(o: dict[str, Any], lo: int | None, hi: int | None, key: bytes | None,

@@ -1,6 +1,8 @@
 """``mqstore warm-up``: compile the kernels once, at set-up, instead of in a user's first command.
 
-The compiled kernels are numba functions cached on disk (``cache=True``: machine code in the
+Where the native (C) kernels are built, the commands run those, and the warm-up then compiles the
+numba kernels too, in a second process with ``MQSTORE_KERNELS=numba`` (the development path and the
+twins the tests run).  The numba kernels are numba functions cached on disk (``cache=True``: machine code in the
 package's ``__pycache__`` directories, reused by every later process while the sources are
 unchanged).  A fresh install has no cache, so the first command that reaches a kernel compiles it
 (the first ``put`` of the demo spent most of its timed part compiling).  This command drives every
@@ -14,6 +16,9 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -135,3 +140,14 @@ def warm_up() -> None:
         records = warm_kafka(root)
         click.echo(f"warm-up: kernels compiled and cached ({messages} RocketMQ messages, "
                    f"{records} Kafka records, {time.perf_counter() - t:.1f} s)")
+    from mqstore.kernels import backend
+
+    click.echo(f"warm-up: {backend.describe()}")
+    if backend.mode() != "numba" and any(backend.built(n) is not None for n in backend.native_sources()):
+        # This process ran the native kernels where they are built: compile the numba twins of those
+        # too (the development path, MQSTORE_KERNELS=numba, and the tests run them), in a process of
+        # their own because a module binds its kernels at import.
+        env = {**os.environ, backend.ENV: "numba"}
+        done = subprocess.run([sys.executable, "-m", "mqstore.cli.main", "warm-up"], env=env, check=False)
+        if done.returncode:
+            raise click.ClickException(f"warm-up of the numba kernels exited {done.returncode}")

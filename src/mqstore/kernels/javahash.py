@@ -1,171 +1,93 @@
-"""Vectorised Java ``String.hashCode`` over many byte spans of one buffer (numba).
+"""Vectorised Java ``String.hashCode`` over many byte spans of one buffer, three ways.
 
-The bytes of a span are UTF-8; Java hashes UTF-16 code units, so the kernel decodes UTF-8 on the
+The bytes of a span are UTF-8; Java hashes UTF-16 code units, so the kernels decode UTF-8 on the
 fly: ASCII bytes are one unit each (with a 4-byte unrolled fast path), valid multi-byte sequences
 give their code point (two surrogate units above U+FFFF), and every invalid or truncated sequence
 gives one U+FFFD exactly as Python's ``bytes.decode("utf-8", "replace")`` does (maximal subpart
 rule).  The scalar twins are :func:`mqstore.formats.rocketmq.javahash.java_bytes_hashcode` and
 :func:`~mqstore.formats.rocketmq.javahash.index_key_hash`.
 
-Hash states are carried as ``uint64`` (wrap-around arithmetic; only the low 32 bits matter) so a
-``topic#key`` hash is the topic's state continued with ``#`` and the key's bytes.
+* the public functions (:func:`hash_spans`, :func:`index_hash_spans`, :func:`hash_strings`,
+  :func:`index_hash_strings`, :func:`index_hash_keys`, :func:`hash_joined`) run on the native
+  module ``_nat_rmq_index`` when it is built (the hash loop is ``csrc/mq_javahash.h``), else on
+  the numba kernels of :mod:`mqstore.kernels.javahash_nb` (imported on first use);
+* ``*_numba`` / ``*_native`` name each implementation, ``*_py`` the pure-Python twins.
 
-:func:`hash_continue` is the one Java-hash loop of the package: every kernel that hashes keys (the
-CommitLog scan, the batch and single-key IndexFile walks, the key batches below) continues a state
-with it and finishes with :func:`index_hash_of_state` (or :func:`index_hash_span`, both at once).
+Hash states are carried as unsigned values (wrap-around arithmetic; only the low 32 bits matter)
+so a ``topic#key`` hash is the topic's state continued with ``#`` and the key's bytes
+(:func:`hash_prefix_state`).  The numba building blocks other numba kernels inline
+(``hash_continue``, ``index_hash_span``, ``index_hash_of_state``, ``state_to_int32``,
+``utf8_next``, ``hash_joined_range``) live in :mod:`mqstore.kernels.javahash_nb`; reading them as
+attributes of this module still works (it imports that module, and numba, then).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
-from numba import njit
 
 from mqstore.errors import InvalidArgumentError
 from mqstore.formats.rocketmq.javahash import index_key_hash, java_bytes_hashcode, java_string_hashcode
-from mqstore.kernels.endian import as_u8
+from mqstore.kernels.backend import native, numba_module
+from mqstore.kernels.buffers import as_u8
 from mqstore.kernels.registry import register
 from mqstore.kernels.threads import resolve_threads, run_parallel, split_even
 
-_M32 = np.uint64(0xFFFFFFFF)
-_REPL = 0xFFFD
+_NAT: Any = native("_nat_rmq_index")
+_NB_NAMES = frozenset(("utf8_next", "hash_continue", "state_to_int32", "index_hash_of_state", "index_hash_span",
+                       "hash_joined_range"))  # fmt: skip
 
 
-@njit(cache=True, nogil=True)
-def utf8_next(buf: np.ndarray, i: int, e: int) -> tuple[int, int]:
-    """Decode one code point at ``buf[i]`` (``i < e``): ``(code point, next index)``.
-
-    Invalid input yields U+FFFD and consumes the maximal valid prefix (at least one byte)."""
-    b0 = np.int64(buf[i])
-    if b0 < 0x80:
-        return b0, i + 1
-    if b0 < 0xC2 or b0 > 0xF4:
-        return _REPL, i + 1
-    if b0 < 0xE0:
-        need = 1
-        cp = b0 & 0x1F
-        lo = 0x80
-        hi = 0xBF
-    elif b0 < 0xF0:
-        need = 2
-        cp = b0 & 0x0F
-        lo = 0xA0 if b0 == 0xE0 else 0x80
-        hi = 0x9F if b0 == 0xED else 0xBF
-    else:
-        need = 3
-        cp = b0 & 0x07
-        lo = 0x90 if b0 == 0xF0 else 0x80
-        hi = 0x8F if b0 == 0xF4 else 0xBF
-    j = i + 1
-    if j >= e:
-        return _REPL, j
-    b = np.int64(buf[j])
-    if b < lo or b > hi:
-        return _REPL, j
-    cp = (cp << 6) | (b & 0x3F)
-    j += 1
-    for _ in range(need - 1):
-        if j >= e:
-            return _REPL, j
-        b = np.int64(buf[j])
-        if b < 0x80 or b > 0xBF:
-            return _REPL, j
-        cp = (cp << 6) | (b & 0x3F)
-        j += 1
-    return cp, j
+def __getattr__(name: str) -> Any:  # the numba building blocks, for numba modules not yet importing javahash_nb
+    if name in _NB_NAMES:
+        return getattr(_nb(), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-@njit(cache=True, nogil=True)
-def hash_continue(buf: np.ndarray, s: int, e: int, h: np.uint64) -> np.uint64:
-    """Continue the Java hash state ``h`` over the UTF-8 bytes ``buf[s:e]``."""
-    i = s
-    c31 = np.uint64(31)
-    c961 = np.uint64(961)
-    c29791 = np.uint64(29791)
-    c923521 = np.uint64(923521)
-    while i < e:
-        if i + 4 <= e:
-            b0 = np.uint64(buf[i])
-            b1 = np.uint64(buf[i + 1])
-            b2 = np.uint64(buf[i + 2])
-            b3 = np.uint64(buf[i + 3])
-            if ((b0 | b1 | b2 | b3) & np.uint64(0x80)) == 0:
-                h = h * c923521 + b0 * c29791 + b1 * c961 + b2 * c31 + b3
-                i += 4
-                continue
-        b = buf[i]
-        if b < 0x80:
-            h = h * c31 + np.uint64(b)
-            i += 1
-            continue
-        cp, i = utf8_next(buf, i, e)
-        if cp >= 0x10000:
-            v = cp - 0x10000
-            h = h * c31 + np.uint64(0xD800 + (v >> 10))
-            h = h * c31 + np.uint64(0xDC00 + (v & 0x3FF))
-        else:
-            h = h * c31 + np.uint64(cp)
-    return h
+def _nb() -> Any:
+    return numba_module("mqstore.kernels.javahash_nb")
 
 
-@njit(cache=True, nogil=True)
-def state_to_int32(h: np.uint64) -> int:
-    """The signed 32-bit value of a hash state."""
-    v = np.int64(h & np.uint64(0xFFFFFFFF))
-    if v >= 0x80000000:
-        v -= 0x100000000
-    return v
+# ----------------------------------------------------------------------------- the two backends
+# Each backend has the same four loops with the same arguments (outputs int32, written in place).
+class _NumbaLoops:
+    @staticmethod
+    def spans(buf: np.ndarray, s: np.ndarray, ln: np.ndarray, out: np.ndarray) -> None:
+        _nb()._hash_spans_kernel(buf, s, ln, out)
+
+    @staticmethod
+    def index_spans(buf: np.ndarray, ts: np.ndarray, tl: np.ndarray, ks: np.ndarray, kl: np.ndarray,
+                    out: np.ndarray) -> None:  # fmt: skip
+        _nb()._index_hash_spans_kernel(buf, ts, tl, ks, kl, out)
+
+    @staticmethod
+    def prefix_spans(buf: np.ndarray, s: np.ndarray, ln: np.ndarray, prefix: int, out: np.ndarray) -> None:
+        _nb()._index_hash_keys_kernel(buf, s, ln, np.uint64(prefix), out)
+
+    @staticmethod
+    def joined(kbuf: np.ndarray, kstarts: np.ndarray, prefix: int, out: np.ndarray) -> None:
+        _nb()._hash_joined_kernel(kbuf, kstarts, np.uint64(prefix), out)
 
 
-@njit(cache=True, nogil=True)
-def index_hash_of_state(h: np.uint64) -> int:
-    """``IndexFile.indexKeyHashMethod``: ``abs(hashCode)``, 0 for ``Integer.MIN_VALUE``."""
-    v = state_to_int32(h)
-    if v < 0:
-        v = -v
-    if v > 0x7FFFFFFF:
-        v = 0
-    return v
+class _NativeLoops:
+    @staticmethod
+    def spans(buf: np.ndarray, s: np.ndarray, ln: np.ndarray, out: np.ndarray) -> None:
+        _NAT.hash_spans(buf, s, ln, out)
 
+    @staticmethod
+    def index_spans(buf: np.ndarray, ts: np.ndarray, tl: np.ndarray, ks: np.ndarray, kl: np.ndarray,
+                    out: np.ndarray) -> None:  # fmt: skip
+        _NAT.index_hash_spans(buf, ts, tl, ks, kl, out)
 
-@njit(cache=True, nogil=True, inline="always")
-def index_hash_span(buf: np.ndarray, s: int, e: int, state: np.uint64) -> int:
-    """IndexFile key hash of the string whose Java hash state is ``state`` continued over the UTF-8
-    bytes ``buf[s:e]`` (``state``: the unsigned state of ``topic#``, see :func:`hash_prefix_state`)."""
-    return index_hash_of_state(hash_continue(buf, s, e, state))
+    @staticmethod
+    def prefix_spans(buf: np.ndarray, s: np.ndarray, ln: np.ndarray, prefix: int, out: np.ndarray) -> None:
+        _NAT.prefix_hash_spans(buf, s, ln, int(prefix) & 0xFFFFFFFF, out)
 
-
-@njit(cache=True, nogil=True)
-def _hash_spans_kernel(buf: np.ndarray, starts: np.ndarray, lengths: np.ndarray, out: np.ndarray) -> None:
-    n = buf.shape[0]
-    for r in range(starts.shape[0]):
-        s = starts[r]
-        e = s + lengths[r]
-        s = min(max(s, 0), n)
-        e = min(max(e, s), n)
-        out[r] = state_to_int32(hash_continue(buf, s, e, np.uint64(0)))
-
-
-@njit(cache=True, nogil=True)
-def _index_hash_spans_kernel(
-    buf: np.ndarray,
-    topic_starts: np.ndarray,
-    topic_lens: np.ndarray,
-    key_starts: np.ndarray,
-    key_lens: np.ndarray,
-    out: np.ndarray,
-) -> None:
-    n = buf.shape[0]
-    c31 = np.uint64(31)
-    for r in range(key_starts.shape[0]):
-        ts = min(max(topic_starts[r], 0), n)
-        te = min(max(topic_starts[r] + topic_lens[r], ts), n)
-        ks = min(max(key_starts[r], 0), n)
-        ke = min(max(key_starts[r] + key_lens[r], ks), n)
-        h = hash_continue(buf, ts, te, np.uint64(0))
-        out[r] = index_hash_span(buf, ks, ke, h * c31 + np.uint64(35))  # '#'
-
+    @staticmethod
+    def joined(kbuf: np.ndarray, kstarts: np.ndarray, prefix: int, out: np.ndarray) -> None:
+        _NAT.hash_joined(kbuf, kstarts, int(prefix) & 0xFFFFFFFF, out)
 
 
 def _check_spans(n: int, starts: np.ndarray, lengths: np.ndarray, what: str) -> None:
@@ -181,37 +103,39 @@ def _check_spans(n: int, starts: np.ndarray, lengths: np.ndarray, what: str) -> 
 PARALLEL_MIN_SPANS = 1 << 16
 
 
-def hash_spans(buf_u8: object, starts: np.ndarray, lengths: np.ndarray, *, threads: int | None = None) -> np.ndarray:
-    """Java ``String.hashCode`` of the UTF-8 strings ``buf[starts[i] : starts[i] + lengths[i]]``.
-
-    ``threads``: how many threads share the spans (``None``: :func:`~mqstore.kernels.threads.default_threads`,
-    1: the calling thread only); the result does not depend on it."""
-    buf = as_u8(buf_u8)
-    s = np.ascontiguousarray(starts, dtype=np.int64)
-    ln = np.ascontiguousarray(lengths, dtype=np.int64)
-    _check_spans(len(buf), s, ln, "hash_spans")
-    out = np.empty(len(s), np.int32)
-    parts = _parts(len(s), threads)
-    run_parallel(_hash_spans_kernel, [(buf, s[a:b], ln[a:b], out[a:b]) for a, b in parts])
-    return out
-
-
 def _parts(n: int, threads: int | None) -> list[tuple[int, int]]:
     t = resolve_threads(threads)
     return split_even(n, t if n >= PARALLEL_MIN_SPANS else 1)
 
 
-def index_hash_spans(
-    buf_u8: object,
-    topic_starts: np.ndarray,
-    topic_lens: np.ndarray,
-    key_starts: np.ndarray,
-    key_lens: np.ndarray,
-    *,
-    threads: int | None = None,
-) -> np.ndarray:
-    """IndexFile key hash of ``topic + "#" + key`` for spans of one buffer (``threads`` as for
-    :func:`hash_spans`)."""
+# ----------------------------------------------------------------------------- spans of one buffer
+def _hash_spans(k: Any, buf_u8: object, starts: np.ndarray, lengths: np.ndarray, threads: int | None) -> np.ndarray:
+    buf = as_u8(buf_u8)
+    s = np.ascontiguousarray(starts, dtype=np.int64)
+    ln = np.ascontiguousarray(lengths, dtype=np.int64)
+    _check_spans(len(buf), s, ln, "hash_spans")
+    out = np.empty(len(s), np.int32)
+    run_parallel(k.spans, [(buf, s[a:b], ln[a:b], out[a:b]) for a, b in _parts(len(s), threads)])
+    return out
+
+
+def hash_spans_numba(buf_u8: object, starts: np.ndarray, lengths: np.ndarray, *,
+                     threads: int | None = None) -> np.ndarray:  # fmt: skip
+    """Java ``String.hashCode`` of the UTF-8 strings ``buf[starts[i] : starts[i] + lengths[i]]``.
+
+    ``threads``: how many threads share the spans (``None``: :func:`~mqstore.kernels.threads.default_threads`,
+    1: the calling thread only); the result does not depend on it."""
+    return _hash_spans(_NumbaLoops, buf_u8, starts, lengths, threads)
+
+
+def hash_spans_native(buf_u8: object, starts: np.ndarray, lengths: np.ndarray, *,
+                      threads: int | None = None) -> np.ndarray:  # fmt: skip
+    """:func:`hash_spans_numba` in C (``_nat_rmq_index``)."""
+    return _hash_spans(_NativeLoops, buf_u8, starts, lengths, threads)
+
+
+def _index_hash_spans(k: Any, buf_u8: object, topic_starts: np.ndarray, topic_lens: np.ndarray,
+                      key_starts: np.ndarray, key_lens: np.ndarray, threads: int | None) -> np.ndarray:  # fmt: skip
     buf = as_u8(buf_u8)
     ts = np.ascontiguousarray(topic_starts, dtype=np.int64)
     tl = np.ascontiguousarray(topic_lens, dtype=np.int64)
@@ -222,11 +146,27 @@ def index_hash_spans(
     if ts.shape != ks.shape:
         raise InvalidArgumentError("index_hash_spans: topic and key spans differ in number")
     out = np.empty(len(ks), np.int32)
-    parts = _parts(len(ks), threads)
-    run_parallel(_index_hash_spans_kernel, [(buf, ts[a:b], tl[a:b], ks[a:b], kl[a:b], out[a:b]) for a, b in parts])
+    run_parallel(k.index_spans, [(buf, ts[a:b], tl[a:b], ks[a:b], kl[a:b], out[a:b])
+                                 for a, b in _parts(len(ks), threads)])  # fmt: skip
     return out
 
 
+def index_hash_spans_numba(buf_u8: object, topic_starts: np.ndarray, topic_lens: np.ndarray,
+                           key_starts: np.ndarray, key_lens: np.ndarray, *,
+                           threads: int | None = None) -> np.ndarray:  # fmt: skip
+    """IndexFile key hash of ``topic + "#" + key`` for spans of one buffer (``threads`` as for
+    :func:`hash_spans`)."""
+    return _index_hash_spans(_NumbaLoops, buf_u8, topic_starts, topic_lens, key_starts, key_lens, threads)
+
+
+def index_hash_spans_native(buf_u8: object, topic_starts: np.ndarray, topic_lens: np.ndarray,
+                            key_starts: np.ndarray, key_lens: np.ndarray, *,
+                            threads: int | None = None) -> np.ndarray:  # fmt: skip
+    """:func:`index_hash_spans_numba` in C (``_nat_rmq_index``)."""
+    return _index_hash_spans(_NativeLoops, buf_u8, topic_starts, topic_lens, key_starts, key_lens, threads)
+
+
+# ----------------------------------------------------------------------------- Python strings
 def _pack_strings(strings: Sequence[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     encoded = [s.encode("utf-8", "surrogatepass") for s in strings]
     lengths = np.fromiter((len(b) for b in encoded), dtype=np.int64, count=len(encoded))
@@ -236,29 +176,45 @@ def _pack_strings(strings: Sequence[str]) -> tuple[np.ndarray, np.ndarray, np.nd
     return np.frombuffer(b"".join(encoded), np.uint8), starts, lengths
 
 
-def hash_strings(strings: Sequence[str]) -> np.ndarray:
-    """Java ``String.hashCode`` of many Python strings (encoded into one buffer, then the kernel).
+def _has_surrogate(s: str) -> bool:
+    return any(0xD800 <= ord(c) <= 0xDFFF for c in s)
 
-    Lone surrogates in a string are hashed as the code unit itself, as Java does."""
+
+def _hash_strings(k: Any, strings: Sequence[str]) -> np.ndarray:
     if any(not s.isascii() and _has_surrogate(s) for s in strings):
-
         return np.array([java_string_hashcode(s) for s in strings], np.int32)
     buf, starts, lengths = _pack_strings(strings)
     out = np.empty(len(strings), np.int32)
-    _hash_spans_kernel(buf, starts, lengths, out)
+    k.spans(buf, starts, lengths, out)
     return out
 
 
-def index_hash_strings(keys: Sequence[str]) -> np.ndarray:
+def hash_strings_numba(strings: Sequence[str]) -> np.ndarray:
+    """Java ``String.hashCode`` of many Python strings (encoded into one buffer, then the kernel).
+
+    Lone surrogates in a string are hashed as the code unit itself, as Java does."""
+    return _hash_strings(_NumbaLoops, strings)
+
+
+def hash_strings_native(strings: Sequence[str]) -> np.ndarray:
+    """:func:`hash_strings_numba` in C (``_nat_rmq_index``)."""
+    return _hash_strings(_NativeLoops, strings)
+
+
+def _index_of(h: np.ndarray) -> np.ndarray:
+    v = np.abs(h.astype(np.int64))
+    v[v > 0x7FFFFFFF] = 0
+    return v.astype(np.int32)
+
+
+def index_hash_strings_numba(keys: Sequence[str]) -> np.ndarray:
     """IndexFile key hash (``abs``, ``MIN_VALUE`` → 0) of many full index keys (``topic#key``)."""
-    h = hash_strings(keys).astype(np.int64)
-    h = np.abs(h)
-    h[h > 0x7FFFFFFF] = 0
-    return h.astype(np.int32)
+    return _index_of(hash_strings_numba(keys))
 
 
-def _has_surrogate(s: str) -> bool:
-    return any(0xD800 <= ord(c) <= 0xDFFF for c in s)
+def index_hash_strings_native(keys: Sequence[str]) -> np.ndarray:
+    """:func:`index_hash_strings_numba` in C (``_nat_rmq_index``)."""
+    return _index_of(hash_strings_native(keys))
 
 
 def hash_spans_py(buf_u8: object, starts: np.ndarray, lengths: np.ndarray, *, threads: int | None = None) -> np.ndarray:
@@ -312,33 +268,35 @@ def index_hash_strings_py(keys: Sequence[str]) -> np.ndarray:
 # ----------------------------------------------------------------------------- keys of one topic
 def hash_prefix_state(text: str) -> int:
     """The unsigned Java ``hashCode`` state after ``text`` (``topic#``): the ``state`` argument of
-    :func:`index_hash_span` and of the kernels that finish key hashes themselves."""
+    ``index_hash_span`` and of the kernels that finish key hashes themselves."""
     return java_string_hashcode(text) & 0xFFFFFFFF
 
 
-@njit(cache=True, nogil=True)
-def _index_hash_keys_kernel(buf: np.ndarray, starts: np.ndarray, lengths: np.ndarray, prefix: np.uint64,
-                            out: np.ndarray) -> None:  # fmt: skip
-    for i in range(starts.shape[0]):
-        out[i] = index_hash_span(buf, starts[i], starts[i] + lengths[i], prefix)
-
-
-def index_hash_keys(topic: str, keys: list[str]) -> np.ndarray:
-    """IndexFile hashes (``int32``) of ``topic#key`` for many keys: one join and one encode for
-    all ASCII keys, the hash continued from the state of ``topic#`` in one kernel pass.
-    Non-ASCII keys take :func:`index_hash_strings`.  Raises ``TypeError`` when a key is not a
-    string."""
+def _index_hash_keys(k: Any, index_strings: Any, topic: str, keys: list[str]) -> np.ndarray:
     joined = "".join(keys)
     if not joined.isascii():
-        return index_hash_strings([f"{topic}#{k}" for k in keys])
+        return index_strings([f"{topic}#{key}" for key in keys])
     buf = np.frombuffer(joined.encode("ascii"), np.uint8)
     lengths = np.fromiter(map(len, keys), np.int64, len(keys))
     starts = np.cumsum(lengths) - lengths
     out = np.empty(len(keys), np.int32)
     if len(buf) == 0:
         buf = np.zeros(1, np.uint8)
-    _index_hash_keys_kernel(buf, starts, lengths, np.uint64(hash_prefix_state(f"{topic}#")), out)
+    k.prefix_spans(buf, starts, lengths, hash_prefix_state(f"{topic}#"), out)
     return out
+
+
+def index_hash_keys_numba(topic: str, keys: list[str]) -> np.ndarray:
+    """IndexFile hashes (``int32``) of ``topic#key`` for many keys: one join and one encode for
+    all ASCII keys, the hash continued from the state of ``topic#`` in one kernel pass.
+    Non-ASCII keys take :func:`index_hash_strings`.  Raises ``TypeError`` when a key is not a
+    string."""
+    return _index_hash_keys(_NumbaLoops, index_hash_strings_numba, topic, keys)
+
+
+def index_hash_keys_native(topic: str, keys: list[str]) -> np.ndarray:
+    """:func:`index_hash_keys_numba` in C (``_nat_rmq_index``)."""
+    return _index_hash_keys(_NativeLoops, index_hash_strings_native, topic, keys)
 
 
 def index_hash_keys_py(topic: str, keys: list[str]) -> np.ndarray:
@@ -350,23 +308,8 @@ def index_hash_keys_py(topic: str, keys: list[str]) -> np.ndarray:
 
 
 # Keys handed over as one ``\0``-joined ASCII buffer (the store-level batch query): the boundaries
-# are found in one compiled pass and each walking thread hashes its own range of keys right before
-# walking it (:func:`hash_joined_range`).
-@njit(cache=True, nogil=True)
-def _key_bounds(kbuf: np.ndarray, n: int, starts: np.ndarray) -> int:
-    """``starts[i]`` = first byte of key ``i`` in the ``\\0``-joined ``kbuf``, ``starts[n]`` = one
-    past the end plus one; returns the number of keys found (``n`` unless a key holds ``\\0``)."""
-    k = 1
-    starts[0] = 0
-    for p in range(kbuf.shape[0]):
-        if kbuf[p] == 0:
-            if k < n:
-                starts[k] = p + 1
-            k += 1
-    starts[n] = kbuf.shape[0] + 1
-    return k
-
-
+# are found in one numpy pass and each walking thread hashes its own range of keys right before
+# walking it (``javahash_nb.hash_joined_range``).
 def join_keys_ascii(keys: list[str]) -> tuple[np.ndarray, np.ndarray] | None:
     """``(kbuf, starts)`` of ASCII keys joined by ``\\0`` (key ``i`` is
     ``kbuf[starts[i] : starts[i + 1] - 1]``), or None when a key is not ASCII or holds ``\\0``
@@ -376,32 +319,31 @@ def join_keys_ascii(keys: list[str]) -> tuple[np.ndarray, np.ndarray] | None:
     if not joined.isascii():
         return None
     kbuf = np.frombuffer(joined.encode("ascii"), np.uint8) if joined else np.zeros(0, np.uint8)
-    starts = np.empty(n + 1, np.int64)
-    if n and _key_bounds(kbuf, np.int64(n), starts) != n:
+    zeros = np.flatnonzero(kbuf == 0)
+    if n and len(zeros) != n - 1:
         return None
+    starts = np.empty(n + 1, np.int64)
+    starts[0] = 0
+    starts[1:n] = zeros + 1
+    starts[n] = len(kbuf) + 1
     return kbuf, starts
 
 
-@njit(cache=True, nogil=True, inline="always")
-def hash_joined_range(kbuf: np.ndarray, kstarts: np.ndarray, prefix: np.uint64, a: int, b: int,
-                      out: np.ndarray) -> None:  # fmt: skip
-    """``out[i]`` = IndexFile hash of key ``i`` of a :func:`join_keys_ascii` buffer continued from
-    ``prefix``, for ``a <= i < b``."""
-    for i in range(a, b):
-        out[i] = index_hash_span(kbuf, kstarts[i], kstarts[i + 1] - 1, prefix)
+def _hash_joined(k: Any, kbuf: np.ndarray, kstarts: np.ndarray, prefix: int) -> np.ndarray:
+    out = np.empty(len(kstarts) - 1, np.int32)
+    k.joined(kbuf, np.ascontiguousarray(kstarts, np.int64), prefix, out)
+    return out
 
 
-@njit(cache=True, nogil=True)
-def _hash_joined_kernel(kbuf: np.ndarray, kstarts: np.ndarray, prefix: np.uint64, out: np.ndarray) -> None:
-    hash_joined_range(kbuf, kstarts, prefix, 0, out.shape[0], out)
-
-
-def hash_joined(kbuf: np.ndarray, kstarts: np.ndarray, prefix: int) -> np.ndarray:
+def hash_joined_numba(kbuf: np.ndarray, kstarts: np.ndarray, prefix: int) -> np.ndarray:
     """IndexFile hashes (``int32``) of the keys of a :func:`join_keys_ascii` buffer, continued
     from the state ``prefix`` (:func:`hash_prefix_state` of ``topic#``)."""
-    out = np.empty(len(kstarts) - 1, np.int32)
-    _hash_joined_kernel(kbuf, kstarts, np.uint64(prefix), out)
-    return out
+    return _hash_joined(_NumbaLoops, kbuf, kstarts, prefix)
+
+
+def hash_joined_native(kbuf: np.ndarray, kstarts: np.ndarray, prefix: int) -> np.ndarray:
+    """:func:`hash_joined_numba` in C (``_nat_rmq_index``)."""
+    return _hash_joined(_NativeLoops, kbuf, kstarts, prefix)
 
 
 def hash_joined_py(kbuf: np.ndarray, kstarts: np.ndarray, prefix: int) -> np.ndarray:
@@ -419,9 +361,21 @@ def hash_joined_py(kbuf: np.ndarray, kstarts: np.ndarray, prefix: int) -> np.nda
     return np.array(out, np.int32)
 
 
-register("javahash.hash_spans", hash_spans, hash_spans_py)
-register("javahash.index_hash_spans", index_hash_spans, index_hash_spans_py)
-register("javahash.hash_strings", hash_strings, hash_strings_py)
-register("javahash.index_hash_strings", index_hash_strings, index_hash_strings_py)
-register("javahash.index_hash_keys", index_hash_keys, index_hash_keys_py)
-register("javahash.hash_joined", hash_joined, hash_joined_py)
+# ----------------------------------------------------------------------------- public names
+_ON = _NAT is not None
+hash_spans = hash_spans_native if _ON else hash_spans_numba
+index_hash_spans = index_hash_spans_native if _ON else index_hash_spans_numba
+hash_strings = hash_strings_native if _ON else hash_strings_numba
+index_hash_strings = index_hash_strings_native if _ON else index_hash_strings_numba
+index_hash_keys = index_hash_keys_native if _ON else index_hash_keys_numba
+hash_joined = hash_joined_native if _ON else hash_joined_numba
+
+register("javahash.hash_spans", hash_spans_numba, hash_spans_py, native=hash_spans_native if _ON else None)
+register("javahash.index_hash_spans", index_hash_spans_numba, index_hash_spans_py,
+         native=index_hash_spans_native if _ON else None)
+register("javahash.hash_strings", hash_strings_numba, hash_strings_py, native=hash_strings_native if _ON else None)
+register("javahash.index_hash_strings", index_hash_strings_numba, index_hash_strings_py,
+         native=index_hash_strings_native if _ON else None)
+register("javahash.index_hash_keys", index_hash_keys_numba, index_hash_keys_py,
+         native=index_hash_keys_native if _ON else None)
+register("javahash.hash_joined", hash_joined_numba, hash_joined_py, native=hash_joined_native if _ON else None)

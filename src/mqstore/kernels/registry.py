@@ -63,6 +63,7 @@ KERNEL_MODULES = (
     "mqstore.kernels.rocketmq.key_match",
     "mqstore.kernels.rocketmq.json_lines",
     "mqstore.kernels.rocketmq.put",
+    "mqstore.kernels.rocketmq.put_one",
     "mqstore.kernels.rocketmq.dledger",
     "mqstore.kernels.kafka.batches",
     "mqstore.kernels.kafka.index_build",
@@ -70,6 +71,7 @@ KERNEL_MODULES = (
     "mqstore.kernels.kafka.records",
     "mqstore.kernels.kafka.txn",
     "mqstore.kernels.kafka.offsets",
+    "mqstore.kernels.kafka.json_lines",
     "mqstore.kernels.report",
 )
 

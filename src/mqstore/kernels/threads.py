@@ -106,3 +106,44 @@ def split_even(n: int, parts: int) -> list[tuple[int, int]]:
     parts = max(1, min(parts, n)) if n else 1
     bounds = [n * i // parts for i in range(parts + 1)]
     return [(bounds[i], bounds[i + 1]) for i in range(parts)]
+
+
+def fill_in_parts(scratch: list[Any], parts: Sequence[Any], measure: Callable[[Any], int | None],
+                  fill: Callable[[Any, Any], tuple[int, bool]]) -> tuple[memoryview, int, list[tuple[int, bool]]]:
+    """Write the output of several parts of a job at the same time into one buffer, in part order.
+
+    ``measure(part)`` gives an upper bound of a part's bytes (None: the job cannot be done this
+    way; nothing is written); each part is then written by ``fill(part, region)`` — one call per
+    part on the thread pool, so ``fill`` should release the GIL — into its own region of the
+    ``uint8`` buffer kept in ``scratch[0]`` (grown when too small), and returns ``(bytes used,
+    complete)``.  The regions are then moved together, up to and including the first part that
+    is not complete.  Returns ``(view of the bytes, number of parts kept, fill results)``; the
+    view is valid until ``scratch`` is used again.  ``(empty view, 0, [])`` when a measure says
+    None."""
+    import numpy as np
+
+    needs = []
+    for part in parts:
+        need = measure(part)
+        if need is None:
+            return memoryview(b""), 0, []
+        needs.append(need)
+    total = sum(needs)
+    if not scratch or len(scratch[0]) < total:
+        scratch[:] = [np.empty(max(total, 1), np.uint8)]
+    out = scratch[0]
+    starts = [0]
+    for need in needs[:-1]:
+        starts.append(starts[-1] + need)
+    done = run_parallel(lambda part, a, need: fill(part, out[a : a + need]),
+                        list(zip(parts, starts, needs, strict=True)))
+    cursor = 0
+    kept = 0
+    for (used, complete), a in zip(done, starts, strict=True):
+        if a != cursor:
+            np.copyto(out[cursor : cursor + used], out[a : a + used])  # overlapping: numpy buffers it
+        cursor += used
+        kept += 1
+        if not complete:
+            break
+    return memoryview(out)[:cursor], kept, done

@@ -212,6 +212,7 @@ class MessageRecord:
     body_crc: int | None = None  # None: computed when encoding
     magic: int = 0  # 0: chosen by encode_record from the topic length (v2 above 127 chars)
     total_size: int = 0
+    #: the parsed properties; ``None`` given here: parsed from ``properties_text`` on first access
     properties: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -261,6 +262,27 @@ class MessageRecord:
     @property
     def is_v2(self) -> bool:
         return self.magic == MAGIC_V2
+
+
+# ``properties`` is parsed from ``properties_text`` on first access when a record was made with
+# ``properties=None`` (the readers that build many messages, e.g. ``query_by_key``, leave the
+# parsing to the messages whose properties are looked at).  The field stays a dataclass field
+# (``fields()``, ``__init__``, ``==``, ``repr``, ``replace`` and pickling read it through this
+# descriptor, so they see the parsed dict); its storage is the class's slot.
+_PROPERTIES_SLOT = MessageRecord.__dict__["properties"]
+_props_get = _PROPERTIES_SLOT.__get__
+_props_set = _PROPERTIES_SLOT.__set__
+
+
+def _lazy_properties(obj: MessageRecord) -> dict[str, str]:
+    d = _props_get(obj)
+    if d is None:
+        d = parse_properties(obj.properties_text)
+        _props_set(obj, d)
+    return d  # type: ignore[no-any-return]
+
+
+MessageRecord.properties = property(_lazy_properties, _props_set, doc="the parsed properties")  # type: ignore[assignment,method-assign]
 
 
 def choose_magic(topic: str, auto_version_on_topic_len: bool = True) -> int:

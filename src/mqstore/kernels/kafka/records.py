@@ -396,23 +396,7 @@ def decode_records_columnar(
 
 
 
-def json_record_lines(buf: np.ndarray, res: dict[str, Any], r0: int, r1: int, prefix: bytes, label: bytes,
-                      base_offset: int, base_sequence: int) -> bytes | None:
-    """The JSON lines ``kafka dump --json --print-data`` prints for the records ``r0:r1`` of one
-    v2 batch (columns of :func:`parse_bodies` over ``buf``), in C: each line is ``prefix`` then
-    ``,"type":"record","offset":…,"headers":[…]}`` with the keys, values and header values in
-    base64 and the header keys as JSON strings, exactly as ``json.dumps(ensure_ascii=False,
-    separators=(",", ":"))`` writes the record's dict.  None when a header key is not UTF-8 (the
-    caller takes the generic path, which reports it).  Only with the native module
-    (:data:`HAVE_JSON_LINES`); tested against the generic path on the same partitions."""
-    return _NAT.json_records(buf, res["offset"], res["timestamp"], res["key_start"], res["key_len"],
-                             res["value_start"], res["value_len"], res["header_first"], res["hkey_start"],
-                             res["hkey_len"], res["hvalue_start"], res["hvalue_len"], r0, r1, prefix, label,
-                             base_offset, base_sequence)
-
-
 _NAT = native("_nat_kafka")
-HAVE_JSON_LINES = _NAT is not None  # json_record_lines is available
 parse_bodies = parse_bodies_native if _NAT is not None else parse_bodies_numba
 register("kafka.parse_bodies", parse_bodies_numba, parse_bodies_py,
          native=parse_bodies_native if _NAT is not None else None)

@@ -31,10 +31,18 @@ from numba.extending import intrinsic
 from mqstore.errors import CorruptIndexError, InvalidArgumentError
 from mqstore.formats.rocketmq.indexfile import IndexFileBuffer, IndexHeader, check_geometry, index_file_size
 from mqstore.kernels.endian import as_u8, w_i32, w_i64, word_view
-from mqstore.kernels.javahash import hash_joined_py, hash_joined_range, index_hash_span
+from mqstore.kernels.javahash import hash_joined_py
+from mqstore.kernels.javahash_nb import hash_joined_range, index_hash_span
 from mqstore.kernels.registry import register
 from mqstore.kernels.rocketmq.index_build import H_BEGIN_TS, H_INDEX_COUNT
-from mqstore.kernels.rocketmq.index_view import HEADER_WORDS, ITEM_WORDS, item_i32, item_i64, n_words, touch
+from mqstore.kernels.rocketmq.index_view_nb import (
+    HEADER_WORDS,
+    ITEM_WORDS,
+    item_i32,
+    item_i64,
+    n_words,
+    touch,
+)
 from mqstore.kernels.threads import run_parallel
 
 # per-key states of the batch walks

@@ -5,16 +5,22 @@ filler has the blank magic.  :func:`head` classifies the header at a position, :
 follows TOTALSIZE from record to record (the cheap boundary pre-scan behind
 :func:`record_positions`), and :func:`find_boundary` finds a record start by its signature (to cut a
 segment between threads).  The stop states are shared by the dispatch scan and the reader.
+
+Those three are compiled twice: in C (the native module ``_nat_rmq_scan``) and with numba
+(:mod:`mqstore.kernels.rocketmq.framing_nb`, imported on first use, so the native path never loads
+numba); this module keeps the constants, the Python wrappers and the twins.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
-from numba import njit
 
 from mqstore.errors import InvalidArgumentError
 from mqstore.formats.rocketmq.record import BLANK_MAGIC, MAGIC_V1, MAGIC_V2
-from mqstore.kernels.endian import as_u8, rd_i32, rd_i64
+from mqstore.kernels.backend import native, numba_module
+from mqstore.kernels.buffers import as_u8
 from mqstore.kernels.registry import register
 
 STOP_END = "end"  # reached the end of the requested range (or a partial record that may still be written)
@@ -42,45 +48,6 @@ def check_range(buf: np.ndarray, start: int, end: int) -> None:
         raise InvalidArgumentError(f"scan range [{start}, {end}) is outside the buffer of {len(buf)} bytes")
 
 
-@njit(cache=True, nogil=True)
-def head(buf: np.ndarray, pos: int, end: int, min_size: int) -> tuple[int, int]:
-    """``(state, TOTALSIZE)`` of the record header at ``pos``: ``ST_OK`` or why the walk stops."""
-    remaining = end - pos
-    if remaining <= 4:
-        return ST_NOHDR, 0
-    total = rd_i32(buf, pos)
-    magic = rd_i32(buf, pos + 4) if remaining >= 8 else 0
-    if magic == BLANK_MAGIC:
-        return ST_BLANK, total
-    if total < 0 or total > remaining:
-        return ST_TRUNC, total
-    if magic != MAGIC_V1 and magic != MAGIC_V2:
-        return ST_BADMAGIC, total
-    if total < min_size:
-        return ST_BAD, total
-    return ST_OK, total
-
-
-@njit(cache=True, nogil=True)
-def walk(buf: np.ndarray, start: int, end: int, limit: int, pos_out: np.ndarray, size_out: np.ndarray, fill: bool):
-    """Cheap boundary walk (TOTALSIZE + magic only): ``(count, stop position, state)``."""
-    pos = start
-    n = 0
-    state = ST_RANGE
-    while pos < end:
-        if limit >= 0 and n >= limit:
-            state = ST_LIMIT
-            break
-        head_state, total = head(buf, pos, end, MIN_RECORD_SIZE)
-        if head_state != ST_OK:
-            state = head_state
-            break
-        if fill:
-            pos_out[n] = pos
-            size_out[n] = total
-        n += 1
-        pos += total
-    return n, pos, state
 
 
 def walk_stop(state: int, u8: np.ndarray, pos: int, end: int) -> str:
@@ -97,7 +64,31 @@ def walk_stop(state: int, u8: np.ndarray, pos: int, end: int) -> str:
     return STOP_INVALID
 
 
-def record_positions(
+def _nb() -> Any:
+    return numba_module("mqstore.kernels.rocketmq.framing_nb")
+
+
+def find_boundary_any(u8: np.ndarray, base: int, p: int, end: int, limit: int, *, use_native: bool = True) -> int:
+    """:func:`~mqstore.kernels.rocketmq.framing_nb.find_boundary` on the native module when built
+    (and ``use_native``), else on numba."""
+    if use_native and _NAT is not None:
+        return int(_NAT.find_boundary(u8, int(base), int(p), int(end), int(limit)))
+    return int(_nb().find_boundary(u8, np.int64(base), np.int64(p), np.int64(end), np.int64(limit)))
+
+
+def _record_positions(buf: object, start: int, end: int, nat: Any) -> tuple[np.ndarray, np.ndarray, str, int]:
+    u8 = as_u8(buf)
+    check_range(u8, start, end)
+    walk = nat.walk if nat is not None else _nb().walk
+    empty64, empty32 = np.empty(0, np.int64), np.empty(0, np.int32)
+    n, _, _ = walk(u8, start, end, -1, empty64, empty32, False)
+    positions = np.empty(int(n), np.int64)
+    sizes = np.empty(int(n), np.int32)
+    n, pos, state = walk(u8, start, end, -1, positions, sizes, True)
+    return positions, sizes, walk_stop(int(state), u8, int(pos), end), int(pos)
+
+
+def record_positions_numba(
     buf: bytes | bytearray | memoryview | np.ndarray, start: int, end: int
 ) -> tuple[np.ndarray, np.ndarray, str, int]:
     """Cheap boundary pre-scan of ``buf[start:end]`` (TOTALSIZE and magic of each record only).
@@ -107,14 +98,14 @@ def record_positions(
     states as the dispatch scan) and the position where it stopped.  Used to split a segment
     between workers; it does not validate record contents (length-mismatched records are listed).
     """
-    u8 = as_u8(buf)
-    check_range(u8, start, end)
-    empty64, empty32 = np.empty(0, np.int64), np.empty(0, np.int32)
-    n, _, _ = walk(u8, start, end, -1, empty64, empty32, False)
-    positions = np.empty(int(n), np.int64)
-    sizes = np.empty(int(n), np.int32)
-    n, pos, state = walk(u8, start, end, -1, positions, sizes, True)
-    return positions, sizes, walk_stop(int(state), u8, int(pos), end), int(pos)
+    return _record_positions(buf, start, end, None)
+
+
+def record_positions_native(
+    buf: bytes | bytearray | memoryview | np.ndarray, start: int, end: int
+) -> tuple[np.ndarray, np.ndarray, str, int]:
+    """:func:`record_positions_numba` in C (``_nat_rmq_scan.walk``)."""
+    return _record_positions(buf, start, end, _NAT)
 
 
 def record_positions_py(
@@ -151,20 +142,8 @@ def record_positions_py(
     return np.array(positions, np.int64), np.array(sizes, np.int32), stop, pos
 
 
-@njit(cache=True, nogil=True)
-def find_boundary(buf: np.ndarray, base: int, p: int, end: int, limit: int) -> int:
-    """The first position ``q >= p`` that looks like a message record (v1/v2 magic, TOTALSIZE
-    that fits, PHYSICALOFFSET == ``base + q``), or -1 within ``limit`` bytes."""
-    stop = min(end - FIXED_MIN, p + limit)
-    q = p
-    while q <= stop:
-        magic = rd_i32(buf, q + 4)
-        if magic == MAGIC_V1 or magic == MAGIC_V2:
-            total = rd_i32(buf, q)
-            if FIXED_MIN <= total <= end - q and rd_i64(buf, q + 28) == base + q:
-                return q
-        q += 1
-    return -1
 
-
-register("rocketmq.record_positions", record_positions, record_positions_py)
+_NAT = native("_nat_rmq_scan")
+record_positions = record_positions_native if _NAT is not None else record_positions_numba
+register("rocketmq.record_positions", record_positions_numba, record_positions_py,
+         native=record_positions_native if _NAT is not None else None)

@@ -1,22 +1,26 @@
-"""IndexFile bulk build (numba), sequential and on several threads, with its pure-Python twin.
+"""IndexFile bulk build, sequential and on several threads, three ways.
 
 The in-memory header is an ``int64`` array of :data:`HEADER_FIELDS` (``begin_timestamp,
 end_timestamp, begin_phy_offset, end_phy_offset, hash_slot_count, index_count``; index with the
 ``H_*`` constants) owned by the caller (it plays the role of ``IndexFileBuffer.header``).
 :func:`bulk_put` leaves the buffer byte-identical to calling ``IndexFileBuffer.put_hash`` for each
-key in turn (spec 3.6), header write-through and the first-item timeDiff quirk included.  The file
-is big-endian on disk: the one sequential kernel is compiled for both views of :mod:`.index_view`
-(a native ``uint32`` view of the page-aligned mapping on a little-endian host, else the bytes).
+key in turn (spec 3.6), header write-through and the first-item timeDiff quirk included.
+
+* :func:`bulk_put` / :func:`bulk_put_parallel` – the native module ``_nat_rmq_index`` when built,
+  else the numba kernels of :mod:`.index_build_nb` (imported on first use: a process on the native
+  path never loads numba); ``*_numba`` / ``*_native`` name each implementation;
+* :func:`bulk_put_py` / :func:`bulk_put_parallel_py` – the twins (``IndexFileBuffer.put_hash`` in a
+  loop).
 
 :func:`bulk_put_parallel` is the same put on several threads (byte-identical, see its section).
 """
 
 from __future__ import annotations
 
-from typing import NamedTuple
+import struct
+from typing import Any, NamedTuple
 
 import numpy as np
-from numba import njit
 
 from mqstore.errors import CorruptIndexError, InvalidArgumentError
 from mqstore.formats.rocketmq.indexfile import (
@@ -26,108 +30,20 @@ from mqstore.formats.rocketmq.indexfile import (
     check_geometry,
     index_file_size,
 )
-from mqstore.kernels.endian import (
-    as_u8,
-    bswap32,
-    set_w_i32,
-    set_w_i64,
-    word_view,
-)
-from mqstore.kernels.intrinsics import prefetch
+from mqstore.kernels.backend import native, numba_module
+from mqstore.kernels.buffers import as_u8, word_view
 from mqstore.kernels.registry import register
-from mqstore.kernels.rocketmq.index_view import HEADER_WORDS, ITEM_WORDS, item_i32, set_i32, set_i64, touch
 from mqstore.kernels.threads import resolve_threads, run_parallel, split_even
 
 HEADER_FIELDS = ("begin_timestamp", "end_timestamp", "begin_phy_offset", "end_phy_offset", "hash_slot_count", "index_count")
 # positions in the header array
 H_BEGIN_TS, H_END_TS, H_BEGIN_PHY, H_END_PHY, H_SLOT_COUNT, H_INDEX_COUNT = range(6)
-_INT_MAX = 2**31 - 1
+
+_NAT: Any = native("_nat_rmq_index")
 
 
-@njit(cache=True, nogil=True, inline="always")
-def time_diff(t: int, begin_ts: int) -> int:
-    """An item's time field: seconds since the file's begin timestamp (truncated toward zero),
-    clamped to ``[0, 2**31 - 1]``; ``0`` while the file has no begin timestamp."""
-    if begin_ts <= 0:
-        return 0
-    d = t - begin_ts
-    q = d // 1000 if d >= 0 else -((-d) // 1000)
-    if q > _INT_MAX:
-        return _INT_MAX
-    if q < 0:
-        return 0
-    return q
-
-
-#: keys ahead whose hash slot the bulk builders prefetch (see kernels/intrinsics.py)
-_PREFETCH_AHEAD = 16
-
-
-@njit(cache=True, nogil=True)
-def _bulk_put_kernel(a, slots, index_num, header, key_hash, phy, ts, start):  # fmt: skip
-    """``putKey`` for keys ``start, start + 1, ...`` until the file is full, on either view of the
-    file (:mod:`.index_view`); returns the number of keys put and updates ``header``."""
-    begin_ts = header[H_BEGIN_TS]
-    end_ts = header[H_END_TS]
-    begin_phy = header[H_BEGIN_PHY]
-    end_phy = header[H_END_PHY]
-    hsc = header[H_SLOT_COUNT]
-    ic = header[H_INDEX_COUNT]
-    items_w = HEADER_WORDS + slots  # word index of item 0
-    n = key_hash.shape[0]
-    i = start
-    wrote_begin = False
-    wrote_hsc = False
-    while i < n:
-        if ic >= index_num:
-            break
-        if i + _PREFETCH_AHEAD < n:  # the slot of a later key: its random load overlaps this key's work
-            s2 = np.int64(key_hash[i + _PREFETCH_AHEAD]) % slots
-            touch(a, HEADER_WORDS + (s2 + slots if s2 < 0 else s2))
-        h = np.int64(key_hash[i])
-        s = h % slots
-        if s < 0:
-            s += slots
-        sw = HEADER_WORDS + s
-        sv = item_i32(a, sw)
-        if sv <= 0 or sv > ic:
-            sv = 0
-        t = ts[i]
-        diff = time_diff(t, begin_ts)
-        p = phy[i]
-        iw = items_w + ic * ITEM_WORDS
-        set_i32(a, iw, h)
-        set_i64(a, iw + 1, p)
-        set_i32(a, iw + 3, diff)
-        set_i32(a, iw + 4, sv)
-        set_i32(a, sw, ic)
-        if ic <= 1:
-            begin_phy = p
-            begin_ts = t
-            wrote_begin = True
-        if sv == 0:
-            hsc += 1
-            wrote_hsc = True
-        ic += 1
-        end_phy = p
-        end_ts = t
-        i += 1
-    if i > start:  # header write-through (only the fields putKey touched)
-        if wrote_begin:
-            set_i64(a, 4, begin_phy)
-            set_i64(a, 0, begin_ts)
-        if wrote_hsc:
-            set_i32(a, 8, hsc)
-        set_i64(a, 6, end_phy)
-        set_i64(a, 2, end_ts)
-        set_i32(a, 9, ic)  # the count last: a kill before it leaves a file load() sees as torn
-    header[H_BEGIN_TS] = begin_ts
-    header[H_END_TS] = end_ts
-    header[H_BEGIN_PHY] = begin_phy
-    header[H_END_PHY] = end_phy
-    header[H_SLOT_COUNT] = hsc
-    header[H_INDEX_COUNT] = ic
-    return i - start
+def _nb() -> Any:
+    return numba_module("mqstore.kernels.rocketmq.index_build_nb")
 
 
 def _check_inputs(
@@ -152,7 +68,26 @@ def _key_arrays(key_hash: np.ndarray, phy_offset: np.ndarray, store_ts: np.ndarr
     return kh, phy, ts
 
 
-def bulk_put(
+def _key_arrays(key_hash: np.ndarray, phy_offset: np.ndarray, store_ts: np.ndarray) -> tuple[np.ndarray, ...]:
+    kh = np.ascontiguousarray(key_hash, np.int32)
+    phy = np.ascontiguousarray(phy_offset, np.int64)
+    ts = np.ascontiguousarray(store_ts, np.int64)
+    if not (len(kh) == len(phy) == len(ts)):
+        raise InvalidArgumentError("key_hash, phy_offset and store_ts differ in length")
+    return kh, phy, ts
+
+
+def _put_inputs(buf_u8: object, hash_slot_num: int, index_num: int, header: np.ndarray, key_hash: np.ndarray,
+                phy_offset: np.ndarray, store_ts: np.ndarray, start: int) -> tuple[np.ndarray, ...]:  # fmt: skip
+    buf = as_u8(buf_u8)
+    _check_inputs(buf, hash_slot_num, index_num, header)
+    kh, phy, ts = _key_arrays(key_hash, phy_offset, store_ts)
+    if not 0 <= start <= len(kh):
+        raise InvalidArgumentError(f"start {start} outside the {len(kh)} keys")
+    return buf, kh, phy, ts
+
+
+def bulk_put_numba(
     buf_u8: object,
     hash_slot_num: int,
     index_num: int,
@@ -166,14 +101,26 @@ def bulk_put(
 
     Returns the number of keys consumed (fewer than ``len(key_hash) - start`` means the file is
     full: roll and continue with ``start + consumed``).  ``header`` is updated in place."""
-    buf = as_u8(buf_u8)
-    _check_inputs(buf, hash_slot_num, index_num, header)
-    kh, phy, ts = _key_arrays(key_hash, phy_offset, store_ts)
-    if not 0 <= start <= len(kh):
-        raise InvalidArgumentError(f"start {start} outside the {len(kh)} keys")
+    buf, kh, phy, ts = _put_inputs(buf_u8, hash_slot_num, index_num, header, key_hash, phy_offset, store_ts, start)
     w = word_view(buf)
     view = buf if w is None else w
-    return int(_bulk_put_kernel(view, np.int64(hash_slot_num), np.int64(index_num), header, kh, phy, ts, np.int64(start)))
+    return int(_nb()._bulk_put_kernel(view, np.int64(hash_slot_num), np.int64(index_num), header, kh, phy, ts,
+                                      np.int64(start)))  # fmt: skip
+
+
+def bulk_put_native(
+    buf_u8: object,
+    hash_slot_num: int,
+    index_num: int,
+    header: np.ndarray,
+    key_hash: np.ndarray,
+    phy_offset: np.ndarray,
+    store_ts: np.ndarray,
+    start: int = 0,
+) -> int:
+    """:func:`bulk_put_numba` in C (``_nat_rmq_index``)."""
+    buf, kh, phy, ts = _put_inputs(buf_u8, hash_slot_num, index_num, header, key_hash, phy_offset, store_ts, start)
+    return int(_NAT.bulk_put(buf, int(hash_slot_num), int(index_num), header, kh, phy, ts, int(start)))
 
 
 def bulk_put_py(
@@ -187,11 +134,7 @@ def bulk_put_py(
     start: int = 0,
 ) -> int:
     """Pure-Python twin of :func:`bulk_put`: ``IndexFileBuffer.put_hash`` in a loop."""
-    buf = as_u8(buf_u8)
-    _check_inputs(buf, hash_slot_num, index_num, header)
-    kh, phy, ts = _key_arrays(key_hash, phy_offset, store_ts)
-    if not 0 <= start <= len(kh):
-        raise InvalidArgumentError(f"start {start} outside the {len(kh)} keys")
+    buf, kh, phy, ts = _put_inputs(buf_u8, hash_slot_num, index_num, header, key_hash, phy_offset, store_ts, start)
     f = IndexFileBuffer(memoryview(buf), hash_slot_num, index_num, load=False)
     f.header = IndexHeader(*(int(v) for v in header))
     i = start
@@ -210,8 +153,6 @@ def write_header(buf_u8: object, header: np.ndarray) -> None:
     """``updateByteBuffer`` (flush): write every header field into the buffer."""
     buf = as_u8(buf_u8)
     buf[:INDEX_HEADER_SIZE] = np.frombuffer(IndexHeader(*(int(v) for v in header)).encode(), np.uint8)
-
-
 
 
 # ----------------------------------------------------------------------------- on several threads
@@ -242,11 +183,13 @@ def write_header(buf_u8: object, header: np.ndarray) -> None:
 # byte for byte.
 
 class ItemFile(NamedTuple):
-    """What the item phase needs of the file: its slot count, begin timestamp, first item number."""
+    """What the item phase needs of the file: its slot count, begin timestamp, first item number (and
+    its item count, which the native phase checks its writes against)."""
 
     slots: int
     begin_ts: int
     ic0: int
+    index_num: int = 0
 
 
 class KeyInputs(NamedTuple):
@@ -262,83 +205,111 @@ class KeyInputs(NamedTuple):
 PARALLEL_MIN_KEYS = 1 << 16
 
 
-@njit(cache=True, nogil=True)
-def _slots_of(key_hash, start, j0, j1, slots, out):  # fmt: skip
-    """``out[j]`` = the hash slot of key ``start + j`` for ``j0 <= j < j1`` (``putKey``'s
-    ``abs(hash) % slots``; the hash is already non-negative except for ``Integer.MIN_VALUE``)."""
-    for j in range(j0, j1):
-        s = np.int64(key_hash[start + j]) % slots
-        if s < 0:
-            s += slots
-        out[j] = s
+#: a bulk put of fewer keys runs sequentially (two pool rounds cost ~0.1 ms)
+PARALLEL_MIN_KEYS = 1 << 16
 
 
-@njit(cache=True, nogil=True)
-def _slot_phase(w, ic0, sl, m, lo, hi, key_bounds, prev_out, marks):  # fmt: skip
-    """Slot phase of the part owning slots ``lo <= s < hi``: returns the number of slots that were
-    empty (hashSlotCount += n).  First the part's keys are listed in order (no branch), then their
-    slots are read and written with the slot of a later key prefetched.  The list lives in
-    ``prev_out`` itself: entry ``k`` is read (and entry ``k + _PREFETCH_AHEAD``) before the previous
-    item number of key ``k`` replaces it."""
-    own = prev_out
-    c = 0
-    b = 0
-    nb = key_bounds.shape[0]
-    for j in range(m):
-        while b < nb and key_bounds[b] == j:
-            marks[b] = c
-            b += 1
-        s = sl[j]
-        own[c] = j
-        c += (s >= lo) & (s < hi)
-    while b < nb:
-        marks[b] = c
-        b += 1
-    new_slots = 0
-    for k in range(c):
-        if k + _PREFETCH_AHEAD < c:
-            prefetch(w, 10 + sl[own[k + _PREFETCH_AHEAD]])
-        j = own[k]
-        sw = 10 + sl[j]
-        ic = ic0 + j
-        v = np.int64(bswap32(w[sw]))
-        sv = v - 0x100000000 if v >= 0x80000000 else v
-        if sv <= 0 or sv > ic:
-            sv = 0
-            new_slots += 1
-        prev_out[k] = sv
-        w[sw] = bswap32(ic)
-    return new_slots
+class _NumbaPhases:
+    """The three phases on the numba kernels (the native ``uint32`` view of the file)."""
+
+    put = staticmethod(bulk_put_numba)
+
+    @staticmethod
+    def view(buf: np.ndarray) -> np.ndarray | None:
+        return word_view(buf)
+
+    @staticmethod
+    def slots_of(kh: np.ndarray, start: int, j0: int, j1: int, slots: int, sl: np.ndarray) -> None:
+        _nb()._slots_of(kh, np.int64(start), np.int64(j0), np.int64(j1), np.int64(slots), sl)
+
+    @staticmethod
+    def slot_phase(w: np.ndarray, slots: int, ic0: int, sl: np.ndarray, lo: int, hi: int, key_bounds: np.ndarray,
+                   prev_out: np.ndarray, marks: np.ndarray) -> int:  # fmt: skip
+        return int(_nb()._slot_phase(w, np.int64(ic0), sl, np.int64(len(sl)), np.int64(lo), np.int64(hi), key_bounds,
+                                     prev_out, marks))  # fmt: skip
+
+    @staticmethod
+    def item_phase(w: np.ndarray, f: ItemFile, keys: KeyInputs, j0: int, j1: int, sl: np.ndarray,
+                   bounds: np.ndarray, prevs: np.ndarray, cursors: np.ndarray) -> None:  # fmt: skip
+        f64 = ItemFile(np.int64(f.slots), np.int64(f.begin_ts), np.int64(f.ic0), np.int64(f.index_num))
+        k64 = KeyInputs(keys.key_hash, keys.phy, keys.ts, np.int64(keys.start))
+        _nb()._item_phase(w, f64, k64, np.int64(j0), np.int64(j1), sl, bounds, prevs, cursors)
 
 
-@njit(cache=True, nogil=True)
-def _item_phase(w, f, keys, j0, j1, sl, bounds, prevs, cursors):  # fmt: skip
-    """Items of keys ``j0 <= j < j1`` (``prevs[p, cursors[p]]`` is the next previous item number of
-    slot range ``p``, which holds the slots ``bounds[p] <= s < bounds[p + 1]``)."""
-    slots, begin_ts, ic0 = f
-    key_hash, phy, ts, start = keys
-    items_w = 10 + slots
-    parts = bounds.shape[0] - 1
-    for j in range(j0, j1):
-        i = start + j
-        s = sl[j]
-        p = 0
-        while p + 1 < parts and s >= bounds[p + 1]:
-            p += 1
-        sv = prevs[p, cursors[p]]
-        cursors[p] += 1
-        t = ts[i]
-        diff = time_diff(t, begin_ts)
-        pv = phy[i]
-        iw = items_w + (ic0 + j) * 5
-        w[iw] = bswap32(np.int64(key_hash[i]))
-        w[iw + 1] = bswap32(pv >> 32)
-        w[iw + 2] = bswap32(pv)
-        w[iw + 3] = bswap32(diff)
-        w[iw + 4] = bswap32(sv)
+class _NativePhases:
+    """The three phases in C (any alignment: the C kernels load and store big-endian bytes)."""
+
+    put = staticmethod(bulk_put_native)
+
+    @staticmethod
+    def view(buf: np.ndarray) -> np.ndarray | None:
+        return buf
+
+    @staticmethod
+    def slots_of(kh: np.ndarray, start: int, j0: int, j1: int, slots: int, sl: np.ndarray) -> None:
+        _NAT.slots_of(kh, start, j0, j1, slots, sl)
+
+    @staticmethod
+    def slot_phase(w: np.ndarray, slots: int, ic0: int, sl: np.ndarray, lo: int, hi: int, key_bounds: np.ndarray,
+                   prev_out: np.ndarray, marks: np.ndarray) -> int:  # fmt: skip
+        return int(_NAT.slot_phase(w, slots, ic0, sl, lo, hi, key_bounds, prev_out, marks))
+
+    @staticmethod
+    def item_phase(w: np.ndarray, f: ItemFile, keys: KeyInputs, j0: int, j1: int, sl: np.ndarray,
+                   bounds: np.ndarray, prevs: np.ndarray, cursors: np.ndarray) -> None:  # fmt: skip
+        _NAT.item_phase(w, f.slots, f.index_num, f.begin_ts, f.ic0, keys.key_hash, keys.phy, keys.ts, keys.start,
+                        j0, j1, sl, bounds, prevs, cursors)  # fmt: skip
 
 
-def bulk_put_parallel(
+def _bulk_put_parallel(k: Any, buf_u8: object, hash_slot_num: int, index_num: int, header: np.ndarray,
+                       key_hash: np.ndarray, phy_offset: np.ndarray, store_ts: np.ndarray, start: int,
+                       threads: int | None) -> int:  # fmt: skip
+    nthreads = resolve_threads(threads)
+    buf, kh, phy, ts = _put_inputs(buf_u8, hash_slot_num, index_num, header, key_hash, phy_offset, store_ts, start)
+    w = k.view(buf)
+    m = min(len(kh) - start, max(0, index_num - int(header[H_INDEX_COUNT])))
+    if nthreads == 1 or w is None or m < PARALLEL_MIN_KEYS:
+        return k.put(buf, hash_slot_num, index_num, header, kh, phy, ts, start)
+    done = 0
+    if int(header[H_INDEX_COUNT]) <= 1:  # the first key of a fresh file sets the begin fields: sequential
+        done = k.put(buf, hash_slot_num, index_num, header, kh[: start + 1], phy[: start + 1], ts[: start + 1], start)
+        start += done
+        m -= done
+    slots = int(hash_slot_num)
+    ic0 = int(header[H_INDEX_COUNT])
+    parts = nthreads
+    ranges = split_even(m, parts)
+    key_bounds = np.array([a for a, _ in ranges], np.int64)
+    # slot range p holds the slots s with floor(s * parts / slots) == p
+    bounds = np.array([(p * slots + parts - 1) // parts for p in range(parts + 1)], np.int64)
+    sl = np.empty(m, np.int32)  # slots < 2**31 (check_geometry)
+    run_parallel(k.slots_of, [(kh, start, a, b, slots, sl) for a, b in ranges])
+    prevs = np.empty((parts, m), np.int32)
+    marks = np.zeros((parts, parts), np.int64)
+    args = [(w, slots, ic0, sl, int(bounds[p]), int(bounds[p + 1]), key_bounds, prevs[p], marks[p])
+            for p in range(parts)]  # fmt: skip
+    new_slots = sum(int(v) for v in run_parallel(k.slot_phase, args))
+    f = ItemFile(slots, int(header[H_BEGIN_TS]), ic0, int(index_num))
+    keys = KeyInputs(kh, phy, ts, start)
+    item_args = [(w, f, keys, a, b, sl, bounds, prevs, np.ascontiguousarray(marks[:, u]))
+                 for u, (a, b) in enumerate(ranges)]  # fmt: skip
+    run_parallel(k.item_phase, item_args)
+    # header: what putKey leaves after these keys (write-through of the fields it touches)
+    last = start + m - 1
+    header[H_END_TS] = int(ts[last])
+    header[H_END_PHY] = int(phy[last])
+    header[H_SLOT_COUNT] = int(header[H_SLOT_COUNT]) + new_slots
+    header[H_INDEX_COUNT] = ic0 + m
+    mv = memoryview(buf)
+    if new_slots:
+        struct.pack_into(">i", mv, 32, int(header[H_SLOT_COUNT]))
+    struct.pack_into(">q", mv, 24, int(header[H_END_PHY]))
+    struct.pack_into(">q", mv, 8, int(header[H_END_TS]))
+    struct.pack_into(">i", mv, 36, int(header[H_INDEX_COUNT]))  # the count last (see IndexFile.torn)
+    return done + m
+
+
+def bulk_put_parallel_numba(
     buf_u8: object,
     hash_slot_num: int,
     index_num: int,
@@ -350,58 +321,28 @@ def bulk_put_parallel(
     *,
     threads: int | None = None,
 ) -> int:
-    """:func:`bulk_put` on ``threads`` threads (same arguments,
-    same result, same bytes).  Small puts, ``threads=1`` and buffers without a native word view
-    run the sequential kernel."""
-    nthreads = resolve_threads(threads)
-    buf = as_u8(buf_u8)
-    _check_inputs(buf, hash_slot_num, index_num, header)
-    kh, phy, ts = _key_arrays(key_hash, phy_offset, store_ts)
-    if not 0 <= start <= len(kh):
-        raise InvalidArgumentError(f"start {start} outside the {len(kh)} keys")
-    w = word_view(buf)
-    m = min(len(kh) - start, max(0, index_num - int(header[H_INDEX_COUNT])))
-    if nthreads == 1 or w is None or m < PARALLEL_MIN_KEYS:
-        return bulk_put(buf, hash_slot_num, index_num, header, kh, phy, ts, start)
-    done = 0
-    if int(header[H_INDEX_COUNT]) <= 1:  # the first key of a fresh file sets the begin fields: sequential
-        done = bulk_put(buf, hash_slot_num, index_num, header, kh[: start + 1], phy[: start + 1], ts[: start + 1], start)
-        start += done
-        m -= done
-    slots = int(hash_slot_num)
-    ic0 = int(header[H_INDEX_COUNT])
-    parts = nthreads
-    ranges = split_even(m, parts)
-    key_bounds = np.array([a for a, _ in ranges], np.int64)
-    # slot range p holds the slots s with floor(s * parts / slots) == p
-    bounds = np.array([(p * slots + parts - 1) // parts for p in range(parts + 1)], np.int64)
-    sl = np.empty(m, np.int32)  # slots < 2**31 (check_geometry)
-    run_parallel(_slots_of, [(kh, np.int64(start), np.int64(a), np.int64(b), np.int64(slots), sl) for a, b in ranges])
-    prevs = np.empty((parts, m), np.int32)
-    marks = np.zeros((parts, parts), np.int64)
-    args = [
-        (w, np.int64(ic0), sl, np.int64(m), bounds[p], bounds[p + 1], key_bounds, prevs[p], marks[p])
-        for p in range(parts)
-    ]  # fmt: skip
-    new_slots = sum(int(v) for v in run_parallel(_slot_phase, args))
-    begin_ts = int(header[H_BEGIN_TS])
-    f = ItemFile(np.int64(slots), np.int64(begin_ts), np.int64(ic0))
-    keys = KeyInputs(kh, phy, ts, np.int64(start))
-    item_args = [(w, f, keys, np.int64(a), np.int64(b), sl, bounds, prevs, np.ascontiguousarray(marks[:, u]))
-                 for u, (a, b) in enumerate(ranges)]  # fmt: skip
-    run_parallel(_item_phase, item_args)
-    # header: what putKey leaves after these keys (write-through of the fields it touches)
-    last = start + m - 1
-    header[H_END_TS] = int(ts[last])
-    header[H_END_PHY] = int(phy[last])
-    header[H_SLOT_COUNT] = int(header[H_SLOT_COUNT]) + new_slots
-    header[H_INDEX_COUNT] = ic0 + m
-    if new_slots:
-        set_w_i32(w, 8, int(header[H_SLOT_COUNT]))
-    set_w_i64(w, 6, int(header[H_END_PHY]))
-    set_w_i64(w, 2, int(header[H_END_TS]))
-    set_w_i32(w, 9, int(header[H_INDEX_COUNT]))  # the count last (see IndexFile.torn)
-    return done + m
+    """:func:`bulk_put` on ``threads`` threads (same arguments, same result, same bytes).  Small
+    puts, ``threads=1`` and buffers without a native word view run the sequential kernel."""
+    return _bulk_put_parallel(_NumbaPhases, buf_u8, hash_slot_num, index_num, header, key_hash, phy_offset,
+                              store_ts, start, threads)  # fmt: skip
+
+
+def bulk_put_parallel_native(
+    buf_u8: object,
+    hash_slot_num: int,
+    index_num: int,
+    header: np.ndarray,
+    key_hash: np.ndarray,
+    phy_offset: np.ndarray,
+    store_ts: np.ndarray,
+    start: int = 0,
+    *,
+    threads: int | None = None,
+) -> int:
+    """:func:`bulk_put_parallel_numba` in C (``_nat_rmq_index``; small puts and ``threads=1`` run
+    the sequential kernel)."""
+    return _bulk_put_parallel(_NativePhases, buf_u8, hash_slot_num, index_num, header, key_hash, phy_offset,
+                              store_ts, start, threads)  # fmt: skip
 
 
 def bulk_put_parallel_py(
@@ -421,5 +362,10 @@ def bulk_put_parallel_py(
     return bulk_put_py(buf_u8, hash_slot_num, index_num, header, key_hash, phy_offset, store_ts, start)
 
 
-register("rocketmq.bulk_put", bulk_put, bulk_put_py)
-register("rocketmq.bulk_put_parallel", bulk_put_parallel, bulk_put_parallel_py)
+_ON = _NAT is not None
+bulk_put = bulk_put_native if _ON else bulk_put_numba
+bulk_put_parallel = bulk_put_parallel_native if _ON else bulk_put_parallel_numba
+
+register("rocketmq.bulk_put", bulk_put_numba, bulk_put_py, native=bulk_put_native if _ON else None)
+register("rocketmq.bulk_put_parallel", bulk_put_parallel_numba, bulk_put_parallel_py,
+         native=bulk_put_parallel_native if _ON else None)

@@ -10,27 +10,15 @@ which numba resolves at compile time by the view's type:
 * the ``uint8`` buffer itself (any host, any alignment): byte by byte.
 
 So each kernel is written once and compiled for both views.  In Python the accessors work on
-either view too (slowly), which keeps them testable.
+either view too (slowly), which keeps them testable.  This module has no numba: the compiled forms
+are registered by :mod:`.index_view_nb` (``numba.extending.overload``), which the numba kernels
+import the accessors from; the native kernels (``csrc/_nat_rmq_index.c``) address the same words
+with big-endian loads.
 """
 
 from __future__ import annotations
 
-import warnings
-from typing import Any
-
 import numpy as np
-from numba import types
-from numba.core.errors import NumbaIRAssumptionWarning
-from numba.extending import overload
-
-from mqstore.kernels.endian import bswap32, rd_i32, rd_i64, w_i32, w_i64, wr_i32, wr_i64
-from mqstore.kernels.intrinsics import prefetch
-
-# numba's own pedantic IR check warns when it inlines these accessors into a loop ("variable
-# '_item_i32_impl.<locals>.from_words...' is not in scope"): a note about its SSA pass, not about
-# the compiled code (the twin tests compare every kernel's results).  It would reach users as a
-# "please report this" text on their first command, so it is silenced for these accessors only.
-warnings.filterwarnings("ignore", message=r"variable '_(item|set)_i(32|64)_impl", category=NumbaIRAssumptionWarning)
 
 HEADER_WORDS = 10  # the 40-byte header
 ITEM_WORDS = 5  # a 20-byte item
@@ -69,78 +57,3 @@ def n_words(a: np.ndarray) -> int:
     return int(a.shape[0]) if a.dtype == np.uint32 else int(a.shape[0]) // 4
 
 
-def _is_bytes(a: Any) -> bool:
-    return isinstance(a, types.Array) and a.dtype == types.uint8
-
-
-@overload(item_i32, inline="always")
-def _item_i32_impl(a: Any, wi: Any) -> Any:
-    if _is_bytes(a):
-        def from_bytes(a: Any, wi: Any) -> Any:
-            return rd_i32(a, wi * 4)
-        return from_bytes
-
-    def from_words(a: Any, wi: Any) -> Any:
-        return w_i32(a, wi)
-    return from_words
-
-
-@overload(item_i64, inline="always")
-def _item_i64_impl(a: Any, wi: Any) -> Any:
-    if _is_bytes(a):
-        def from_bytes(a: Any, wi: Any) -> Any:
-            return rd_i64(a, wi * 4)
-        return from_bytes
-
-    def from_words(a: Any, wi: Any) -> Any:
-        return w_i64(a, wi)
-    return from_words
-
-
-@overload(set_i32, inline="always")
-def _set_i32_impl(a: Any, wi: Any, v: Any) -> Any:
-    if _is_bytes(a):
-        def to_bytes(a: Any, wi: Any, v: Any) -> Any:
-            wr_i32(a, wi * 4, v)
-        return to_bytes
-
-    def to_words(a: Any, wi: Any, v: Any) -> Any:
-        a[wi] = bswap32(v)
-    return to_words
-
-
-@overload(set_i64, inline="always")
-def _set_i64_impl(a: Any, wi: Any, v: Any) -> Any:
-    if _is_bytes(a):
-        def to_bytes(a: Any, wi: Any, v: Any) -> Any:
-            wr_i64(a, wi * 4, v)
-        return to_bytes
-
-    def to_words(a: Any, wi: Any, v: Any) -> Any:
-        a[wi] = bswap32(v >> 32)
-        a[wi + 1] = bswap32(v)
-    return to_words
-
-
-@overload(touch, inline="always")
-def _touch_impl(a: Any, wi: Any) -> Any:
-    if _is_bytes(a):
-        def in_bytes(a: Any, wi: Any) -> Any:
-            prefetch(a, wi * 4)
-        return in_bytes
-
-    def in_words(a: Any, wi: Any) -> Any:
-        prefetch(a, wi)
-    return in_words
-
-
-@overload(n_words, inline="always")
-def _n_words_impl(a: Any) -> Any:
-    if _is_bytes(a):
-        def of_bytes(a: Any) -> Any:
-            return a.shape[0] // 4
-        return of_bytes
-
-    def of_words(a: Any) -> Any:
-        return a.shape[0]
-    return of_words

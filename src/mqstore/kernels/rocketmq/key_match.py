@@ -43,13 +43,15 @@ from mqstore.kernels.rocketmq.columns import (
     F_PHYSICAL_OFFSET,
     F_PROPS_LEN,
     F_PROPS_START,
+    F_SEGMENT,
     F_STORE_TIMESTAMP,
     F_TOPIC_LEN,
     F_TOPIC_START,
-    N_RECORD_FIELDS,
-    decode_one,
+    MATCH_COLUMNS,
 )
-from mqstore.kernels.rocketmq.properties import P_KEYS, P_UNIQ, PROP_SPANS, prop_spans
+from mqstore.kernels.rocketmq.columns_nb import decode_one
+from mqstore.kernels.rocketmq.properties import P_KEYS, P_UNIQ, PROP_SPANS
+from mqstore.kernels.rocketmq.properties_nb import prop_spans
 
 LONG_MAX = 2**63 - 1
 # slots of the ``prm`` argument (int64): the hash seed of select_files (``< 0``: ``~`` the Java hash
@@ -70,9 +72,6 @@ SEG_LIMIT = 1
 SEG_BASE = 2
 SEG_SIZE = 3
 SEG_COLUMNS = 4
-#: the column of a match row holding the row of its segment in the table
-F_SEGMENT = N_RECORD_FIELDS
-MATCH_COLUMNS = N_RECORD_FIELDS + 1
 EXACT_ROOM = -1
 EXACT_UNCLEAN = -2
 

@@ -9,19 +9,24 @@ dispatcher, the offline rebuild and the Spark jobs.
 :func:`mqstore.formats.rocketmq.record.check_record`); ``scan_segment`` is the fast path and must
 return identical batches (tests run both on the same data).
 
+The compiled pass exists twice: in C (``_nat_rmq_scan.scan``, ``kernels/csrc/_nat_rmq_scan.c``,
+which checks the body CRCs inline) and with numba (:mod:`mqstore.kernels.rocketmq.scan_nb`,
+imported on first use: a process on the native path never loads numba).  :func:`scan_segment` is
+bound to the native one when it is built, :func:`scan_segment_numba` and
+:func:`scan_segment_native` name each; all three are registered twins.
+
 The compiled pass takes its inputs and outputs as a few named groups (:class:`ScanParams`,
 :class:`DelayRule`, :class:`RowColumns`, ...; numba passes a ``NamedTuple`` of arrays as one
-argument at no cost) instead of 33 positional parameters.
+argument at no cost, the C wrapper spreads them) instead of 33 positional parameters.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from itertools import pairwise
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
-from numba import njit
 
 from mqstore.errors import CorruptDataError
 from mqstore.formats.rocketmq.javahash import (
@@ -32,43 +37,25 @@ from mqstore.formats.rocketmq.javahash import (
 )
 from mqstore.formats.rocketmq.lmq import PROPERTY_INNER_MULTI_DISPATCH, PROPERTY_INNER_MULTI_QUEUE_OFFSET
 from mqstore.formats.rocketmq.record import (
-    MAGIC_V2,
     TRANSACTION_MASK,
     TRANSACTION_ROLLBACK_TYPE,
     check_record,
 )
+from mqstore.kernels.backend import native, numba_module
+from mqstore.kernels.buffers import as_u8
 from mqstore.kernels.crc import crc32_spans
-from mqstore.kernels.endian import as_u8, rd_i16, rd_i32, rd_i64
-from mqstore.kernels.javahash import hash_continue, index_hash_span, state_to_int32
 from mqstore.kernels.registry import register
 from mqstore.kernels.rocketmq.framing import (
-    FIXED_MIN,
     ST_BAD,
     ST_FULL,
-    ST_LIMIT,
-    ST_OK,
     ST_RANGE,
     STOP_BLANK,
     STOP_END,
     STOP_INVALID,
     STOP_LIMIT,
     check_range,
-    find_boundary,
-    head,
+    find_boundary_any,
     walk_stop,
-)
-from mqstore.kernels.rocketmq.properties import (
-    P_DELAY,
-    P_KEYS,
-    P_MQOFF,
-    P_MULTI,
-    P_TAGS,
-    P_UNIQ,
-    PROP_SPANS,
-    count_pieces,
-    eq_bytes,
-    eq_const,
-    prop_spans,
 )
 from mqstore.kernels.threads import resolve_threads, run_parallel
 
@@ -221,10 +208,10 @@ def _all_zero(buf: bytes | bytearray | memoryview, a: int, b: int) -> bool:
 
 
 
-# =============================================================================== fast path (numba)
+# =============================================================================== fast path
 #
-# The kernel reads every integer byte by byte (big-endian) and checks each length against the end
-# of its record before touching a byte, so a corrupt or truncated buffer can only stop a scan.
+# The kernels (scan_nb._scan_kernel, _nat_rmq_scan.scan) check each length against the end of its
+# record before touching a byte, so a corrupt or truncated buffer can only stop a scan.
 
 
 class ScanParams(NamedTuple):
@@ -291,212 +278,6 @@ class CrcSpans(NamedTuple):
     skip: np.ndarray
 
 
-@njit(cache=True, nogil=True)
-def _scan_kernel(buf, prm, delay, rows, topics, keys, fallback, multi, mspan, skips, crcs):  # fmt: skip
-    """One pass over the records: columns, topic ids, index key hashes (hashed while the
-    properties are in cache), tags codes.  With ``check_crc`` the body spans are collected for
-    :func:`~mqstore.kernels.crc.crc32_spans` (checked afterwards, the scan is cut at the first
-    mismatch).  Rows naming multi-dispatch queues go to ``multi``, the spans of their
-    INNER_MULTI_DISPATCH and INNER_MULTI_QUEUE_OFFSET values (-1: absent) to ``mspan``.  Returns the counts
-    ``(n, pos, state, topics, skips, keys, fallbacks, crcs, multis)``."""
-    base, start, end, check_crc, skip_mismatch, max_records = prm
-    delay_ms, max_level, delay_ok, sched = delay
-    off, size, qid, qoff, sysf, ts, tags, topic_id = rows
-    rep_s, rep_l, table = topics
-    key_row, key_hash = keys
-    skip_pos, skip_total, skip_computed = skips
-    crc_pos, crc_s, crc_l, crc_row, crc_skip = crcs
-    cap = off.shape[0]
-    kcap = key_row.shape[0]
-    tcap = rep_s.shape[0]
-    n = 0
-    nt = 0
-    ns = 0
-    nk = 0
-    nf = 0
-    nc = 0
-    nm = 0
-    pos = start
-    state = ST_RANGE
-    mask = table.shape[0] - 1
-    props = np.empty(PROP_SPANS, np.int64)
-    last_tid = -1
-    c31 = np.uint64(31)
-    while pos < end:
-        if max_records >= 0 and n >= max_records:
-            state = ST_LIMIT
-            break
-        if n >= cap or ns >= cap or nt >= tcap:
-            state = ST_FULL
-            break
-        head_state, total = head(buf, pos, end, FIXED_MIN)
-        if head_state != ST_OK:
-            state = head_state
-            break
-        rend = pos + total
-        magic = rd_i32(buf, pos + 4)
-        sys = rd_i32(buf, pos + 36)
-        bw = 20 if sys & 0x10 else 8
-        sw = 20 if sys & 0x20 else 8
-        p = pos + 48 + bw + 8 + sw + 12
-        if p + 4 > rend:
-            state = ST_BAD
-            break
-        body_len = rd_i32(buf, p)
-        p += 4
-        if body_len < 0 or p + body_len > rend:
-            state = ST_BAD
-            break
-        bs = p
-        p += body_len
-        if magic == MAGIC_V2:
-            if p + 2 > rend:
-                state = ST_BAD
-                break
-            tl = rd_i16(buf, p)
-            p += 2
-            tw = 2
-        else:
-            if p + 1 > rend:
-                state = ST_BAD
-                break
-            tl = np.int64(buf[p])
-            if tl >= 128:
-                tl -= 256
-            p += 1
-            tw = 1
-        if tl < 0 or p + tl > rend:
-            state = ST_BAD
-            break
-        tps = p
-        p += tl
-        if p + 2 > rend:
-            state = ST_BAD
-            break
-        pl = rd_i16(buf, p)
-        p += 2
-        if pl < 0 or p + pl > rend:
-            state = ST_BAD
-            break
-        pps = p
-        computed = 48 + bw + 8 + sw + 12 + 4 + body_len + tw + tl + 2 + pl
-        if computed != total and not skip_mismatch:
-            state = ST_BAD
-            break
-        if check_crc:
-            crc_pos[nc] = pos
-            crc_s[nc] = bs
-            crc_l[nc] = body_len
-            crc_row[nc] = n
-            crc_skip[nc] = ns
-            nc += 1
-        if computed != total:
-            skip_pos[ns] = base + pos
-            skip_total[ns] = total
-            skip_computed[ns] = computed
-            ns += 1
-            pos += total
-            continue
-        # ---- a valid record: its properties first (the key count decides whether it fits)
-        prop_spans(buf, pps, pps + pl, props)
-        k = 1 if props[P_UNIQ] >= 0 else 0
-        if props[P_KEYS] >= 0:
-            k += count_pieces(buf, props[P_KEYS], props[P_KEYS + 1])
-        if nk + k > kcap:
-            if check_crc:
-                nc -= 1
-            state = ST_FULL
-            break
-        store_ts = rd_i64(buf, pos + 48 + bw)
-        off[n] = base + pos
-        size[n] = total
-        qid[n] = rd_i32(buf, pos + 12)
-        qoff[n] = rd_i64(buf, pos + 20)
-        sysf[n] = sys
-        ts[n] = store_ts
-        # topic: Java hash state (continued by the index keys) and its id
-        st = hash_continue(buf, tps, tps + tl, np.uint64(0))
-        if last_tid >= 0 and rep_l[last_tid] == tl and eq_bytes(buf, rep_s[last_tid], tps, tl):
-            tid = last_tid
-        else:
-            slot = np.int64(((st * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(33)) & np.uint64(mask))
-            while True:
-                t = table[slot]
-                if t < 0:
-                    tid = nt
-                    rep_s[nt] = tps
-                    rep_l[nt] = tl
-                    table[slot] = nt
-                    nt += 1
-                    break
-                if rep_l[t] == tl and eq_bytes(buf, rep_s[t], tps, tl):
-                    tid = t
-                    break
-                slot = (slot + 1) & mask
-            last_tid = tid
-        topic_id[n] = tid
-        # index keys: topic#uniq first, then every non-empty KEYS piece
-        h0 = st * c31 + np.uint64(35)
-        if props[P_UNIQ] >= 0:
-            key_row[nk] = n
-            key_hash[nk] = index_hash_span(buf, props[P_UNIQ], props[P_UNIQ + 1], h0)
-            nk += 1
-        if props[P_KEYS] >= 0:
-            i = props[P_KEYS]
-            e = props[P_KEYS + 1]
-            while i < e:
-                j = i
-                while j < e and buf[j] != 32:
-                    j += 1
-                if j > i:
-                    key_row[nk] = n
-                    key_hash[nk] = index_hash_span(buf, i, j, h0)
-                    nk += 1
-                i = j + 1
-        # tagsCode (delay topic: deliver time)
-        code = np.int64(0)
-        done = False
-        if props[P_DELAY] >= 0 and eq_const(buf, tps, tl, sched):
-            ds = props[P_DELAY]
-            dl = props[P_DELAY + 1] - ds
-            digits = delay_ok and 1 <= dl <= 18
-            level = np.int64(0)
-            if digits:
-                for q in range(ds, ds + dl):
-                    d = np.int64(buf[q]) - 48
-                    if d < 0 or d > 9:
-                        digits = False
-                        break
-                    level = level * 10 + d
-            if not digits:
-                fallback[nf] = n
-                nf += 1
-                done = True
-            else:
-                if level > max_level:
-                    level = max_level
-                if level > 0:
-                    dm = np.int64(1000)
-                    if level < delay_ms.shape[0] and delay_ms[level] >= 0:
-                        dm = delay_ms[level]
-                    code = store_ts + dm
-                    done = True
-        if not done and props[P_TAGS] >= 0:
-            code = state_to_int32(hash_continue(buf, props[P_TAGS], props[P_TAGS + 1], np.uint64(0)))
-        tags[n] = code
-        if props[P_MULTI] >= 0:
-            multi[nm] = n
-            mspan[nm, 0] = props[P_MULTI]
-            mspan[nm, 1] = props[P_MULTI + 1]
-            mspan[nm, 2] = props[P_MQOFF]
-            mspan[nm, 3] = props[P_MQOFF + 1]
-            nm += 1
-        n += 1
-        pos += total
-    return n, pos, state, nt, ns, nk, nf, nc, nm
-
-
-
 _SCHED = np.frombuffer(SCHEDULE_TOPIC.encode("ascii"), np.uint8).copy()
 
 
@@ -543,7 +324,7 @@ class _Chunk:
 
 def _scan_chunk(
     u8: np.ndarray, file_from_offset: int, start: int, end: int, check_crc: bool, skip_length_mismatch: bool,
-    limit: int, delay: DelayRule, delay_table: dict[int, int],
+    limit: int, delay: DelayRule, delay_table: dict[int, int], nat: Any = None,
 ) -> _Chunk:  # fmt: skip
     cap = max(16, min((end - start) // _BYTES_PER_ROW_GUESS + 16, _MAX_CHUNK_ROWS))
     if limit >= 0:
@@ -560,11 +341,14 @@ def _scan_chunk(
     topics_t = TopicTable(i64(tcap), i64(tcap), np.full(_table_size(tcap), -1, np.int64))
     keys = KeyColumns(i64(kcap), i32(kcap))
     skips = SkipColumns(i64(cap), i64(cap), i64(cap))
-    ncrc = 2 * cap if check_crc else 0
+    ncrc = 2 * cap if check_crc and nat is None else 0  # the native kernel checks the CRCs inline
     crcs = CrcSpans(*(i64(ncrc) for _ in range(5)))
     prm = ScanParams(np.int64(file_from_offset), np.int64(start), np.int64(end), bool(check_crc),
                      bool(skip_length_mismatch), np.int64(limit))  # fmt: skip
-    counts = _scan_kernel(u8, prm, delay, rows, topics_t, keys, fallback, multi, mspan, skips, crcs)
+    if nat is not None:
+        counts = nat.scan(u8, *prm, *delay, *rows, *topics_t, *keys, fallback, multi, mspan, *skips)
+    else:
+        counts = _nb()._scan_kernel(u8, prm, delay, rows, topics_t, keys, fallback, multi, mspan, skips, crcs)
     n, pos, state, nt, ns, nk, nf, nc, nm = (int(v) for v in counts)
     if nc:
         got = crc32_spans(u8, crcs.start[:nc], crcs.length[:nc])
@@ -609,16 +393,10 @@ def _scan_chunk(
                   multi_value)
 
 
-@njit(cache=True, nogil=True)
-def _stored_crcs_kernel(buf: np.ndarray, pos: np.ndarray, out: np.ndarray) -> None:
-    for i in range(pos.shape[0]):
-        out[i] = rd_i32(buf, pos[i] + 8)
-
-
 def _stored_crcs(u8: np.ndarray, pos: np.ndarray) -> np.ndarray:
-    out = np.empty(len(pos), np.int64)
-    _stored_crcs_kernel(u8, pos, out)
-    return out
+    """The stored BODYCRC (big-endian int32 at +8) of the records at ``pos``."""
+    at = pos[:, None] + np.arange(8, 12)
+    return u8[at].copy().view(">i4").reshape(-1).astype(np.int64)
 
 
 def _merge_chunks(chunks: list[_Chunk]) -> _Chunk:
@@ -641,7 +419,11 @@ def _merge_chunks(chunks: list[_Chunk]) -> _Chunk:
     )  # fmt: skip
 
 
-def scan_segment(
+def _nb() -> Any:
+    return numba_module("mqstore.kernels.rocketmq.scan_nb")
+
+
+def scan_segment_numba(
     buf: bytes | bytearray | memoryview | np.ndarray,
     file_from_offset: int,
     start: int,
@@ -667,6 +449,31 @@ def scan_segment(
     ended exactly on the cut; otherwise the scan goes on sequentially from where that range
     stopped.  The result is the sequential one whatever the data.
     """
+    return _scan_segment(buf, file_from_offset, start, end, check_crc, skip_length_mismatch, max_records, delay_table,
+                         threads, None)  # fmt: skip
+
+
+def scan_segment_native(
+    buf: bytes | bytearray | memoryview | np.ndarray,
+    file_from_offset: int,
+    start: int,
+    end: int,
+    *,
+    check_crc: bool = False,
+    skip_length_mismatch: bool = True,
+    max_records: int | None = None,
+    delay_table: dict[int, int] = DEFAULT_DELAY_TABLE,
+    threads: int | None = 1,
+) -> DispatchBatch:
+    """:func:`scan_segment_numba` on the C kernel ``_nat_rmq_scan.scan`` (same arguments, same result)."""
+    return _scan_segment(buf, file_from_offset, start, end, check_crc, skip_length_mismatch, max_records, delay_table,
+                         threads, _NAT)  # fmt: skip
+
+
+def _scan_segment(
+    buf: object, file_from_offset: int, start: int, end: int, check_crc: bool, skip_length_mismatch: bool,
+    max_records: int | None, delay_table: dict[int, int], threads: int | None, nat: Any,
+) -> DispatchBatch:  # fmt: skip
     u8 = as_u8(buf)
     check_range(u8, start, end)
     limit = -1 if max_records is None else max(int(max_records), 0)
@@ -675,10 +482,10 @@ def scan_segment(
     chunks: list[_Chunk] = []
     pos = start
     if nthreads > 1 and limit < 0 and end - start >= PARALLEL_MIN_BYTES:
-        cuts = _cuts(u8, file_from_offset, start, end, nthreads)
+        cuts = _cuts(u8, file_from_offset, start, end, nthreads, nat)
         if len(cuts) > 2:
             parts = run_parallel(_scan_run, [
-                (u8, file_from_offset, a, b, check_crc, skip_length_mismatch, -1, delay, delay_table)
+                (u8, file_from_offset, a, b, check_crc, skip_length_mismatch, -1, delay, delay_table, nat)
                 for a, b in pairwise(cuts)
             ])  # fmt: skip
             for k, (part_chunks, part_pos, part_state) in enumerate(parts):
@@ -688,7 +495,8 @@ def scan_segment(
                     return _batch_of(chunks, u8, file_from_offset, end, check_crc)
                 if part_state != ST_RANGE or part_pos != cuts[k + 1]:
                     break  # the record chain did not land on the cut: go on sequentially from here
-    more, _, _ = _scan_run(u8, file_from_offset, pos, end, check_crc, skip_length_mismatch, limit, delay, delay_table)
+    more, _, _ = _scan_run(u8, file_from_offset, pos, end, check_crc, skip_length_mismatch, limit, delay, delay_table,
+                           nat)  # fmt: skip
     return _batch_of(chunks + more, u8, file_from_offset, end, check_crc)
 
 
@@ -698,13 +506,13 @@ PARALLEL_MIN_BYTES = 4 << 20
 _CUT_SEARCH_BYTES = 8 << 20
 
 
-def _cuts(u8: np.ndarray, base: int, start: int, end: int, parts: int) -> list[int]:
+def _cuts(u8: np.ndarray, base: int, start: int, end: int, parts: int, nat: Any = None) -> list[int]:
     cuts = [start]
     for k in range(1, parts):
         guess = start + (end - start) * k // parts
         if guess <= cuts[-1]:
             continue
-        q = int(find_boundary(u8, np.int64(base), np.int64(guess), np.int64(end), np.int64(_CUT_SEARCH_BYTES)))
+        q = find_boundary_any(u8, base, guess, end, _CUT_SEARCH_BYTES, use_native=nat is not None)
         if q > cuts[-1]:
             cuts.append(q)
     cuts.append(end)
@@ -713,14 +521,14 @@ def _cuts(u8: np.ndarray, base: int, start: int, end: int, parts: int) -> list[i
 
 def _scan_run(
     u8: np.ndarray, file_from_offset: int, pos: int, end: int, check_crc: bool, skip_length_mismatch: bool,
-    limit: int, delay: DelayRule, delay_table: dict[int, int],
+    limit: int, delay: DelayRule, delay_table: dict[int, int], nat: Any = None,
 ) -> tuple[list[_Chunk], int, int]:  # fmt: skip
     """Chunks of a sequential scan of ``[pos, end)`` until it stops: ``(chunks, pos, state)``."""
     chunks: list[_Chunk] = []
     rows = 0
     while True:
         left = -1 if limit < 0 else limit - rows
-        c = _scan_chunk(u8, file_from_offset, pos, end, check_crc, skip_length_mismatch, left, delay, delay_table)
+        c = _scan_chunk(u8, file_from_offset, pos, end, check_crc, skip_length_mismatch, left, delay, delay_table, nat)
         chunks.append(c)
         rows += len(c.rows.topic_id)
         pos = c.pos
@@ -763,4 +571,35 @@ def _stop_of(state: int, u8: np.ndarray, pos: int, end: int, check_crc: bool) ->
     return STOP_INVALID, res.error or "invalid record"
 
 
-register("rocketmq.scan_segment", scan_segment, scan_segment_py)
+def valid_end_numba(buf: bytes | bytearray | memoryview | np.ndarray, file_from_offset: int, start: int, end: int, *,
+                    check_crc: bool = False) -> tuple[int, str, str | None]:
+    """Where the valid records of ``buf[start:end]`` end, as recovery walks them: ``(next_offset,
+    stop, error)`` of :func:`scan_segment` with ``skip_length_mismatch=False`` (numba: the whole scan)."""
+    b = scan_segment_numba(buf, file_from_offset, start, end, check_crc=check_crc, skip_length_mismatch=False)
+    return b.next_offset, b.stop, b.error
+
+
+def valid_end_py(buf: bytes | bytearray | memoryview | np.ndarray, file_from_offset: int, start: int, end: int, *,
+                 check_crc: bool = False) -> tuple[int, str, str | None]:
+    """Twin of :func:`valid_end_numba` through :func:`scan_segment_py`."""
+    b = scan_segment_py(buf, file_from_offset, start, end, check_crc=check_crc, skip_length_mismatch=False)
+    return b.next_offset, b.stop, b.error
+
+
+def valid_end_native(buf: bytes | bytearray | memoryview | np.ndarray, file_from_offset: int, start: int, end: int, *,
+                     check_crc: bool = False) -> tuple[int, str, str | None]:
+    """:func:`valid_end_numba` on ``_nat_rmq_scan.valid_end``: the same checks without building any
+    column (recovery only needs the end)."""
+    u8 = as_u8(buf)
+    check_range(u8, start, end)
+    pos, state = _NAT.valid_end(u8, start, end, bool(check_crc))
+    stop, error = _stop_of(int(state), u8, int(pos), end, check_crc)
+    return file_from_offset + int(pos), stop, error
+
+
+_NAT = native("_nat_rmq_scan")
+valid_end = valid_end_native if _NAT is not None else valid_end_numba
+register("rocketmq.valid_end", valid_end_numba, valid_end_py, native=valid_end_native if _NAT is not None else None)
+scan_segment = scan_segment_native if _NAT is not None else scan_segment_numba
+register("rocketmq.scan_segment", scan_segment_numba, scan_segment_py,
+         native=scan_segment_native if _NAT is not None else None)

@@ -40,12 +40,7 @@ import numpy as np
 from mqstore.errors import CorruptDataError, CorruptIndexError, InvalidArgumentError, StoreNotFoundError
 from mqstore.formats.kafka.batch import (
     ATTR_COMPRESSION_MASK,
-    ATTR_CONTROL,
-    ATTR_DELETE_HORIZON,
     ATTR_TIMESTAMP_TYPE,
-    ATTR_TRANSACTIONAL,
-    NO_SEQUENCE,
-    NO_TIMESTAMP,
     RECORD_BATCH_OVERHEAD,
     decode_batch_header,
     decode_control_record,
@@ -53,10 +48,10 @@ from mqstore.formats.kafka.batch import (
     iter_legacy_records,
     iter_records,
 )
-from mqstore.formats.kafka.compression import Compression
+from mqstore.formats.kafka.dump_fields import batch_fields, record_fields
 from mqstore.formats.kafka.kraft_control import SCHEMAS as KRAFT_SCHEMAS
 from mqstore.formats.kafka.kraft_control import decode_kraft_control
-from mqstore.kernels.kafka.records import OK, batch_bodies, json_record_lines, parse_bodies
+from mqstore.kernels.kafka.records import OK, batch_bodies, parse_bodies
 from mqstore.storage.kafka.index import OffsetIndex, TimeIndex, live_entry_count
 from mqstore.storage.kafka.layout import (
     INDEX_SUFFIXES,
@@ -498,232 +493,98 @@ def dump_log(log_path: Path, *, print_data: bool = False) -> Iterator[dict[str, 
     """One dict per batch (every header field) and, with ``print_data``, one per record."""
     lp = str(log_path)
     with MappedLog(log_path) as ml:
-        mm = ml.mm
-        a = analyze_log(mm)
-        scan = a.scan
-        for i in range(scan["count"]):
-            yield from _batch_objs(mm, a, i, lp, print_data)
-        tail = _tail(a)
+        a = analyze_log(ml.mm)
+        for i in range(a.scan["count"]):
+            yield from _batch_dicts(ml.mm, a, i, lp, print_data)
+        tail = _tail_dict(a)
         if tail is not None:
             yield tail
 
 
-def _tail(a: Any) -> dict[str, Any] | None:
-    scan = a.scan
-    if a.stop != "end" or scan["valid_end"] < a.log_size:
-        return {"type": "tail", "position": int(scan["valid_end"]), "bytes": a.log_size - int(scan["valid_end"]),
-                "reason": a.stop if a.stop != "end" else "torn"}
-    return None
+def dump_log_lines(log_path: Path, *, print_data: bool = False) -> Iterator[memoryview | bytes | dict[str, Any]]:
+    """:func:`dump_log` for JSON output: runs of batches the JSON-lines kernel writes (v2,
+    uncompressed, not control, checksum verified) come as ``bytes`` of finished lines (each
+    ``{"file": ..., **fields}``; a view valid until the next item is asked for), every other batch
+    as :func:`dump_log`'s dicts (without ``file``); the same lines, in the same order, as
+    ``to_json`` of every dict of :func:`dump_log`."""
+    from mqstore.kernels.kafka.json_lines import json_lines, line_prefix
+
+    lp = str(log_path)
+    prefix = line_prefix(lp)
+    scratch: list[Any] = []
+    with MappedLog(log_path) as ml:
+        mm = ml.mm
+        a = analyze_log(mm)
+        scan = a.scan
+        n = scan["count"]
+        fast = ((scan["magic"][:n] == 2) & (scan["size"][:n] >= 61) & a.crc_ok[:n]
+                & ((scan["attributes"][:n] & 0x27) == 0))  # fmt: skip
+        i = 0
+        while i < n:
+            if not fast[i]:
+                yield from _batch_dicts(mm, a, i, lp, print_data)
+                i += 1
+                continue
+            j = i
+            while j < n and fast[j] and j - i < _LINES_PER_CALL:
+                j += 1
+            data, done = json_lines(mm, scan["position"][i:j], prefix, print_data, scratch)
+            if len(data):
+                yield data  # a view of the kernel's buffer: valid until the next item
+            i += done
+            if i < j:  # the reader rejects this batch's records: its per-record path raises why
+                yield from _batch_dicts(mm, a, i, lp, print_data)
+                i += 1
+        tail = _tail_dict(a)
+        if tail is not None:
+            yield tail
 
 
-def _batch_objs(mm: Any, a: Any, i: int, lp: str, print_data: bool) -> Iterator[dict[str, Any]]:
-    """The dicts of :func:`dump_log` for batch ``i`` of the analysis ``a``."""
+_LINES_PER_CALL = 4096  # batches per kernel call (the lines of one call are held in memory)
+
+
+def _batch_dicts(mm: Any, a: Any, i: int, lp: str, print_data: bool) -> Iterator[dict[str, Any]]:
+    """The dicts of batch ``i`` of the analysis ``a``: its header fields, then its records."""
     scan = a.scan
     p = int(scan["position"][i])
     m = int(scan["magic"][i])
     valid = bool(a.crc_ok[i])
     if m >= 2 and int(scan["size"][i]) >= 61:
         h = decode_batch_header(mm, p, path=lp)
-        yield {
-            "type": "batch", "baseOffset": h.base_offset, "lastOffset": h.last_offset,
-            "count": h.records_count, "baseSequence": h.base_sequence, "lastSequence": h.last_sequence,
-            "producerId": h.producer_id, "producerEpoch": h.producer_epoch,
-            "partitionLeaderEpoch": h.partition_leader_epoch, "isTransactional": h.is_transactional,
-            "isControl": h.is_control, "deleteHorizonMs": h.delete_horizon_ms,
-            "hasDeleteHorizon": h.has_delete_horizon, "position": p,
-            "timestampType": h.timestamp_type.label, "maxTimestamp": h.max_timestamp,
-            "baseTimestamp": h.base_timestamp, "size": h.size, "magic": h.magic,
-            "compresscodec": h.compression.name.lower(), "crc": h.crc, "isvalid": valid,
-        }
+        yield batch_fields(h, valid)
         if print_data and valid:
             for r in iter_records(mm, h, path=lp):
-                rec: dict[str, Any] = {
-                    "type": "record", "offset": r.offset, "timestampType": h.timestamp_type.label,
-                    "timestamp": r.timestamp, "keySize": -1 if r.key is None else len(r.key),
-                    "valueSize": -1 if r.value is None else len(r.value),
-                    "sequence": -1 if h.base_sequence == -1 else h.base_sequence + r.offset_delta,
-                    "headerKeys": [x.key for x in r.headers],
-                    "key": r.key, "value": r.value,
-                    "headers": [{"key": x.key, "value": x.value} for x in r.headers],
-                }
+                rec = record_fields(h, r)
                 if h.is_control:
                     rec.update(_control_fields(r, lp))
                 yield rec
-    else:
-        obj: dict[str, Any] = {"type": "batch", "offset": int(scan["last_offset"][i]), "position": p,
-                               "magic": m, "size": int(scan["size"][i]), "crc": int(scan["crc"][i]),
-                               "isvalid": valid, "maxTimestamp": int(scan["max_timestamp"][i])}
-        msg = None
-        if m < 2:
-            try:
-                msg = decode_legacy_message(mm, p, validate=False, path=lp)
-                obj["timestampType"] = msg.timestamp_type.label
-                obj["compresscodec"] = msg.compression.name.lower()
-            except CorruptDataError:
-                msg = None
-        yield obj
-        if print_data and valid and msg is not None:
-            for r in iter_legacy_records(msg, path=lp):
-                yield {"type": "record", "offset": r.offset, "timestampType": msg.timestamp_type.label,
-                       "timestamp": r.timestamp, "keySize": -1 if r.key is None else len(r.key),
-                       "valueSize": -1 if r.value is None else len(r.value), "key": r.key, "value": r.value}
+        return
+    obj: dict[str, Any] = {"type": "batch", "offset": int(scan["last_offset"][i]), "position": p,
+                           "magic": m, "size": int(scan["size"][i]), "crc": int(scan["crc"][i]),
+                           "isvalid": valid, "maxTimestamp": int(scan["max_timestamp"][i])}
+    msg = None
+    if m < 2:
+        try:
+            msg = decode_legacy_message(mm, p, validate=False, path=lp)
+            obj["timestampType"] = msg.timestamp_type.label
+            obj["compresscodec"] = msg.compression.name.lower()
+        except CorruptDataError:
+            msg = None
+    yield obj
+    if print_data and valid and msg is not None:
+        for r in iter_legacy_records(msg, path=lp):
+            yield {"type": "record", "offset": r.offset, "timestampType": msg.timestamp_type.label,
+                   "timestamp": r.timestamp, "keySize": -1 if r.key is None else len(r.key),
+                   "valueSize": -1 if r.value is None else len(r.value), "key": r.key, "value": r.value}
 
 
-#: batches whose records :func:`dump_log_json_lines` parses in one call
-_DUMP_CHUNK = 2048
-
-
-def dump_log_json_lines(log_path: Path, line: Callable[[dict[str, Any]], bytes], prefix: bytes,
-                        ) -> Iterator[list[bytes]]:
-    """:func:`dump_log` with ``print_data`` as JSON lines, in blocks (lists of byte strings to
-    write one after the other, no copy into one): ``line(obj)`` formats
-    a dict as the caller prints it (batches, and the records taken on the generic path), and the
-    records of valid v2 data batches are formatted natively, each line starting with ``prefix``
-    (the caller's line start, e.g. ``{"file":"..."``) then the fields as ``line`` writes them.
-    Batches the record walk rejects (and their chunk), control batches and legacy messages take
-    the generic path: the same bytes as ``line`` over :func:`dump_log`.  Requires the native
-    module (:data:`mqstore.kernels.kafka.records.HAVE_JSON_LINES`)."""
-    lp = str(log_path)
-    with MappedLog(log_path) as ml:
-        mm = ml.mm
-        a = ml.analysis()
-        scan = a.scan
-        n = scan["count"]
-        view = memoryview(mm).cast("B") if n else memoryview(b"")
-        attrs = scan["attributes"].astype(np.int64)
-        fast = ((scan["magic"] == 2) & (scan["size"] >= 61) & a.crc_ok & ((attrs & ATTR_CONTROL) == 0)
-                & ((attrs & ATTR_COMPRESSION_MASK) <= max(Compression)))
-        heads = _BatchLines(scan, prefix) if "producer_id" in scan else None
-        for c0 in range(0, n, _DUMP_CHUNK):
-            c1 = min(n, c0 + _DUMP_CHUNK)
-            kk = c0 + np.nonzero(fast[c0:c1])[0]
-            parsed = _parse_chunk(mm, view, scan, kk, lp) if kk.shape[0] else None
-            out: list[bytes] = []
-            try:
-                _dump_chunk(mm, a, lp, c0, c1, kk, parsed, line, prefix, heads, out)
-            except BaseException:
-                yield out  # what the generic path would have printed before the error
-                raise
-            yield out
-        tail = _tail(a)
-        if tail is not None:
-            yield [line(tail)]
-
-
-def _dump_chunk(mm: Any, a: Any, lp: str, c0: int, c1: int, kk: np.ndarray, parsed: Any,
-                line: Callable[[dict[str, Any]], bytes], prefix: bytes, heads: _BatchLines | None,
-                out: list[bytes]) -> None:
-    """The lines of batches ``c0:c1`` into ``out`` (see :func:`dump_log_json_lines`)."""
-    j = 0
-    if heads is not None:
-        heads.load(c0, c1)
-    for i in range(c0, c1):
-        if heads is not None and parsed is not None and j < kk.shape[0] and kk[j] == i:
-            buf, res, firsts = parsed
-            head_line, label, base, seq = heads.line(i)
-            text = json_record_lines(buf, res, int(firsts[j]), int(firsts[j + 1]), prefix, label, base, seq)
-            j += 1
-            if text is not None:
-                out += (head_line, text)
-                continue
-            j -= 1  # (a header key that is not UTF-8: the generic path below raises the error)
-        objs = _batch_objs(mm, a, i, lp, True)
-        if parsed is not None and j < kk.shape[0] and kk[j] == i:
-            buf, res, firsts = parsed
-            head = next(objs)
-            text = json_record_lines(buf, res, int(firsts[j]), int(firsts[j + 1]), prefix,
-                                     head["timestampType"].encode(), head["baseOffset"], head["baseSequence"])
-            j += 1
-            if text is not None:
-                objs.close()
-                out += (_json_batch_line(prefix, head), text)
-                continue
-            out.append(line(head))  # (a header key that is not UTF-8: the generic path raises)
-        for o in objs:
-            out.append(line(o))
-
-
-_BATCH_LINE = (',"type":"batch","baseOffset":%d,"lastOffset":%d,"count":%d,"baseSequence":%d,"lastSequence":%d,'
-               '"producerId":%d,"producerEpoch":%d,"partitionLeaderEpoch":%d,"isTransactional":%s,"isControl":%s,'
-               '"deleteHorizonMs":%d,"hasDeleteHorizon":%s,"position":%d,"timestampType":"%s","maxTimestamp":%d,'
-               '"baseTimestamp":%d,"size":%d,"magic":%d,"compresscodec":"%s","crc":%d,"isvalid":%s}\n')
-_JSON_BOOL = ("false", "true")
-
-
-def _json_batch_line(prefix: bytes, d: dict[str, Any]) -> bytes:
-    """The JSON line of a v2 batch dict of :func:`_batch_objs` (its keys in that order; ints,
-    booleans and the plain ASCII labels only), as ``json.dumps`` writes it, without its encoder."""
-    b = _JSON_BOOL
-    return prefix + (_BATCH_LINE % (
-        d["baseOffset"], d["lastOffset"], d["count"], d["baseSequence"], d["lastSequence"], d["producerId"],
-        d["producerEpoch"], d["partitionLeaderEpoch"], b[d["isTransactional"]], b[d["isControl"]],
-        d["deleteHorizonMs"], b[d["hasDeleteHorizon"]], d["position"], d["timestampType"], d["maxTimestamp"],
-        d["baseTimestamp"], d["size"], d["magic"], d["compresscodec"], d["crc"], b[d["isvalid"]])).encode()
-
-
-class _BatchLines:
-    """The JSON lines of v2 batches from the scan columns of a file scan (with the producer
-    fields): the line :func:`_json_batch_line` writes for :func:`_batch_objs`' dict, without
-    decoding the header again."""
-
-    _LABELS = ("CreateTime", "LogAppendTime")
-    _CODECS = tuple(c.name.lower() for c in Compression)
-
-    def __init__(self, scan: dict[str, Any], prefix: bytes) -> None:
-        self.scan = scan
-        self.prefix = prefix
-        self.c0 = 0
-        self.rows: list[tuple[Any, ...]] = []
-
-    def load(self, c0: int, c1: int) -> None:
-        """Take the columns of batches ``c0:c1`` as Python values (one conversion per chunk)."""
-        sc = self.scan
-        names = ("base_offset", "last_offset", "record_count", "base_sequence", "producer_id", "producer_epoch",
-                 "partition_leader_epoch", "attributes", "position", "max_timestamp", "base_timestamp", "size",
-                 "magic", "crc")
-        self.c0 = c0
-        self.rows = list(zip(*(sc[k][c0:c1].tolist() for k in names), strict=True))
-
-    def line(self, i: int) -> tuple[bytes, bytes, int, int]:
-        """``(line, timestamp-type label, base offset, base sequence)`` of batch ``i``."""
-        base, last, count, seq, pid, pep, epoch, attrs, pos, mts, bts, size, magic, crc = self.rows[i - self.c0]
-        if seq == NO_SEQUENCE:
-            last_seq = NO_SEQUENCE
-        else:
-            last_seq = seq + (last - base)
-            if last_seq > 0x7FFFFFFF:
-                last_seq -= 0x80000000
-        b = _JSON_BOOL
-        label = self._LABELS[1 if attrs & ATTR_TIMESTAMP_TYPE else 0]
-        horizon = attrs & ATTR_DELETE_HORIZON
-        text = _BATCH_LINE % (
-            base, last, count, seq, last_seq, pid, pep, epoch, b[bool(attrs & ATTR_TRANSACTIONAL)], "false",
-            bts if horizon else NO_TIMESTAMP, b[bool(horizon)], pos, label, mts, bts, size, magic,
-            self._CODECS[attrs & ATTR_COMPRESSION_MASK], crc, "true")
-        return self.prefix + text.encode(), label.encode(), base, seq
-
-
-def _parse_chunk(mm: Any, view: memoryview, scan: dict[str, Any], kk: np.ndarray, lp: str,
-                 ) -> tuple[np.ndarray, dict[str, Any], np.ndarray] | None:
-    """The record columns of the batches ``kk`` (the bodies' buffer, :func:`parse_bodies`' result
-    and each batch's first record, ``len(kk) + 1`` entries), or None when the walk rejects them."""
-    pos = scan["position"][kk].astype(np.int64)
-    size = scan["size"][kk].astype(np.int64)
-    codec = scan["attributes"][kk].astype(np.int64) & ATTR_COMPRESSION_MASK
-    try:
-        if not codec.any():
-            buf, bstart, bend = np.frombuffer(view, np.uint8), pos + RECORD_BATCH_OVERHEAD, pos + size
-        else:
-            buf, bstart, bend = batch_bodies(view, scan, kk, path=lp)
-    except CorruptDataError:
-        return None
-    logappend = (scan["attributes"][kk] & ATTR_TIMESTAMP_TYPE) != 0
-    res = parse_bodies(buf, bstart, bend, scan["record_count"][kk].astype(np.int64), scan["base_offset"][kk],
-                       scan["base_timestamp"][kk], scan["max_timestamp"][kk], logappend, -(1 << 63), (1 << 63) - 1)
-    if res["error"] != OK:
-        return None
-    firsts = np.searchsorted(res["batch"], np.arange(kk.shape[0] + 1))
-    return buf, res, firsts
+def _tail_dict(a: Any) -> dict[str, Any] | None:
+    """What follows the last whole batch, when anything does (a torn write or a bad batch)."""
+    scan = a.scan
+    if a.stop != "end" or scan["valid_end"] < a.log_size:
+        return {"type": "tail", "position": int(scan["valid_end"]), "bytes": a.log_size - int(scan["valid_end"]),
+                "reason": a.stop if a.stop != "end" else "torn"}
+    return None
 
 
 def _control_fields(r: Any, path: str) -> dict[str, Any]:

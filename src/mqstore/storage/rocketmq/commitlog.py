@@ -24,7 +24,14 @@ from mqstore.formats.rocketmq.record import (
     encode_blank,
     store_timestamp_position,
 )
-from mqstore.kernels.rocketmq.scan import STOP_BLANK, STOP_END, STOP_LIMIT, DispatchBatch, scan_segment
+from mqstore.kernels.rocketmq.scan import (
+    STOP_BLANK,
+    STOP_END,
+    STOP_LIMIT,
+    DispatchBatch,
+    scan_segment,
+    valid_end,
+)
 from mqstore.storage.mapped import MappedFile, MappedFileQueue, MultiPathMappedFileQueue
 
 DEFAULT_COMMIT_LOG_FILE_SIZE = 1024 * 1024 * 1024
@@ -371,16 +378,15 @@ class CommitLog:
         error = None
         while idx < len(files):
             mf = files[idx]
-            batch = scan_segment(mf.mm, mf.file_from_offset, 0, mf.file_size, check_crc=check_crc, skip_length_mismatch=False)
-            process = batch.next_offset
-            if batch.stop == STOP_BLANK:
+            process, stop, error = valid_end(mf.mm, mf.file_from_offset, 0, mf.file_size, check_crc=check_crc)
+            if stop == STOP_BLANK:
                 if idx + 1 < len(files) and files[idx + 1].file_from_offset == mf.end_offset:
                     idx += 1
                     process = files[idx].file_from_offset
                     continue
                 process = mf.end_offset if idx + 1 >= len(files) else process
+                error = None
                 break
-            error = batch.error
             break
         return RecoveryResult(process, start_offset, 0, error)
 

@@ -44,9 +44,7 @@ from mqstore.formats.rocketmq.record import (
     MessageRecord,
     encode_record,
 )
-from mqstore.kernels.endian import as_u8
-from mqstore.kernels.rocketmq import dledger as kd
-from mqstore.kernels.rocketmq.dledger import gather_entry_bodies, walk_dledger_entries
+from mqstore.kernels.buffers import as_u8
 from mqstore.kernels.rocketmq.scan import (
     STOP_BLANK,
     STOP_END,
@@ -137,6 +135,9 @@ def walk_file(buf, base: int, file_size: int, *, start: int = 0, prev_index: int
     must follow ``prev_index`` one by one and terms never go below ``prev_term``; magic -1 (the
     filler) closes the file; zeros end the data.  Stops at the first entry that breaks a rule,
     with the reason in ``error``."""
+    from mqstore.kernels.rocketmq import dledger as kd  # numba: only DLedger stores load it
+    from mqstore.kernels.rocketmq.dledger import walk_dledger_entries
+
     u8 = as_u8(buf)
     end = min(file_size, len(u8))
     parts: list[tuple[np.ndarray, ...]] = []
@@ -523,6 +524,9 @@ def scan_entry_bodies(arr: np.ndarray, base: int, entry_pos: np.ndarray, entry_s
     bstart = pos + fmt.ENTRY_HEADER_SIZE
     blen = entry_size - fmt.ENTRY_HEADER_SIZE
     # the record inside must fill the body and say where it is: else the entry is corrupt
+    from mqstore.kernels.rocketmq import dledger as kd  # numba: only DLedger stores load it
+    from mqstore.kernels.rocketmq.dledger import gather_entry_bodies
+
     compact, n_ok, code, value = gather_entry_bodies(arr, base, entry_pos, entry_size)
     bad = None
     if code != kd.G_OK:

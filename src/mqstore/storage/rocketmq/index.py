@@ -19,6 +19,7 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -26,15 +27,6 @@ import numpy as np
 from mqstore.errors import CorruptIndexError, FlushError, GeometryMismatchError, ReadOnlyStoreError
 from mqstore.formats.rocketmq.indexfile import IndexFileBuffer, index_file_size
 from mqstore.formats.rocketmq.javahash import index_key_hash
-from mqstore.kernels.rocketmq.chain_walk import (
-    SELECT_FILES_CYCLE,
-    SELECT_ONE_CYCLE,
-    SELECT_ONE_ROOM,
-    select_files,
-    select_one,
-)
-from mqstore.kernels.rocketmq.key_match import EXACT_ROOM, EXACT_UNCLEAN, MATCH_COLUMNS, exact_key_files
-from mqstore.kernels.rocketmq.scan import DispatchBatch
 from mqstore.storage.mapped import MappedFile, msync_range, size_file
 from mqstore.storage.rocketmq.index_roll import keys_per_file, roll_plan
 from mqstore.storage.rocketmq.layout import (
@@ -45,9 +37,20 @@ from mqstore.storage.rocketmq.layout import (
 )
 
 if TYPE_CHECKING:  # pragma: no cover
+    from mqstore.kernels.rocketmq.scan import DispatchBatch
     from mqstore.storage.rocketmq.commitlog import CommitLog
 
 LONG_MAX = 2**63 - 1
+_WALKS: list[ModuleType] = []  # the numba walk modules (chain_walk, key_match), imported by the first query
+
+
+def _walks() -> list[ModuleType]:
+    """``[chain_walk, key_match]``: the kernels of the queries, imported on first use."""
+    if not _WALKS:  # the rebuild and verify never query: their processes never load these (numba)
+        from mqstore.kernels.rocketmq import chain_walk, key_match
+
+        _WALKS[:] = [chain_walk, key_match]
+    return _WALKS
 
 
 class IndexFile:
@@ -85,7 +88,7 @@ class IndexFile:
         a big-endian host); dropped by :meth:`close`."""
         w = self._words
         if w is None:
-            from mqstore.kernels.endian import word_view
+            from mqstore.kernels.buffers import word_view
 
             w = self._words = word_view(self.mm)
             if w is None:
@@ -181,7 +184,7 @@ class IndexService:
         self.on_file_full = None  # callback(end_timestamp) after a full file is flushed
         self._prefixes: dict[str, int] = {}  # Java hash state of "topic#" per queried topic
         self._seeds: dict[str, int] = {}  # its complement, the seed of select_files
-        self._topic_bytes: dict[str, bytes] = {}  # UTF-8 bytes of queried topics (exact_matches)
+        self._query_topics: dict[str, tuple[bytes, int]] = {}  # topic -> (UTF-8 bytes, seed) (exact_matches)
         self._match_pool: list[tuple[np.ndarray, np.ndarray]] = []  # buffers of exact_matches
         self._out_pool: list[tuple[np.ndarray, memoryview]] = []
         # (files, table, views) of select_files; dropped before any file is closed
@@ -353,6 +356,8 @@ class IndexService:
             kb = key.encode("ascii")
         else:
             kb, seed = b"", index_key_hash(f"{topic}#{key}")
+        cw = (_WALKS or _walks())[0]
+        select_files, SELECT_ONE_ROOM, SELECT_FILES_CYCLE = cw.select_files, cw.SELECT_ONE_ROOM, cw.SELECT_FILES_CYCLE
         pool = self._out_pool  # 64-slot result buffers with their memoryviews (list pop/append are atomic)
         out, mv = pool.pop() if pool else _out_buffer(64)
         try:
@@ -390,31 +395,38 @@ class IndexService:
             plan = self._make_plan()
             if plan is None:
                 return None
-        tb = self._topic_bytes.get(topic)
         try:
-            if tb is None:
-                if len(self._topic_bytes) >= 4096:
-                    self._topic_bytes.clear()
-                tb = self._topic_bytes[topic] = topic.encode("utf-8")
             kb = key.encode("utf-8")
         except UnicodeEncodeError:
             return None
         if key.isascii():
-            seed = self._seeds.get(topic)
-            if seed is None:
-                seed = ~self._prefix_state(topic)
-                self._seeds[topic] = seed
+            q = self._query_topics.get(topic)  # (topic bytes, seed: ~ the hash state of "topic#")
+            if q is None:
+                try:
+                    tb = topic.encode("utf-8")
+                except UnicodeEncodeError:
+                    return None
+                if len(self._query_topics) >= 4096:
+                    self._query_topics.clear()
+                q = self._query_topics[topic] = (tb, ~self._prefix_state(topic))
+            tb, seed = q
         elif "\ufffd" in key:
             return None
         else:
+            try:
+                tb = topic.encode("utf-8")
+            except UnicodeEncodeError:
+                return None
             seed = index_key_hash(f"{topic}#{key}")
         if not commit_log.has_segment_table:
             return None
         segments, table = commit_log.segment_table()
+        cw, km = _WALKS or _walks()
+        exact_key_files, EXACT_ROOM, MATCH_COLUMNS = km.exact_key_files, km.EXACT_ROOM, km.MATCH_COLUMNS
         pool = self._match_pool  # (out, prm) pairs (list pop/append are atomic)
         out, prm = pool.pop() if pool else (np.empty((4, MATCH_COLUMNS), np.int64), np.empty(7, np.int64))
         prm[0] = seed
-        prm[1] = max(0, begin - 1000)
+        prm[1] = begin - 1000 if begin > 1000 else 0
         prm[2] = end
         prm[3] = commit_log.min_offset
         prm[4] = commit_log.max_offset
@@ -424,14 +436,14 @@ class IndexService:
         while n == EXACT_ROOM:
             out = np.empty((len(out) * 16, MATCH_COLUMNS), np.int64)
             n = exact_key_files(plan[1], table, tb, kb, prm, out)
-        rows = out[:n].tolist() if n > 0 else []
+        rows = [out[0].tolist()] if n == 1 else out[:n].tolist() if n > 0 else []
         if len(pool) < 8 and len(out) == 4:
             pool.append((out, prm))
         if n >= 0:
             return rows, segments
-        if n == EXACT_UNCLEAN:
+        if n == km.EXACT_UNCLEAN:
             return None
-        f = plan[0][len(plan[0]) - 1 - (SELECT_FILES_CYCLE - n)]
+        f = plan[0][len(plan[0]) - 1 - (cw.SELECT_FILES_CYCLE - n)]
         raise CorruptIndexError(f"index chain of {topic}#{key} in {f.name} has a cycle", path=str(f.path))
 
     def _make_plan(self) -> tuple[list[IndexFile], np.ndarray, list[np.ndarray]] | None:
@@ -458,6 +470,8 @@ class IndexService:
             kb, kh = key.encode("ascii"), -1
         else:
             kb, kh = b"", index_key_hash(f"{topic}#{key}")
+        cw = (_WALKS or _walks())[0]
+        select_one, SELECT_ONE_ROOM, SELECT_ONE_CYCLE = cw.select_one, cw.SELECT_ONE_ROOM, cw.SELECT_ONE_CYCLE
         found: list[int] = []
         files = self.files
         i = len(files)
@@ -511,6 +525,8 @@ class IndexService:
         key_hash = -1 if kb is not None else index_key_hash(f"{topic}#{key}")
         # The index rounds times down to whole seconds after the file's begin: widen by 1 s.
         wbegin = max(0, begin - 1000)
+        cw = (_WALKS or _walks())[0]
+        select_one, SELECT_ONE_ROOM, SELECT_ONE_CYCLE = cw.select_one, cw.SELECT_ONE_ROOM, cw.SELECT_ONE_CYCLE
         for f in reversed(self.files):
             h = f.header
             if h.index_count <= 1:

@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -44,7 +45,7 @@ from mqstore.formats.rocketmq.record import (
 )
 from mqstore.kernels.arrays import unique
 from mqstore.kernels.crc import crc32
-from mqstore.kernels.rocketmq.put import RecordColumns, encode_records_into, queue_ranks
+from mqstore.kernels.rocketmq.put_one import encode_one_v1 as _encode_one_v1
 from mqstore.kernels.rocketmq.scan import DispatchBatch
 from mqstore.storage.kafka.layout import classify_partition_file
 from mqstore.storage.locks import DISPATCH_LOCK_FILE, StoreLock
@@ -58,6 +59,9 @@ from mqstore.storage.rocketmq.index import IndexService
 from mqstore.storage.rocketmq.layout import commit_log_dirs, consumequeue_dir, store_type_of
 from mqstore.storage.rocketmq.lmq import MultiDispatchRule
 from mqstore.storage.rocketmq.queue_table import NextQueueOffsets
+
+if TYPE_CHECKING:  # pragma: no cover - the put kernels (numba) load with the first batch put
+    from mqstore.kernels.rocketmq.put import RecordColumns
 
 OS_PAGE = 4096
 # The reput service is woken by a put only once this much is pending; otherwise it wakes on its
@@ -481,6 +485,48 @@ class RocketMQStore:
             self._wake.set()  # once per dispatch round: Event.set takes a lock and notifies
         return phys, size, qo, now
 
+    def append_common(self, topic: str, topic_field: bytes, body: bytes, keys: str, uniq: str, tags: str,
+                      queue_id: int, born_timestamp: int, size: int) -> tuple[int, int, int] | None:
+        """:meth:`append_one` for the record shape of a plain ``put`` (ASCII string keys and tags,
+        a generated 32-character unique key, flag 0, born host = store host), written by one call
+        of :func:`~mqstore.kernels.rocketmq.put.encode_one_v1`.  ``size`` is
+        :func:`~mqstore.kernels.rocketmq.put.one_v1_size`.  Same bytes, offsets and
+        durability as :meth:`append_one`.  Returns ``(commit log offset, queue offset, store
+        timestamp)``, or None (nothing written) when the record is too large for this path: the
+        caller then takes the checked one, which reports it."""
+        if self._closed or self.read_only or self.background_error is not None:
+            self._check_writable()
+        if size > self._max_fast_size or len(body) > self._max_body or size - len(body) - len(topic_field) > 32857:
+            return None  # 90 bytes of head + properties of at most 32767 bytes
+        key = (topic, queue_id)
+        lock = self._put_lock
+        lock.acquire()
+        try:
+            clock = self.config.clock
+            now = _time_ns() // 1_000_000 if clock is None else int(clock())
+            qo = self.queue_offsets.get(key, 0)
+            files = self._cl_queue.files
+            mf = files[-1] if files else None
+            if mf is None or (pos := mf.wrote_position) + size + BLANK_RECORD_SIZE > mf.file_size:
+                mf = self._roll_for(size)
+                pos = mf.wrote_position
+            phys = mf.file_from_offset + pos
+            _encode_one_v1(mf.mm, pos, body, topic_field, keys, uniq, tags, queue_id, 0, qo, phys, born_timestamp, now,
+                           self._store_host_b)
+            mf.wrote_position = pos + size
+            self.queue_offsets[key] = qo + 1
+            if now != self._last_put_ts:
+                self._ts_runs.append((phys, now))
+                self._last_put_ts = now
+        finally:
+            lock.release()
+        if self._sync_flush:
+            self.flush_commit_log(0)
+            self._wake.set()
+        elif phys + size - self.reput_from_offset >= REPUT_WAKE_BYTES and not self._wake.is_set():
+            self._wake.set()  # once per dispatch round: Event.set takes a lock and notifies
+        return phys, qo, now
+
     def append_columns(self, cols: RecordColumns, topics: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
         """Append many records given as columns (``topics``: the topic of each record, for the
         queue offsets): sizes, checks and queue offsets vectorised, the bytes encoded by one
@@ -488,6 +534,8 @@ class RocketMQStore:
         with a bad record raises before anything is written.  Returns ``(commit log offsets,
         sizes, queue offsets, store timestamp)``."""
         self._check_writable()
+        from mqstore.kernels.rocketmq import put as put_kernels  # numba: loaded by the first put
+
         cfg = self.config
         n = len(cols)
         sizes = cols.sizes()
@@ -506,7 +554,7 @@ class RocketMQStore:
             cols.queue_offset = qo
 
             def write(out: np.ndarray, pos: int, lo: int, hi: int, phys: np.ndarray) -> int:
-                return encode_records_into(out, pos, cols, lo, hi, sizes, phys, now)
+                return put_kernels.encode_records_into(out, pos, cols, lo, hi, sizes, phys, now)
 
             offsets = self.commit_log.append_encoded(sizes, write)
             self.queue_offsets.update(updates)
@@ -539,6 +587,8 @@ class RocketMQStore:
         else:
             tid = {t: i for i, t in enumerate(names)}
             codes = np.fromiter(map(tid.__getitem__, topics), np.int64, n) * width + q
+        from mqstore.kernels.rocketmq.put import queue_ranks  # numba: a put loads it, a read-only command not
+
         rank, counts = queue_ranks(codes, takes, nslots)
         slots = np.flatnonzero(counts).tolist()
         keys = [(names[c // width], c % width) for c in slots]
@@ -621,6 +671,10 @@ class RocketMQStore:
     def dispatch_pending(self) -> int:
         """Dispatch everything up to the confirm offset now (the reput service's ``doReput``)."""
         if self.read_only or self._closed or not self.config.dispatch_enabled:
+            return 0
+        if self.reput_from_offset >= self.confirm_offset:
+            # nothing pending, seen without the lock: reput_from_offset only moves once a dispatch
+            # round is complete, so the data below it is dispatched (a reader's common case)
             return 0
         with self._dispatch_lock:
             end = self.confirm_offset

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,7 +15,6 @@ from mqstore.formats.rocketmq.consumequeue_ext import MAX_ADDR, undecorate
 from mqstore.formats.rocketmq.indexfile import time_diff_seconds
 from mqstore.kernels.rocketmq.scan import STOP_INVALID
 from mqstore.storage.rocketmq.config_files import list_config_files
-from mqstore.storage.rocketmq.dledger import DLedgerCommitLog
 from mqstore.storage.rocketmq.lmq import MultiDispatchRule, cq_units
 from mqstore.storage.rocketmq.store import RocketMQStore
 
@@ -48,6 +48,7 @@ class _Records:
     has_keys: np.ndarray  # bool per record: at least one key
 
     n: int  # records; every column has one more row, a sentinel that matches nothing
+    key_start: np.ndarray = field(default_factory=lambda: np.zeros(2, np.int64))  # see _scan_records
     # multi-dispatch (LMQ) units per queue: (CommitLog offsets, queue offsets), sorted by offset
     multi: dict[tuple[str, int], tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
 
@@ -72,6 +73,13 @@ def _time_diffs(store_ts: np.ndarray, begin: int) -> np.ndarray:
     if begin <= 0:
         return np.zeros(store_ts.shape[0], np.int64)
     return np.clip(_java_div_1000(store_ts - begin), 0, INT_MAX)
+
+
+def _is_dledger(cl: object) -> bool:
+    """Whether ``cl`` is a DLedger CommitLog (its module is loaded by the store that opens one, and
+    only then: a classic store's verify does not import the DLedger kernels)."""
+    mod = sys.modules.get("mqstore.storage.rocketmq.dledger")
+    return mod is not None and isinstance(cl, mod.DLedgerCommitLog)
 
 
 _ITEM_DTYPE = np.dtype([("hash", ">i4"), ("phy", ">i8"), ("diff", ">i4"), ("prev", ">i4")])
@@ -99,7 +107,7 @@ def verify_store(root: str | Path, config=None, *, max_problems: int = 1000,
         # enableLmq is off)
         recs = _scan_records(cl, rep, problem, progress, MultiDispatchRule(store.config.enable_lmq, True))
         end = store.recovery.commit_log_end
-        if isinstance(cl, DLedgerCommitLog):  # the DLedger files themselves: index units, fillers
+        if _is_dledger(cl):  # the DLedger files themselves: index units, fillers
             for text in cl.problems(max_problems):
                 problem(text)
         if store.rocksdb_cq is not None:  # the RocksDB ConsumeQueue (storeType=defaultRocksDB)
@@ -130,56 +138,100 @@ def verify_store(root: str | Path, config=None, *, max_problems: int = 1000,
     return rep
 
 
+#: records per scanned batch of verify (bounded batches: the scan's own arrays stay small, the
+#: next batch is scanned while this one is filed, and the mapped pages behind it are released)
+_VERIFY_BATCH_RECORDS = 1 << 18
+
+# the record table's columns and their (compact) types: 44 bytes a record, plus 8 per index key
+_RECORD_COLUMNS = (("starts", np.int64), ("sizes", np.int32), ("topic_id", np.int32), ("queue_id", np.int32),
+                   ("queue_offset", np.int64), ("tags_code", np.int64), ("store_ts", np.int64))
+
+
 def _scan_records(cl, rep: VerifyReport, problem: Callable[[str], None],
                   progress: Callable[[int, int], None] | None, rule: MultiDispatchRule) -> _Records:
     topics: dict[str, int] = {}
     multi: dict[tuple[str, int], tuple[list[np.ndarray], list[np.ndarray]]] = {}
-    cols: dict[str, list[np.ndarray]] = {k: [] for k in ("starts", "sizes", "topic_id", "queue_id", "queue_offset",
-                                                         "tags_code", "store_ts", "key_off", "key_hash")}
-    for batch in cl.scan(cl.min_offset, cl.max_offset, check_crc=True, skip_length_mismatch=False):
+    parts: dict[str, list[np.ndarray]] = {k: [] for k, _ in _RECORD_COLUMNS}
+    pair_parts: list[np.ndarray] = []  # row << 32 | key hash, rows counted in scan order
+    key_rows: list[np.ndarray] = []
+    rows = 0
+    for batch in cl.scan_bounded(cl.min_offset, cl.max_offset, check_crc=True, skip_length_mismatch=False,
+                                 batch_records=_VERIFY_BATCH_RECORDS):  # fmt: skip
         rep.messages += len(batch)
         if progress is not None:
             progress(batch.next_offset - cl.min_offset, cl.max_offset - cl.min_offset)
-        remap = np.array([topics.setdefault(t, len(topics)) for t in batch.topics] or [0], np.int64)
-        cols["starts"].append(batch.commit_log_offset.astype(np.int64))
-        cols["sizes"].append(batch.size.astype(np.int64))
-        cols["topic_id"].append(remap[batch.topic_id] if len(batch) else np.empty(0, np.int64))
-        cols["queue_id"].append(batch.queue_id.astype(np.int64))
-        cols["queue_offset"].append(batch.queue_offset.astype(np.int64))
-        cols["tags_code"].append(batch.tags_code.astype(np.int64))
-        cols["store_ts"].append(batch.store_timestamp.astype(np.int64))
-        cols["key_off"].append(batch.commit_log_offset[batch.key_row].astype(np.int64))
-        cols["key_hash"].append(batch.key_hash.astype(np.int64))
+        remap = np.array([topics.setdefault(t, len(topics)) for t in batch.topics] or [0], np.int32)
+        parts["starts"].append(batch.commit_log_offset.astype(np.int64, copy=False))
+        parts["sizes"].append(batch.size.astype(np.int32, copy=False))
+        parts["topic_id"].append(remap[batch.topic_id] if len(batch) else np.empty(0, np.int32))
+        parts["queue_id"].append(batch.queue_id.astype(np.int32, copy=False))
+        parts["queue_offset"].append(batch.queue_offset.astype(np.int64, copy=False))
+        parts["tags_code"].append(batch.tags_code.astype(np.int64, copy=False))
+        parts["store_ts"].append(batch.store_timestamp.astype(np.int64, copy=False))
+        krow = batch.key_row.astype(np.int64) + rows
+        key_rows.append(krow)
+        pair_parts.append(_pair_key(krow, batch.key_hash))
+        rows += len(batch)
         if len(batch.multi_row):
             u = cq_units(batch, rule)
             for off, what in u.problems:
                 problem(f"commitlog: record at offset {off}: {what}")
             for t, q, grp in u.groups():
-                rows = grp[u.multi[grp]]
-                if len(rows):
+                sel = grp[u.multi[grp]]
+                if len(sel):
                     lists = multi.setdefault((t, q), ([], []))
-                    lists[0].append(u.commit_log_offset[rows].astype(np.int64))
-                    lists[1].append(u.queue_offset[rows].astype(np.int64))
+                    lists[0].append(u.commit_log_offset[sel].astype(np.int64))
+                    lists[1].append(u.queue_offset[sel].astype(np.int64))
         if batch.stop == STOP_INVALID:
             problem(f"commitlog: invalid record at offset {batch.next_offset}: {batch.error}")
-    c = {k: np.concatenate(v) if v else np.empty(0, np.int64) for k, v in cols.items()}
-    n = int(c["starts"].shape[0])
-    order = np.argsort(c["starts"], kind="stable")
-
-    def col(name: str) -> np.ndarray:  # sorted by offset, plus the sentinel row
-        return np.append(c[name][order], -1)
-
-    recs = _Records(col("starts"), col("sizes"), col("topic_id"), col("queue_id"), col("queue_offset"),
-                    col("tags_code"), col("store_ts"), topics, np.empty(0, np.int64), np.zeros(n + 1, bool), n)
+        del batch
+    n = rows
+    starts = _join(parts.pop("starts"), np.int64, n)
+    # the scan walks the CommitLog forwards, so the records come sorted by offset; the general
+    # case (sort, and map the key rows through the order) is kept for any other source
+    order = None if n < 2 or bool((starts[1:n] > starts[: n - 1]).all()) else np.argsort(starts[:n], kind="stable")
+    if order is not None:
+        starts[:n] = starts[:n][order]
+    cols = {"starts": starts}
+    for name, dt in _RECORD_COLUMNS[1:]:
+        col = _join(parts.pop(name), dt, n)  # the parts of each column are dropped as it is joined
+        if order is not None:
+            col[:n] = col[:n][order]
+        cols[name] = col
+    recs = _Records(cols["starts"], cols["sizes"], cols["topic_id"], cols["queue_id"], cols["queue_offset"],
+                    cols["tags_code"], cols["store_ts"], topics, np.empty(0, np.int64), np.zeros(n + 1, bool), n)
     recs.topic_id[n] = -2  # no topic
     for key, (o_parts, q_parts) in multi.items():
         o, q = np.concatenate(o_parts), np.concatenate(q_parts)
         srt = np.argsort(o, kind="stable")
         recs.multi[key] = (o[srt], q[srt])
-    rec_of_key, _ = recs.find(c["key_off"])
-    recs.pair_keys = np.sort(_pair_key(rec_of_key, c["key_hash"]))  # (duplicates do not matter)
-    recs.has_keys[rec_of_key] = True
+    krows = np.concatenate(key_rows) if key_rows else np.empty(0, np.int64)
+    del key_rows
+    pairs = np.concatenate(pair_parts) if pair_parts else np.empty(0, np.int64)
+    del pair_parts
+    if order is not None:  # scan rows -> sorted rows
+        rank = np.empty(n, np.int64)
+        rank[order] = np.arange(n, dtype=np.int64)
+        krows = rank[krows]
+        pairs = _pair_key(krows, pairs & 0xFFFFFFFF)
+    pairs.sort()  # (duplicates do not matter)
+    recs.pair_keys = pairs
+    recs.has_keys[krows] = True
+    # the pairs of record r are pair_keys[key_start[r] : key_start[r + 1]] (sorted by record first)
+    recs.key_start = np.zeros(n + 2, np.int64)
+    np.cumsum(np.bincount(krows, minlength=n), out=recs.key_start[1 : n + 1])
+    recs.key_start[n + 1] = recs.key_start[n]
     return recs
+
+
+def _join(parts: list[np.ndarray], dtype: type, n: int) -> np.ndarray:
+    """The parts end to end in one array of ``n + 1`` items (the last one, the sentinel row, is -1)."""
+    out = np.empty(n + 1, dtype)
+    if parts:
+        np.concatenate(parts, out=out[:n])
+    parts.clear()
+    out[n] = -1
+    return out
 
 
 def _check_cq_file(mf, topic: str, qid: int, cq, recs: _Records, cl_min: int, end: int, rep: VerifyReport,
@@ -234,41 +286,75 @@ def _check_cq_file(mf, topic: str, qid: int, cq, recs: _Records, cl_min: int, en
                     f"{int(recs.queue_offset[r])} tags code {int(recs.tags_code[r])}")
 
 
+#: IndexFile items checked per step (an IndexFile holds up to 20 M items: their columns and the
+#: masks of the checks are made a slice at a time, so the memory does not follow the file)
+_INDEX_ITEMS_PER_STEP = 1 << 20
+
+
 def _check_index_file(f, recs: _Records, cl_min: int, rep: VerifyReport, problem: Callable[[str], None]) -> None:
     h = f.header
     buf = f.buffer
     count = max(min(h.index_count, buf.index_num), 1) - 1  # items 1 .. count
-    items = np.frombuffer(f.mm, dtype=_ITEM_DTYPE, count=count, offset=buf.item_position(1))
     rep.index_items += count
+    for first in range(0, count, _INDEX_ITEMS_PER_STEP):
+        step = min(_INDEX_ITEMS_PER_STEP, count - first)
+        items = np.frombuffer(f.mm, dtype=_ITEM_DTYPE, count=step, offset=buf.item_position(1 + first))
+        _check_index_items(f.name, items, first + 1, h.begin_timestamp, recs, cl_min, problem)
+        del items
+
+
+#: keys of a record compared one by one (records with more go through a binary search)
+_PAIR_PROBES = 8
+
+
+def _has_pair(recs: _Records, ri: np.ndarray, pk: np.ndarray) -> np.ndarray:
+    """Whether each pair ``pk`` (record ``ri`` << 32 | key hash) is one of the record's: its few
+    pairs are compared in place (each record's pairs are a short sorted run of ``pair_keys``), a
+    record with many keys is searched."""
+    pairs = recs.pair_keys
+    hit = np.zeros(len(pk), bool)
+    if not len(pairs) or not len(pk):
+        return hit
+    ks = recs.key_start[ri]
+    span = recs.key_start[ri + 1] - ks
+    top = len(pairs) - 1
+    for t in range(min(int(span.max()), _PAIR_PROBES)):
+        hit |= (span > t) & (pairs[np.minimum(ks + t, top)] == pk)
+    many = np.flatnonzero(~hit & (span > _PAIR_PROBES))
+    if len(many):
+        j = np.minimum(np.searchsorted(pairs, pk[many]), top)
+        hit[many] = pairs[j] == pk[many]
+    return hit
+
+
+def _check_index_items(name: str, items: np.ndarray, first_item: int, begin_ts: int, recs: _Records, cl_min: int,
+                       problem: Callable[[str], None]) -> None:
     key_hash = items["hash"].astype(np.int64)
     phy = items["phy"].astype(np.int64)
     diff = items["diff"].astype(np.int64)
     prev = items["prev"].astype(np.int64)
-    del items
-    item_no = np.arange(1, count + 1, dtype=np.int64)
+    item_no = np.arange(first_item, first_item + len(items), dtype=np.int64)
     live = phy >= cl_min
     ri, found = recs.find(phy)
     keyed = found & recs.has_keys[ri]
     pk = _pair_key(ri, key_hash)
-    pairs = np.append(recs.pair_keys, -1)  # a sentinel again: no key pair is negative
-    j = np.minimum(np.searchsorted(recs.pair_keys, pk), recs.pair_keys.shape[0])
-    hash_ok = keyed & (pairs[j] == pk)
-    time_bad = hash_ok & (item_no >= 2) & (diff != _time_diffs(recs.store_ts[ri], h.begin_timestamp))
+    hash_ok = keyed & _has_pair(recs, ri, pk)
+    time_bad = hash_ok & (item_no >= 2) & (diff != _time_diffs(recs.store_ts[ri], begin_ts))
     bad = (live & (~keyed | ~hash_ok | time_bad)) | (prev < 0) | (prev >= item_no) | (diff < 0)
     for k in np.nonzero(bad)[0].tolist():
-        item, p, d = k + 1, int(phy[k]), int(diff[k])
+        item, p, d = int(item_no[k]), int(phy[k]), int(diff[k])
         if live[k]:
             if not keyed[k]:
-                problem(f"index/{f.name}: item {item} points at offset {p}, which is not a record start")
+                problem(f"index/{name}: item {item} points at offset {p}, which is not a record start")
             elif not hash_ok[k]:
-                problem(f"index/{f.name}: item {item} hash {int(key_hash[k])} matches no key of the message at {p}")
+                problem(f"index/{name}: item {item} hash {int(key_hash[k])} matches no key of the message at {p}")
             elif time_bad[k]:
-                problem(f"index/{f.name}: item {item} time difference {d} s does not match the store time "
+                problem(f"index/{name}: item {item} time difference {d} s does not match the store time "
                         f"of the message at {p}")
         if prev[k] < 0 or prev[k] >= item:
-            problem(f"index/{f.name}: item {item} links to item {int(prev[k])} (must be older)")
+            problem(f"index/{name}: item {item} links to item {int(prev[k])} (must be older)")
         if d < 0:
-            problem(f"index/{f.name}: item {item} has a negative time difference")
+            problem(f"index/{name}: item {item} has a negative time difference")
 
 
 def verify_store_reference(root: str | Path, config=None, *, max_problems: int = 1000,
@@ -315,7 +401,7 @@ def verify_store_reference(root: str | Path, config=None, *, max_problems: int =
             if batch.stop == STOP_INVALID:
                 problem(f"commitlog: invalid record at offset {batch.next_offset}: {batch.error}")
         end = store.recovery.commit_log_end
-        if isinstance(cl, DLedgerCommitLog):  # the DLedger files themselves: index units, fillers
+        if _is_dledger(cl):  # the DLedger files themselves: index units, fillers
             for text in cl.problems(max_problems):
                 problem(text)
         all_starts = np.concatenate(starts) if starts else np.empty(0, np.int64)

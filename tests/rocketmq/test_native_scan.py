@@ -1,0 +1,247 @@
+"""The CommitLog scan on every implementation (native C, numba, pure Python) — fixtures and
+hypothesis-made records, torn and corrupt ones included — and the one-shot commands on the native
+path: no numba import, the same output bytes as on the numba path."""
+
+from __future__ import annotations
+
+import filecmp
+import os
+import re
+import shutil
+import struct
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from kernel_twins import twins
+from mqstore.kernels import backend
+from mqstore.kernels.registry import kernel_impls
+from mqstore.kernels.rocketmq import framing
+from mqstore.kernels.rocketmq import scan as rocketmq_scan
+
+from . import test_kernels as tk
+from .helpers import CASES, FixtureCase, load_case
+
+NATIVE_BUILT = backend.built("_nat_rmq_scan") is not None
+SCANS = twins("rocketmq.scan_segment")
+FAST = [p for p in SCANS if not p.id.endswith("-reference")]  # numba (and native when built)
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module", params=CASES)
+def case(request: pytest.FixtureRequest) -> FixtureCase:
+    return load_case(request.param)
+
+
+def test_native_module_is_registered_when_built() -> None:
+    impls = kernel_impls("rocketmq.scan_segment")
+    assert (impls.native is not None) == (NATIVE_BUILT and backend.mode() != "numba")
+    if impls.native is not None:
+        assert rocketmq_scan.scan_segment is rocketmq_scan.scan_segment_native
+
+
+# ----------------------------------------------------------------------------- fixtures
+@pytest.mark.parametrize("scan", FAST)
+@pytest.mark.parametrize("check_crc", [False, True])
+@pytest.mark.parametrize("skip", [False, True])
+def test_scan_on_fixtures(case: FixtureCase, scan: Any, check_crc: bool, skip: bool) -> None:
+    for base, data in case.segments():
+        for max_records in (None, 0, 1, 7):
+            kw = {"check_crc": check_crc, "skip_length_mismatch": skip, "max_records": max_records}
+            tk.assert_same_batch(scan(data, base, 0, len(data), **kw),
+                                 rocketmq_scan.scan_segment_py(data, base, 0, len(data), **kw))
+        for a, b in ((0, 100), (0, 1000), (0, len(data) - 3)):
+            tk.assert_same_batch(scan(np.frombuffer(data, np.uint8), base, a, b, check_crc=check_crc),
+                                 rocketmq_scan.scan_segment_py(data, base, a, b, check_crc=check_crc))
+
+
+@pytest.mark.parametrize("end", twins("rocketmq.valid_end"))
+@pytest.mark.parametrize("check_crc", [False, True])
+def test_valid_end_on_fixtures(case: FixtureCase, end: Any, check_crc: bool) -> None:
+    for base, data in case.segments():
+        for a, b in ((0, len(data)), (0, 1000), (0, len(data) - 3)):
+            ref = rocketmq_scan.scan_segment_py(data, base, a, b, check_crc=check_crc, skip_length_mismatch=False)
+            assert end(data, base, a, b, check_crc=check_crc) == (ref.next_offset, ref.stop, ref.error)
+
+
+@pytest.mark.parametrize("scan", FAST)
+def test_scan_with_tiny_chunks(case: FixtureCase, scan: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Full output arrays (rows, keys, topics) continue in a new chunk: the result does not change."""
+    monkeypatch.setattr(rocketmq_scan, "_MAX_CHUNK_ROWS", 2)
+    monkeypatch.setattr(rocketmq_scan, "_KEYS_PER_ROW_GUESS", 1)
+    monkeypatch.setattr(rocketmq_scan, "_MAX_CHUNK_TOPICS", 1)
+    for base, data in case.segments():
+        for crc in (False, True):
+            tk.assert_same_batch(scan(data, base, 0, len(data), check_crc=crc),
+                                 rocketmq_scan.scan_segment_py(data, base, 0, len(data), check_crc=crc))
+
+
+# ----------------------------------------------------------------------------- made-up records
+_TOPICS = [b"T", b"TopicA", b"SCHEDULE_TOPIC_XXXX", "тема".encode(), b"bad\xff\xfeutf", b"\xf0\x9f\x98\x80emoji"]
+_KEYS = st.lists(st.sampled_from([b"k1", b"key two", b"  ", b"\xc3\x28", "ключ".encode(), b"a b c d", b""]), max_size=3)
+
+
+@st.composite
+def records(draw: st.DrawFn) -> bytes:
+    topic = draw(st.sampled_from(_TOPICS))
+    props = b""
+    for name, value in draw(st.lists(st.tuples(
+            st.sampled_from([b"KEYS", b"TAGS", b"UNIQ_KEY", b"DELAY", b"INNER_MULTI_DISPATCH",
+                             b"INNER_MULTI_QUEUE_OFFSET", b"OTHER", b"KEY", b""]),
+            st.one_of(st.sampled_from([b"1", b"3", b"18", b"99", b"x", b"", b"0", b"-1", b"1234567890123456789"]),
+                      st.binary(max_size=6).filter(lambda v: 1 not in v and 2 not in v),
+                      _KEYS.map(b" ".join))), max_size=5)):
+        props += name + b"\x01" + value + b"\x02"
+    if draw(st.booleans()) and props:
+        props = props[:-1]  # no trailing separator
+    flags = draw(st.sampled_from([0, 0x4, 0x8, 0xC, 0x10, 0x20, 0x30]))
+    body = draw(st.binary(max_size=40))
+    crc = None if draw(st.integers(0, 9)) else draw(st.integers(-(2**31), 2**31 - 1))
+    delta = 0 if draw(st.integers(0, 9)) else draw(st.sampled_from([-1, 1, 3]))
+    return tk.raw_record(topic, props, body, v2=draw(st.booleans()), sys_flag=flags,
+                         queue_id=draw(st.integers(0, 3)), queue_offset=draw(st.integers(0, 2**40)),
+                         crc=crc, total_delta=delta)
+
+
+@st.composite
+def segments(draw: st.DrawFn) -> bytes:
+    data = b"".join(draw(st.lists(records(), max_size=12)))
+    how = draw(st.sampled_from(["whole", "torn", "flip", "zeros", "blank"]))
+    if how == "torn" and data:
+        data = data[: draw(st.integers(0, len(data)))]
+    elif how == "flip" and data:
+        i = draw(st.integers(0, len(data) - 1))
+        data = data[:i] + bytes([data[i] ^ draw(st.integers(1, 255))]) + data[i + 1:]
+    elif how == "zeros":
+        data += b"\0" * draw(st.integers(1, 200))
+    elif how == "blank":
+        data += struct.pack(">ii", 200, -875286124) + b"\0" * 192
+    return data
+
+
+@pytest.mark.parametrize("scan", FAST)
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=segments(), check_crc=st.booleans(), skip=st.booleans(), limit=st.sampled_from([None, 0, 2, 5]))
+def test_scan_random_records_equal_reference(scan: Any, data: bytes, check_crc: bool, skip: bool,
+                                             limit: int | None) -> None:
+    kw = {"check_crc": check_crc, "skip_length_mismatch": skip, "max_records": limit}
+    tk.assert_same_batch(scan(data, 1 << 30, 0, len(data), **kw),
+                         rocketmq_scan.scan_segment_py(data, 1 << 30, 0, len(data), **kw))
+
+
+@pytest.mark.parametrize("end", twins("rocketmq.valid_end"))
+@settings(max_examples=100, deadline=None)
+@given(data=segments(), check_crc=st.booleans())
+def test_valid_end_random_records(end: Any, data: bytes, check_crc: bool) -> None:
+    ref = rocketmq_scan.scan_segment_py(data, 77, 0, len(data), check_crc=check_crc, skip_length_mismatch=False)
+    assert end(data, 77, 0, len(data), check_crc=check_crc) == (ref.next_offset, ref.stop, ref.error)
+
+
+@pytest.mark.parametrize("positions", twins("rocketmq.record_positions"))
+@settings(max_examples=100, deadline=None)
+@given(data=segments())
+def test_record_positions_random_records(positions: Any, data: bytes) -> None:
+    got = positions(data, 0, len(data))
+    ref = framing.record_positions_py(data, 0, len(data))
+    assert np.array_equal(got[0], ref[0]) and np.array_equal(got[1], ref[1]) and got[2:] == ref[2:]
+
+
+@pytest.mark.skipif(not NATIVE_BUILT, reason="the native module _nat_rmq_scan is not built")
+@settings(max_examples=100, deadline=None)
+@given(data=segments(), start=st.integers(0, 400))
+def test_find_boundary_native_equals_numba(data: bytes, start: int) -> None:
+    u8 = np.frombuffer(data, np.uint8)
+    p = min(start, len(data))
+    assert (framing.find_boundary_any(u8, 0, p, len(data), 1 << 20)
+            == framing.find_boundary_any(u8, 0, p, len(data), 1 << 20, use_native=False))
+
+
+@pytest.mark.skipif(not NATIVE_BUILT, reason="the native module _nat_rmq_scan is not built")
+def test_native_scan_rejects_bad_arguments() -> None:
+    nat = backend.built("_nat_rmq_scan")
+    with pytest.raises(ValueError):
+        nat.valid_end(b"\0" * 10, 0, 11, False)
+    with pytest.raises(ValueError):
+        nat.walk(b"\0" * 10, 5, 4, -1, np.empty(0, np.int64), np.empty(0, np.int32), False)
+    with pytest.raises(TypeError):
+        nat.scan(b"")
+
+
+# ----------------------------------------------------------------------------- the commands
+def _cli(args: list[str], *, mode: str | None = None, importtime: bool = False) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != backend.ENV}
+    if mode is not None:
+        env[backend.ENV] = mode
+    cmd = [sys.executable, *(["-X", "importtime"] if importtime else []), "-m", "mqstore.cli.main", *args]
+    return subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=REPO)
+
+
+def _numba_importers(stderr: str) -> list[list[str]]:
+    """For every top-level ``numba`` import in ``-X importtime`` output: the chain of modules that
+    led to it (the importer first, the outermost module last)."""
+    rows = []
+    for line in stderr.splitlines():
+        m = re.match(r"import time:\s+\d+ \|\s+\d+ \|( *)(\S+)", line)
+        if m:
+            rows.append((len(m.group(1)), m.group(2)))
+    chains = []
+    for i, (depth, name) in enumerate(rows):
+        if name in ("numba", "llvmlite"):
+            chain, cur = [], depth
+            for d2, n2 in rows[i + 1:]:
+                if d2 < cur:
+                    chain.append(n2)
+                    cur = d2
+            chains.append(chain)
+    return chains
+
+
+NATIVE_ALL = NATIVE_BUILT and all(backend.built(n) is not None for n in backend.native_sources())
+
+
+@pytest.mark.skipif(not NATIVE_ALL, reason="not every native module is built")
+@pytest.mark.parametrize("command", ["verify", "rebuild-index", "dump"])
+def test_one_shot_commands_import_no_numba(tmp_path: Path, command: str) -> None:
+    store = tmp_path / "store"
+    shutil.copytree(load_case("basic").store, store)
+    extra = {"rebuild-index": ["--out", str(tmp_path / "out")], "dump": ["--json"]}.get(command, [])
+    r = _cli(["rocketmq", command, str(store), *extra], importtime=True)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert _numba_importers(r.stderr) == []
+
+
+def _tree(root: Path) -> list[str]:
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*"))
+
+
+@pytest.mark.parametrize("name", [*CASES, "basic-damaged"])
+def test_rebuild_and_verify_same_bytes_on_numba_and_default(tmp_path: Path, name: str) -> None:
+    store = tmp_path / "store"
+    shutil.copytree(load_case(name.split("-")[0]).store, store)
+    if name.endswith("-damaged"):  # a body byte of the second record: a CRC problem in the middle
+        seg = sorted((store / "commitlog").iterdir())[0]
+        data = bytearray(seg.read_bytes())
+        second = struct.unpack(">i", data[:4])[0]
+        data[second + 200] ^= 0x5A
+        seg.write_bytes(bytes(data))
+    outs, verifies = [], []
+    for mode in ("numba", None):
+        out = tmp_path / f"out-{mode or 'default'}"
+        r = _cli(["rocketmq", "rebuild-index", str(store), "--out", str(out)], mode=mode)
+        assert r.returncode == 0, r.stderr[-2000:]
+        outs.append(out)
+        v = _cli(["rocketmq", "verify", str(store), "--json"], mode=mode)
+        verifies.append((v.returncode, v.stdout))
+    assert _tree(outs[0]) == _tree(outs[1])
+    for rel in _tree(outs[0]):
+        a, b = outs[0] / rel, outs[1] / rel
+        if a.is_file():
+            assert filecmp.cmp(a, b, shallow=False), rel
+    assert verifies[0] == verifies[1]
+    assert verifies[0][0] == (1 if name.endswith("-damaged") else 0), verifies[0]
