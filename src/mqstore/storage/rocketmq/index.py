@@ -421,8 +421,13 @@ class IndexService:
         prm[0] = seed
         prm[1] = begin - 1000 if begin > 1000 else 0
         prm[2] = end
-        prm[3] = commit_log.min_offset
-        prm[4] = commit_log.max_offset
+        if segments:  # the CommitLog's [min offset, max offset), from the segments of the table
+            last = segments[-1]
+            lo, hi = segments[0].file_from_offset, last.file_from_offset + last.wrote_position
+        else:
+            lo = hi = 0
+        prm[3] = lo if lo > 0 else 0
+        prm[4] = hi
         prm[5] = begin
         prm[6] = end
         n = exact_key_files(plan[1], table, tb, kb, prm, out)
