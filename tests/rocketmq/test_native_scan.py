@@ -136,11 +136,22 @@ def test_scan_random_records_equal_reference(scan: Any, data: bytes, check_crc: 
 
 
 @pytest.mark.parametrize("end", twins("rocketmq.valid_end"))
-@settings(max_examples=100, deadline=None)
+@pytest.mark.parametrize("window", [None, 1, 97, 250])
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=segments(), check_crc=st.booleans())
-def test_valid_end_random_records(end: Any, data: bytes, check_crc: bool) -> None:
+def test_valid_end_random_records(end: Any, window: int | None, data: bytes, check_crc: bool,
+                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same end whatever the native walk's window (records longer than a window, windows ending
+    inside a header); ``done`` is told consecutive ranges ending at the stop."""
+    if window is not None:
+        monkeypatch.setattr(rocketmq_scan, "VALID_END_WINDOW", window)
     ref = rocketmq_scan.scan_segment_py(data, 77, 0, len(data), check_crc=check_crc, skip_length_mismatch=False)
-    assert end(data, 77, 0, len(data), check_crc=check_crc) == (ref.next_offset, ref.stop, ref.error)
+    seen: list[tuple[int, int]] = []
+    got = end(data, 77, 0, len(data), check_crc=check_crc, done=lambda a, b: seen.append((a, b)))
+    assert got == (ref.next_offset, ref.stop, ref.error)
+    assert all(a < b or (a, b) == (0, 0) for a, b in seen)
+    assert [a for a, _ in seen[1:]] == [b for _, b in seen[:-1]]
+    assert (seen[-1][1] if seen else 0) == ref.next_offset - 77
 
 
 @pytest.mark.parametrize("positions", twins("rocketmq.record_positions"))

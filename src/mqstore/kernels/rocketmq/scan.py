@@ -22,6 +22,7 @@ argument at no cost, the C wrapper spreads them) instead of 33 positional parame
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import pairwise
 from typing import Any, NamedTuple
@@ -49,6 +50,7 @@ from mqstore.kernels.rocketmq.framing import (
     ST_BAD,
     ST_FULL,
     ST_RANGE,
+    ST_TRUNC,
     STOP_BLANK,
     STOP_END,
     STOP_INVALID,
@@ -572,29 +574,53 @@ def _stop_of(state: int, u8: np.ndarray, pos: int, end: int, check_crc: bool) ->
 
 
 def valid_end_numba(buf: bytes | bytearray | memoryview | np.ndarray, file_from_offset: int, start: int, end: int, *,
-                    check_crc: bool = False) -> tuple[int, str, str | None]:
+                    check_crc: bool = False, done: Callable[[int, int], None] | None = None) -> tuple[int, str, str | None]:
     """Where the valid records of ``buf[start:end]`` end, as recovery walks them: ``(next_offset,
-    stop, error)`` of :func:`scan_segment` with ``skip_length_mismatch=False`` (numba: the whole scan)."""
+    stop, error)`` of :func:`scan_segment` with ``skip_length_mismatch=False`` (numba: the whole scan).
+
+    ``done(a, b)`` (a performance knob, like ``threads``) is told the in-buffer ranges the walk has
+    left behind, so the caller can drop their mapped pages while it goes on (the native walk goes
+    in windows of :data:`VALID_END_WINDOW` bytes; the others call it once at the end)."""
     b = scan_segment_numba(buf, file_from_offset, start, end, check_crc=check_crc, skip_length_mismatch=False)
+    if done is not None:
+        done(start, b.next_offset - file_from_offset)
     return b.next_offset, b.stop, b.error
 
 
 def valid_end_py(buf: bytes | bytearray | memoryview | np.ndarray, file_from_offset: int, start: int, end: int, *,
-                 check_crc: bool = False) -> tuple[int, str, str | None]:
+                 check_crc: bool = False, done: Callable[[int, int], None] | None = None) -> tuple[int, str, str | None]:
     """Twin of :func:`valid_end_numba` through :func:`scan_segment_py`."""
     b = scan_segment_py(buf, file_from_offset, start, end, check_crc=check_crc, skip_length_mismatch=False)
+    if done is not None:
+        done(start, b.next_offset - file_from_offset)
     return b.next_offset, b.stop, b.error
 
 
+#: bytes the native recovery walk covers between two ``done`` calls
+VALID_END_WINDOW = 64 << 20
+
+
 def valid_end_native(buf: bytes | bytearray | memoryview | np.ndarray, file_from_offset: int, start: int, end: int, *,
-                     check_crc: bool = False) -> tuple[int, str, str | None]:
+                     check_crc: bool = False, done: Callable[[int, int], None] | None = None) -> tuple[int, str, str | None]:
     """:func:`valid_end_numba` on ``_nat_rmq_scan.valid_end``: the same checks without building any
-    column (recovery only needs the end)."""
+    column (recovery only needs the end), in windows.  A window's walk that stops for want of bytes
+    (the window's end, a record running past it, fewer than 8 bytes left) goes on in a longer
+    window from where it stopped; any other stop is the answer."""
     u8 = as_u8(buf)
     check_range(u8, start, end)
-    pos, state = _NAT.valid_end(u8, start, end, bool(check_crc))
-    stop, error = _stop_of(int(state), u8, int(pos), end, check_crc)
-    return file_from_offset + int(pos), stop, error
+    pos, wend = start, start
+    while True:
+        wend = min(end, max(wend, pos) + VALID_END_WINDOW)
+        p, state = _NAT.valid_end(u8, pos, wend, bool(check_crc))
+        p, state = int(p), int(state)
+        if done is not None and p > pos:
+            done(pos, p)
+        if wend < end and (state in (ST_RANGE, ST_TRUNC) or wend - p < 8):
+            pos = p
+            continue
+        break
+    stop, error = _stop_of(state, u8, p, end, check_crc)
+    return file_from_offset + p, stop, error
 
 
 _NAT = native("_nat_rmq_scan")

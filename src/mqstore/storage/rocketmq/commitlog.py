@@ -378,7 +378,10 @@ class CommitLog:
         error = None
         while idx < len(files):
             mf = files[idx]
-            process, stop, error = valid_end(mf.mm, mf.file_from_offset, 0, mf.file_size, check_crc=check_crc)
+            base = mf.file_from_offset
+            # a reader's later scans map the pages again: the walk's pages leave RSS as it goes
+            done = (lambda a, b, base=base: self._release_pages(base + a, base + b)) if self.read_only else None
+            process, stop, error = valid_end(mf.mm, base, 0, mf.file_size, check_crc=check_crc, done=done)
             if stop == STOP_BLANK:
                 if idx + 1 < len(files) and files[idx + 1].file_from_offset == mf.end_offset:
                     idx += 1

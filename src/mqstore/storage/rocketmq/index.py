@@ -296,19 +296,12 @@ class IndexService:
         skipped); returns the number of keys put."""
         if len(batch.key_hash) == 0:
             return 0
-        mask = batch.index_key_mask()
-        rows = batch.key_row
-        offsets = batch.commit_log_offset[rows]
-        if self.resume_offset >= 0:
-            mask &= offsets >= self.resume_offset
-            at = np.nonzero(mask & (offsets == self.resume_offset))[0]
-            if len(at):
-                mask[at[: self.resume_skip]] = False
-        if not mask.any():
+        from mqstore.kernels.rocketmq.index_build import BatchKeys, index_keys
+
+        hashes, offs, ts = index_keys(BatchKeys(batch.key_row, batch.key_hash, batch.sys_flag, batch.commit_log_offset,
+                                                batch.store_timestamp), self.resume_offset, self.resume_skip)  # fmt: skip
+        if not len(hashes):
             return 0
-        hashes = batch.key_hash[mask]
-        offs = offsets[mask]
-        ts = batch.store_timestamp[rows][mask]
         self.put_hashes(hashes, offs, ts)
         last = int(offs[-1])
         put_for_last = int(np.count_nonzero(offs == last))
