@@ -153,7 +153,6 @@ def _scan_records(cl, rep: VerifyReport, problem: Callable[[str], None],
     multi: dict[tuple[str, int], tuple[list[np.ndarray], list[np.ndarray]]] = {}
     parts: dict[str, list[np.ndarray]] = {k: [] for k, _ in _RECORD_COLUMNS}
     pair_parts: list[np.ndarray] = []  # row << 32 | key hash, rows counted in scan order
-    key_rows: list[np.ndarray] = []
     rows = 0
     for batch in cl.scan_bounded(cl.min_offset, cl.max_offset, check_crc=True, skip_length_mismatch=False,
                                  batch_records=_VERIFY_BATCH_RECORDS):  # fmt: skip
@@ -168,9 +167,7 @@ def _scan_records(cl, rep: VerifyReport, problem: Callable[[str], None],
         parts["queue_offset"].append(batch.queue_offset.astype(np.int64, copy=False))
         parts["tags_code"].append(batch.tags_code.astype(np.int64, copy=False))
         parts["store_ts"].append(batch.store_timestamp.astype(np.int64, copy=False))
-        krow = batch.key_row.astype(np.int64) + rows
-        key_rows.append(krow)
-        pair_parts.append(_pair_key(krow, batch.key_hash))
+        pair_parts.append(_pair_key(batch.key_row.astype(np.int64) + rows, batch.key_hash))
         rows += len(batch)
         if len(batch.multi_row):
             u = cq_units(batch, rule)
@@ -205,22 +202,19 @@ def _scan_records(cl, rep: VerifyReport, problem: Callable[[str], None],
         o, q = np.concatenate(o_parts), np.concatenate(q_parts)
         srt = np.argsort(o, kind="stable")
         recs.multi[key] = (o[srt], q[srt])
-    krows = np.concatenate(key_rows) if key_rows else np.empty(0, np.int64)
-    del key_rows
     pairs = np.concatenate(pair_parts) if pair_parts else np.empty(0, np.int64)
     del pair_parts
     if order is not None:  # scan rows -> sorted rows
         rank = np.empty(n, np.int64)
         rank[order] = np.arange(n, dtype=np.int64)
-        krows = rank[krows]
-        pairs = _pair_key(krows, pairs & 0xFFFFFFFF)
+        pairs = _pair_key(rank[pairs >> 32], pairs & 0xFFFFFFFF)
     pairs.sort()  # (duplicates do not matter)
     recs.pair_keys = pairs
-    recs.has_keys[krows] = True
     # the pairs of record r are pair_keys[key_start[r] : key_start[r + 1]] (sorted by record first)
     recs.key_start = np.zeros(n + 2, np.int64)
-    np.cumsum(np.bincount(krows, minlength=n), out=recs.key_start[1 : n + 1])
+    np.cumsum(np.bincount(pairs >> 32, minlength=n), out=recs.key_start[1 : n + 1])
     recs.key_start[n + 1] = recs.key_start[n]
+    recs.has_keys[:n] = recs.key_start[1 : n + 1] > recs.key_start[:n]
     return recs
 
 
