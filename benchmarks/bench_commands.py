@@ -257,30 +257,32 @@ def main() -> None:
                          f"{q['new']['wall'] / q['old']['wall']:.2f}x the record-by-record path "
                          f"({q['old']['wall']:,.0f}/s); CPU {q['new']['cpu']:,.0f}/s vs {q['old']['cpu']:,.0f}/s"))
     # ------------------------------------------------------------------ Kafka
-    part = args.data / f"kafka-{args.mb}m" / "bench-0"
-    records = make_kafka(part, args.mb)
-    log = part / "00000000000000000000.log"
-    kmb = log.stat().st_size / 1e6
-    kcat = cat_s(log)
-    bare = args.data / f"kafka-{args.mb}m-bare" / "bench-0"  # the .log alone (a hard link)
-    if not (bare / log.name).exists():
-        bare.mkdir(parents=True, exist_ok=True)
-        os.link(log, bare / log.name)
-    kout = args.data / "kafka-out"
-    if "kafka_verify_idx" not in args.skip:
-        add("kafka_verify_idx", "kafka verify PART (with .index/.timeindex)", median_run([*CLI, "kafka", "verify",
-            str(part)]), kmb, kcat, kmb)  # fmt: skip
-    if "kafka_verify_noidx" not in args.skip:
-        add("kafka_verify_noidx", "kafka verify PART (no index files)", median_run([*CLI, "kafka", "verify",
-            str(bare)]), kmb, kcat, kmb)  # fmt: skip
-    if "kafka_rebuild" not in args.skip:
-        kout.mkdir(exist_ok=True)
-        add("kafka_rebuild", "kafka rebuild-index", median_run([*CLI, "kafka", "rebuild-index", str(part), "--out",
-            str(kout)]), kmb, kcat, kmb)  # fmt: skip
-        shutil.rmtree(kout, ignore_errors=True)
-    if "kafka_dump_json" not in args.skip:
-        add("kafka_dump_json", "kafka dump --json --print-data > /dev/null",
-            median_run([*CLI, "kafka", "dump", str(log), "--json", "--print-data"]), records, kcat, kmb)
+    kafka_rows = ("kafka_verify_idx", "kafka_verify_noidx", "kafka_rebuild", "kafka_dump_json")
+    if not set(kafka_rows) <= set(args.skip):  # (no Kafka data made when every Kafka row is skipped)
+        part = args.data / f"kafka-{args.mb}m" / "bench-0"
+        records = make_kafka(part, args.mb)
+        log = part / "00000000000000000000.log"
+        kmb = log.stat().st_size / 1e6
+        kcat = cat_s(log)
+        bare = args.data / f"kafka-{args.mb}m-bare" / "bench-0"  # the .log alone (a hard link)
+        if not (bare / log.name).exists():
+            bare.mkdir(parents=True, exist_ok=True)
+            os.link(log, bare / log.name)
+        kout = args.data / "kafka-out"
+        if "kafka_verify_idx" not in args.skip:
+            add("kafka_verify_idx", "kafka verify PART (with .index/.timeindex)", median_run([*CLI, "kafka", "verify",
+                str(part)]), kmb, kcat, kmb)  # fmt: skip
+        if "kafka_verify_noidx" not in args.skip:
+            add("kafka_verify_noidx", "kafka verify PART (no index files)", median_run([*CLI, "kafka", "verify",
+                str(bare)]), kmb, kcat, kmb)  # fmt: skip
+        if "kafka_rebuild" not in args.skip:
+            kout.mkdir(exist_ok=True)
+            add("kafka_rebuild", "kafka rebuild-index", median_run([*CLI, "kafka", "rebuild-index", str(part), "--out",
+                str(kout)]), kmb, kcat, kmb)  # fmt: skip
+            shutil.rmtree(kout, ignore_errors=True)
+        if "kafka_dump_json" not in args.skip:
+            add("kafka_dump_json", "kafka dump --json --print-data > /dev/null",
+                median_run([*CLI, "kafka", "dump", str(log), "--json", "--print-data"]), records, kcat, kmb)
     # ------------------------------------------------------------------ scaling
     scaling = []
     for smb in args.scaling if "scaling" not in args.skip else []:

@@ -33,6 +33,7 @@ from mqstore.formats.rocketmq.indexfile import (
 from mqstore.formats.rocketmq.javahash import java_bytes_hashcode
 from mqstore.formats.rocketmq.properties import encode_properties
 from mqstore.formats.rocketmq.record import BLANK_MAGIC, MAGIC_V1
+from mqstore.kernels.backend import built as native_built
 from mqstore.kernels.javahash import hash_spans, index_hash_spans
 from mqstore.kernels.rocketmq.chain_walk import select_many, select_many_py
 from mqstore.kernels.rocketmq.index_build import bulk_put, bulk_put_parallel, bulk_put_py, header_array
@@ -215,6 +216,17 @@ def main() -> None:
             )
         )
 
+    def vs_numba(name: str, unit: str, n: int, native_fn: Callable[[], Any], numba_fn: Callable[[], Any],
+                 repeat: int = 3) -> None:
+        """A row: the native kernel's rate, the numba kernel's (same inputs, alternating, best of
+        ``repeat``) and numba's time / native's time."""
+        numba_fn()  # (compiled or loaded from the cache before timing)
+        nat = nb = float("inf")
+        for _ in range(repeat):
+            nat = min(nat, timed(native_fn, 1)[0])
+            nb = min(nb, timed(numba_fn, 1)[0])
+        rows.append((name, f"{n / nat:,.0f} {unit}", f"numba {n / nb:,.0f}", f"{nb / nat:,.2f}x", "-"))
+
     # warm the JIT (loads the cache when present)
     t = time.perf_counter()
     hash_spans(b"ab", np.array([0]), np.array([2]))
@@ -240,6 +252,16 @@ def main() -> None:
     row("Java hashCode of topic#key spans", args.keys / sec, sub / ref_sec, 38_700_000, "keys/s")
     sec2, _ = timed(lambda: index_hash_spans(kbuf, starts, tlens, kstarts, lengths - tlens - 1, threads=nt))
     row("index hash (topic span + key span)", args.keys / sec2, None, None, "keys/s")
+    if native_built("_nat_rmq_index"):  # the C kernels against the numba ones, same process, same inputs
+        from mqstore.kernels import javahash as jh
+
+        for label, threads in (("1 thread", 1), (f"{nt} threads", nt)):
+            vs_numba(f"Java hashCode, native vs numba, {label}", "keys/s", args.keys,
+                     lambda th=threads: jh.hash_spans_native(kbuf, starts, lengths, threads=th),
+                     lambda th=threads: jh.hash_spans_numba(kbuf, starts, lengths, threads=th), 5)  # fmt: skip
+        vs_numba(f"index hash, native vs numba, {nt} threads", "keys/s", args.keys,
+                 lambda: jh.index_hash_spans_native(kbuf, starts, tlens, kstarts, lengths - tlens - 1, threads=nt),
+                 lambda: jh.index_hash_spans_numba(kbuf, starts, tlens, kstarts, lengths - tlens - 1, threads=nt), 5)
 
     # ---- CommitLog scan
     size = args.mb << 20
@@ -291,6 +313,20 @@ def main() -> None:
     bulk_put_py(rbuf, args.slots, n_items, rheader, kh[:sub], phy[:sub], ts[:sub])
     ref_sec = time.perf_counter() - t
     row("IndexFile bulk build (full file)", n_keys / best, sub / ref_sec, 5_160_000, "keys/s")
+    if native_built("_nat_rmq_index"):
+        from mqstore.kernels.rocketmq import index_build as ib
+
+        def build_with(fn: Callable[..., int], th: int) -> int:
+            ibuf[:] = 0
+            consumed = fn(ibuf, args.slots, n_items, header_array(IndexHeader()), kh, phy, ts, threads=th)
+            digests.setdefault(-th if fn is ib.bulk_put_parallel_native else -100 - th, zlib.crc32(memoryview(ibuf)))
+            return consumed
+
+        for label, threads in (("1 thread", 1), (f"{nt} threads", nt)):
+            vs_numba(f"IndexFile bulk build, native vs numba, {label}", "keys/s", n_keys,
+                     lambda th=threads: build_with(ib.bulk_put_parallel_native, th),
+                     lambda th=threads: build_with(ib.bulk_put_parallel_numba, th), 2)  # fmt: skip
+        assert len({v for k, v in digests.items()}) == 1, "native and numba builds differ"
     del rbuf
 
     # ---- batch lookups

@@ -127,6 +127,12 @@ def main() -> None:
             JAVA["scan_crc"])
         add("IndexFile bulk build, 5M slots x 20M items", figure(out, "IndexFile bulk build"), "keys/s",
             JAVA["index_build"])
+        for label in ("Java hashCode, native vs numba", "index hash, native vs numba",
+                      "IndexFile bulk build, native vs numba"):  # issue 15: the C kernels, numba in the same run
+            for line in (x.strip() for x in (out or "").splitlines() if x.strip().startswith(label)):
+                cols = [c for c in re.split(r"\s{2,}", line) if c]
+                if len(cols) >= 4:
+                    rows.append((cols[0], cols[1], cols[2], cols[3], "ratio = numba kernel's time / native's"))
         add("query by key, batch, present keys", figure(out, "select_many batch, present"), "lookups/s",
             JAVA["query_present"])
         add("query by key, batch, absent keys", figure(out, "select_many batch, random"), "lookups/s",

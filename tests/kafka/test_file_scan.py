@@ -190,3 +190,19 @@ def test_file_scan_messages_and_arguments(tmp_path: Path) -> None:
 def test_empty_and_tiny_files(tmp_path: Path) -> None:
     for data in (b"", b"\0" * 5, b"\0" * 17, batch(0)[:30], batch(0)):
         _same(data, tmp_path / "00000000000000000000.log", threads=2, min_part_bytes=1)
+
+
+def test_read_spans_native_and_twin(tmp_path: Path) -> None:
+    data = bytes(range(256)) * 40
+    p = tmp_path / "00000000000000000000.log"
+    p.write_bytes(data)
+    starts = np.array([0, 5, 1000, len(data) - 14, 77], np.int64)
+    fd = os.open(p, os.O_RDONLY)
+    try:
+        got, twin = sfs.read_spans(fd, starts, 14), sfs.read_spans_py(fd, starts, 14)
+        assert got.tolist() == twin.tolist() == [list(data[s:s + 14]) for s in starts.tolist()]
+        for fn in (sfs.read_spans, sfs.read_spans_py):
+            with pytest.raises(TruncatedRecordError):
+                fn(fd, np.array([3, len(data) - 5], np.int64), 14)
+    finally:
+        os.close(fd)

@@ -87,6 +87,41 @@ def _legacy_and_compressed(root: Path) -> Path:
     return part
 
 
+def _headers(root: Path, *, bad_key: bool) -> Path:
+    """Records with null keys/values, headers whose keys need JSON escapes or are not ASCII,
+    LogAppendTime and idempotent batches; with ``bad_key`` a last batch whose header key is not
+    UTF-8 (its CRC valid: the dump reports it as an error after printing the rest)."""
+    from mqstore.formats.kafka.batch import SimpleRecord, TimestampType, crc32c, encode_batch
+
+    part = root / ("badkey" if bad_key else "headers") / "topic-0"
+    part.mkdir(parents=True)
+    keys = ['h"q', "back\\slash", "nl\n tab\t", "ctl\x01\x1f\x7f", "é✓😀", "", "ab"]
+    out = bytearray()
+    off = 0
+    for b in range(12):
+        recs = [SimpleRecord(value=None if i % 5 == 4 else bytes(range(i * 7 % 256)) * (i % 3),
+                             key=None if i % 3 == 0 else f"k{i}".encode(),
+                             headers=[(keys[(b + i + j) % len(keys)], None if j == 1 else b"v" * j) for j in range(i % 4)],
+                             timestamp=1_000 + off + i) for i in range(5)]
+        kw: dict[str, Any] = {}
+        if b % 3 == 1:
+            kw.update(timestamp_type=TimestampType.LOG_APPEND_TIME, max_timestamp=9_999 + b)
+        if b % 4 == 2:
+            kw.update(producer_id=42, producer_epoch=1, base_sequence=b * 5)
+        if b % 5 == 3:
+            kw.update(compression=Compression.GZIP)
+        out += encode_batch(recs, base_offset=off, **kw)
+        off += 5
+    if bad_key:
+        raw = bytearray(encode_batch([SimpleRecord(value=b"x", headers=[("ab", b"y")])], base_offset=off))
+        i = raw.index(b"ab")
+        raw[i:i + 2] = b"\xff\xfe"
+        raw[17:21] = crc32c(bytes(raw[21:])).to_bytes(4, "big")
+        out += raw
+    (part / f"{0:020d}.log").write_bytes(bytes(out))
+    return part
+
+
 def _transactional(root: Path) -> Path:
     part = root / "txn" / "topic-0"
     ops = [Op("txn", 7, 2), Op("plain", n=3), Op("txn", 8, 1), Op("end", 7, commit=False), Op("txn", 9, 2),
@@ -105,6 +140,8 @@ def partitions(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         "corrupt": _corrupt_and_torn(root),
         "mixed": _legacy_and_compressed(root),
         "txn": _transactional(root),
+        "headers": _headers(root, bad_key=False),
+        "badkey": _headers(root, bad_key=True),
     }
     # (the indexes of the mixed and transactional partitions, so verify checks them too)
     res = _run_all([["kafka", "rebuild-index", str(parts[k])] for k in ("mixed", "txn")], "numba")
@@ -153,6 +190,9 @@ def test_outputs_are_identical_under_numba_and_native(partitions: dict[str, Path
     assert verdicts[("kafka", "verify", str(partitions["corrupt"]))] == 1  # the problems are found
     corrupt = runs[None]["results"][jobs.index(["kafka", "verify", str(partitions["corrupt"])])]["stdout"]
     assert "problem: crc" in corrupt and "torn_tail" in corrupt
+    bad_log = str(sorted(partitions["badkey"].glob("*.log"))[0])
+    bad = runs[None]["results"][jobs.index(["kafka", "dump", bad_log, "--json", "--print-data"])]
+    assert bad["code"] == 2 and "UTF-8" in bad["stderr"] and bad["stdout"].count("\n") > 12
 
 
 @pytest.mark.parametrize("command", ["verify", "verify-bare", "rebuild-index", "dump-json", "dump-dir"])

@@ -53,7 +53,7 @@ def test_kill_inside_the_batch_encoder(tmp_path: Path, cut: int) -> None:
         import os, signal, sys
         sys.path.insert(0, {str(Path(__file__).parent)!r})
         from test_crash_torn_writes import body, cfg
-        import mqstore.storage.rocketmq.store as st
+        import mqstore.kernels.rocketmq.put as st  # the store calls the encoder through this module
         from mqstore import MessageStore
         s = MessageStore.open({str(store)!r}, cfg())
         for i in range(5):

@@ -267,3 +267,95 @@ def test_numba_building_blocks_still_reachable_from_the_facade() -> None:
     assert javahash.hash_continue is javahash_nb.hash_continue
     with pytest.raises(AttributeError):
         javahash.no_such_name  # noqa: B018
+
+
+# ----------------------------------------------------------------------------- verify's IndexFile checks
+@pytest.mark.parametrize("locate", twins("rocketmq.locate"))
+@SETTINGS
+@given(starts=st.lists(st.integers(0, 500), max_size=40, unique=True), offsets=st.lists(st.integers(-5, 510), max_size=60),
+       ascending=st.booleans())  # fmt: skip
+def test_locate_is_searchsorted(locate: Any, starts: list[int], offsets: list[int], ascending: bool) -> None:
+    a = np.array([*sorted(starts), -1], np.int64)  # a sentinel row past n, as verify's columns have
+    x = np.array(sorted(offsets) if ascending else offsets, np.int64)
+    assert locate(a, len(starts), x).tolist() == np.searchsorted(a[: len(starts)], x).tolist()
+
+
+def _item(h: int, phy: int, diff: int, prev: int) -> bytes:
+    return h.to_bytes(4, "big", signed=True) + phy.to_bytes(8, "big", signed=True) + \
+        diff.to_bytes(4, "big", signed=True) + prev.to_bytes(4, "big", signed=True)  # fmt: skip
+
+
+@pytest.mark.parametrize("check", twins("rocketmq.check_items"))
+def test_check_items_codes(check: Any) -> None:
+    from mqstore.kernels.rocketmq.index_check import (
+        BAD_LINK,
+        HASH_NOT_A_KEY,
+        NEGATIVE_DIFF,
+        NOT_A_KEYED_RECORD,
+        TIME_MISMATCH,
+    )
+
+    begin = 1_700_000_000_000
+    starts = np.array([100, 200, 300, 400, -1], np.int64)  # record 2 (offset 300) has no keys
+    splits = np.array([0, 2, 3, 3, 5], np.int64)
+    keys = np.array([11, 12, 21, 41, 42], np.int64) | (np.array([0, 0, 1, 3, 3]) << 32)  # verify's pairs
+    store_ts = np.array([begin, begin + 1500, begin + 2000, begin - 5000, -1], np.int64)
+    items = [
+        _item(11, 100, 0, 0),  # item 1: the time quirk of the first item is not checked
+        _item(12, 100, 0, 1),  # ok
+        _item(21, 200, 1, 0),  # ok (1.5 s -> 1)
+        _item(99, 200, 1, 2),  # hash of no key
+        _item(21, 200, 7, 3),  # wrong time
+        _item(21, 300, 2, 9),  # a record without keys, and a link to a newer item
+        _item(21, 250, -1, 0),  # not a record start, negative time difference
+        _item(41, 400, 0, 0),  # store time before the begin: 0
+        _item(42, 50, 3, 0),  # below cl_min: only links and times are checked
+        _item(-7, 999, 0, -1),  # past the last record; negative link
+    ]
+    codes = check(b"".join(items), len(items), begin, 60, starts, 4, splits, keys, store_ts)
+    assert codes.tolist() == [0, 0, 0, HASH_NOT_A_KEY, TIME_MISMATCH, NOT_A_KEYED_RECORD | BAD_LINK,
+                              NOT_A_KEYED_RECORD | NEGATIVE_DIFF, 0, 0, NOT_A_KEYED_RECORD | BAD_LINK]  # fmt: skip
+    # no begin timestamp: every time difference must be 0
+    assert check(b"".join(items[:3]), 3, 0, 0, starts, 4, splits, keys, store_ts).tolist() == [0, 0, TIME_MISMATCH]
+    assert check(b"", 0, begin, 0, starts[:0], 0, splits[:1], keys[:0], store_ts[:0]).tolist() == []
+    # a slice of items numbered from 10: links checked against those numbers
+    assert check(b"".join(items[4:6]), 2, begin, 60, starts, 4, splits, keys, store_ts, 10).tolist() == [
+        TIME_MISMATCH, NOT_A_KEYED_RECORD]
+
+
+@pytest.mark.parametrize("check", twins("rocketmq.check_items"))
+@SETTINGS
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(0, 30), count=st.integers(0, 60), begin=st.sampled_from([0, 5000]))
+def test_check_items_random(check: Any, seed: int, n: int, count: int, begin: int) -> None:
+    rng = np.random.default_rng(seed)
+    starts = np.append(np.sort(rng.choice(1000, n, replace=False)).astype(np.int64), -1)
+    counts = rng.integers(0, 3, n)
+    splits = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    keys = rng.integers(-2, 4, int(splits[-1])).astype(np.int64) & 0xFFFFFFFF
+    store_ts = np.append(rng.integers(0, 20_000, n), -1).astype(np.int64)
+    phy = np.sort(rng.choice(np.append(starts[:n], rng.integers(0, 1000, 4)), count)) if n else rng.integers(0, 9, count)
+    if rng.random() < 0.3:
+        rng.shuffle(phy)
+    raw = b"".join(_item(int(rng.integers(-2, 4)), int(p), int(rng.integers(-1, 20)), int(rng.integers(-1, count + 9)))
+                   for p in phy)  # fmt: skip
+    first = int(rng.integers(1, 9))
+    want = kernel_impls("rocketmq.check_items").reference(raw, count, begin, 3, starts, n, splits, keys, store_ts, first)
+    assert check(raw, count, begin, 3, starts, n, splits, keys, store_ts, first).tolist() == want.tolist()
+
+
+# ----------------------------------------------------------------------------- the keys of a batch
+@pytest.mark.parametrize("keys_of", twins("rocketmq.index_keys"))
+@SETTINGS
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(0, 40), k=st.integers(0, 80), resume=st.integers(-1, 12),
+       skip=st.integers(0, 4))  # fmt: skip
+def test_index_keys_of_a_batch(keys_of: Any, seed: int, n: int, k: int, resume: int, skip: int) -> None:
+    from mqstore.kernels.rocketmq.index_build import BatchKeys
+
+    rng = np.random.default_rng(seed)
+    rows = np.sort(rng.integers(0, max(n, 1), k if n else 0)).astype(np.int64)
+    b = BatchKeys(rows, rng.integers(-5, 5, len(rows)).astype(np.int32), rng.choice([0, 4, 8, 12, 13], n).astype(np.int32),
+                  np.sort(rng.integers(0, 15, n)).astype(np.int64), rng.integers(0, 99, n).astype(np.int64))  # fmt: skip
+    got = keys_of(b, resume, skip)
+    want = kernel_impls("rocketmq.index_keys").reference(b, resume, skip)
+    assert [a.tolist() for a in got] == [a.tolist() for a in want]
+    assert [a.dtype for a in got] == [np.int32, np.int64, np.int64]

@@ -50,12 +50,15 @@ def _same(root: Path) -> None:
 
 @pytest.fixture(params=["default-steps", "small-steps"])
 def steps(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The default sizes, or tiny scan batches, IndexFile item slices and in-place pair probes (so
-    the small stores here cross every step boundary and take the binary-search fallback)."""
+    """The default sizes and kernels, or tiny scan batches and IndexFile item slices (so the small
+    stores here cross every step boundary) with the numpy twins of the IndexFile check kernels."""
     if request.param == "small-steps":
+        from mqstore.kernels.rocketmq import index_check
+
         monkeypatch.setattr(verify_module, "_VERIFY_BATCH_RECORDS", 7)
         monkeypatch.setattr(verify_module, "_INDEX_ITEMS_PER_STEP", 5)
-        monkeypatch.setattr(verify_module, "_PAIR_PROBES", 1)
+        monkeypatch.setattr(index_check, "check_items", index_check.check_items_py)
+        monkeypatch.setattr(index_check, "locate", index_check.locate_py)
 
 
 def test_clean_store_gives_no_problem_in_both(base_store: Path, steps: None) -> None:

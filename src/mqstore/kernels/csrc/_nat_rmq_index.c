@@ -480,6 +480,211 @@ fail:
     return NULL;
 }
 
+/* index_keys(key_row int64[k], key_hash int32[k], sys_flag int32[n], offsets int64[n], store_ts int64[n],
+ * resume_offset, resume_skip, out_hash int32[k], out_off int64[k], out_ts int64[k]) -> keys selected:
+ * the keys a dispatch batch puts into the IndexFiles (IndexService.build): not of a ROLLBACK
+ * message, and past the resume point (offsets below resume_offset skipped, and the first
+ * resume_skip keys at resume_offset), with their record's offset and store time. */
+static PyObject *index_keys(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (check_nargs(nargs, 10, "index_keys(key_row, key_hash, sys_flag, offsets, store_ts, resume_offset, resume_skip, "
+                               "out_hash, out_off, out_ts)") < 0)
+        return NULL;
+    int64_t resume, skip;
+    if (get_i64(args[5], &resume) < 0 || get_i64(args[6], &skip) < 0) return NULL;
+    Views vs = {.n = 0};
+    Py_buffer *kr, *kh, *sf, *of, *st, *oh, *oo, *ot;
+    if (!(kr = views_add(&vs, args[0], 8, 0, "key_row")) || !(kh = views_add(&vs, args[1], 4, 0, "key_hash")) ||
+        !(sf = views_add(&vs, args[2], 4, 0, "sys_flag")) || !(of = views_add(&vs, args[3], 8, 0, "offsets")) ||
+        !(st = views_add(&vs, args[4], 8, 0, "store_ts")) || !(oh = views_add(&vs, args[7], 4, 1, "out_hash")) ||
+        !(oo = views_add(&vs, args[8], 8, 1, "out_off")) || !(ot = views_add(&vs, args[9], 8, 1, "out_ts")))
+        goto fail;
+    int64_t k = mq_len(kr), n = mq_len(sf);
+    if (mq_len(kh) != k || mq_len(of) != n || mq_len(st) != n || mq_len(oh) < k || mq_len(oo) < k || mq_len(ot) < k) {
+        value_error("index_keys: column lengths differ");
+        goto fail;
+    }
+    const int64_t *rows = kr->buf, *offs = of->buf, *tsv = st->buf;
+    const int32_t *hv = kh->buf, *sys = sf->buf;
+    int32_t *out_h = oh->buf;
+    int64_t *out_o = oo->buf, *out_t = ot->buf;
+    int64_t m = 0, bad = 0;
+    Py_BEGIN_ALLOW_THREADS
+    int64_t skipped = 0;
+    for (int64_t i = 0; i < k; i++) {
+        int64_t r = rows[i];
+        if (r < 0 || r >= n) {
+            bad = 1;
+            break;
+        }
+        if ((sys[r] & 0xC) == 0xC) continue; /* TRANSACTION_ROLLBACK_TYPE: never indexed */
+        int64_t off = offs[r];
+        if (resume >= 0) {
+            if (off < resume) continue;
+            if (off == resume && skipped < skip) {
+                skipped++;
+                continue;
+            }
+        }
+        out_h[m] = hv[i];
+        out_o[m] = off;
+        out_t[m] = tsv[r];
+        m++;
+    }
+    Py_END_ALLOW_THREADS
+    if (bad) {
+        value_error("index_keys: a key row outside the batch");
+        goto fail;
+    }
+    views_release(&vs);
+    return PyLong_FromLongLong(m);
+fail:
+    views_release(&vs);
+    return NULL;
+}
+
+/* ---------------------------------------------------------------- verify: IndexFile items */
+
+/* lower bound of x in the ascending a[lo:hi] */
+static inline int64_t lower_bound(const int64_t *a, int64_t lo, int64_t hi, int64_t x)
+{
+    while (lo < hi) {
+        int64_t mid = lo + ((hi - lo) >> 1);
+        if (a[mid] < x) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+/* Where v lies in the ascending a[0:n]: lower bound (numpy's searchsorted, side left), galloping
+ * from the previous answer *cur when the values ascend (the usual case: O(n + m) for m values),
+ * else a binary search below it. */
+static inline int64_t locate_one(const int64_t *a, int64_t n, int64_t v, int64_t *cur, int64_t *prev)
+{
+    int64_t c = *cur;
+    if (v >= *prev) {
+        int64_t step = 1, lo = c, hi = c;
+        while (hi < n && a[hi] < v) {
+            lo = hi + 1;
+            hi += step;
+            step <<= 1;
+        }
+        if (hi > n) hi = n;
+        c = lower_bound(a, lo, hi, v);
+    } else {
+        c = lower_bound(a, 0, c, v);
+    }
+    *prev = v;
+    *cur = c;
+    return c;
+}
+
+static void locate_run(const int64_t *a, int64_t n, const int64_t *x, int64_t m, int64_t *out)
+{
+    int64_t cur = 0, prev = INT64_MIN;
+    for (int64_t k = 0; k < m; k++) out[k] = locate_one(a, n, x[k], &cur, &prev);
+}
+
+/* locate(starts int64[>= n], n, offsets int64[m], out int64[m]) */
+static PyObject *locate(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (check_nargs(nargs, 4, "locate(starts, n, offsets, out)") < 0) return NULL;
+    int64_t n;
+    if (get_i64(args[1], &n) < 0) return NULL;
+    Views vs = {.n = 0};
+    Py_buffer *a, *x, *o;
+    if (!(a = views_add(&vs, args[0], 8, 0, "starts")) || !(x = views_add(&vs, args[2], 8, 0, "offsets")) ||
+        !(o = views_add(&vs, args[3], 8, 1, "out")))
+        goto fail;
+    if (n < 0 || n > mq_len(a) || mq_len(o) < mq_len(x)) {
+        value_error("locate: bad lengths");
+        goto fail;
+    }
+    const int64_t *av = a->buf, *xv = x->buf;
+    int64_t *ov = o->buf, m = mq_len(x);
+    Py_BEGIN_ALLOW_THREADS
+    locate_run(av, n, xv, m, ov);
+    Py_END_ALLOW_THREADS
+    views_release(&vs);
+    Py_RETURN_NONE;
+fail:
+    views_release(&vs);
+    return NULL;
+}
+
+/* check_items(items u8 (20 bytes each), count, begin_ts, cl_min, starts int64[>= n], n, key_splits
+ * int64[n + 1], keys int64 (the low 32 bits: a key hash), store_ts int64[>= n], codes uint8[count],
+ * first_item) -> items with a code; the items are numbered from first_item.
+ * Codes (bits): 1 live item not at a record with keys, 2 its hash is none of the record's keys,
+ * 4 its time difference is not the record's, 8 its link is not older, 16 negative time difference. */
+static PyObject *check_items(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (check_nargs(nargs, 11, "check_items(items, count, begin_ts, cl_min, starts, n, key_splits, keys, store_ts, "
+                               "codes, first_item)") < 0)
+        return NULL;
+    int64_t count, begin_ts, cl_min, n, first_item;
+    if (get_i64(args[1], &count) < 0 || get_i64(args[2], &begin_ts) < 0 || get_i64(args[3], &cl_min) < 0 ||
+        get_i64(args[5], &n) < 0 || get_i64(args[10], &first_item) < 0)
+        return NULL;
+    Views vs = {.n = 0};
+    Py_buffer *it, *st, *ks, *kv, *tv, *cv;
+    if (!(it = views_add(&vs, args[0], 0, 0, "items")) || !(st = views_add(&vs, args[4], 8, 0, "starts")) ||
+        !(ks = views_add(&vs, args[6], 8, 0, "key_splits")) || !(kv = views_add(&vs, args[7], 8, 0, "keys")) ||
+        !(tv = views_add(&vs, args[8], 8, 0, "store_ts")) || !(cv = views_add(&vs, args[9], 1, 1, "codes")))
+        goto fail;
+    if (count < 0 || it->len < count * ITEM_SIZE || n < 0 || mq_len(st) < n || mq_len(ks) < n + 1 ||
+        mq_len(tv) < n || mq_len(cv) < count) {
+        value_error("check_items: bad lengths");
+        goto fail;
+    }
+    const int64_t *splits = ks->buf;
+    int64_t nkeys = mq_len(kv);
+    for (int64_t r = 0; r <= n; r++) { /* the key ranges must lie in keys, ascending */
+        if (splits[r] < 0 || splits[r] > nkeys || (r && splits[r] < splits[r - 1])) {
+            value_error("check_items: key_splits outside keys");
+            goto fail;
+        }
+    }
+    const uint8_t *items = it->buf;
+    const int64_t *starts = st->buf, *sts = tv->buf;
+    const int64_t *keys = kv->buf;
+    uint8_t *codes = cv->buf;
+    int64_t bad = 0;
+    Py_BEGIN_ALLOW_THREADS
+    int64_t cur = 0, prev_phy = INT64_MIN;
+    for (int64_t k = 0; k < count; k++) {
+        const uint8_t *p = items + k * ITEM_SIZE;
+        int32_t h = mq_be32(p);
+        int64_t phy = mq_be64(p + 4);
+        int64_t diff = mq_be32(p + 12), link = mq_be32(p + 16), item = first_item + k;
+        uint8_t c = 0;
+        if (phy >= cl_min) {
+            int64_t r = locate_one(starts, n, phy, &cur, &prev_phy);
+            if (r >= n || starts[r] != phy || splits[r + 1] == splits[r]) {
+                c |= 1;
+            } else {
+                int hit = 0;
+                for (int64_t q = splits[r]; q < splits[r + 1]; q++) hit |= (int32_t)(uint32_t)(uint64_t)keys[q] == h;
+                if (!hit) c |= 2;
+                else if (item >= 2 && diff != time_diff(sts[r], begin_ts)) c |= 4;
+            }
+        }
+        if (link < 0 || link >= item) c |= 8;
+        if (diff < 0) c |= 16;
+        codes[k] = c;
+        bad += c != 0;
+    }
+    Py_END_ALLOW_THREADS
+    views_release(&vs);
+    return PyLong_FromLongLong(bad);
+fail:
+    views_release(&vs);
+    return NULL;
+}
+
 /* ---------------------------------------------------------------- module */
 
 #define FAST(name, doc) {#name, (PyCFunction)(void (*)(void))name, METH_FASTCALL, doc}
@@ -495,6 +700,11 @@ static PyMethodDef methods[] = {
     FAST(slot_phase, "slot_phase(buf, slots, ic0, sl, lo, hi, key_bounds, prev_out, marks) -> new slots"),
     FAST(item_phase, "item_phase(buf, slots, index_num, begin_ts, ic0, key_hash, phy, ts, start, j0, j1, sl, bounds, "
                      "prevs, cursors)"),
+    FAST(index_keys, "index_keys(key_row, key_hash, sys_flag, offsets, store_ts, resume_offset, resume_skip, out_hash, "
+                     "out_off, out_ts) -> keys selected"),
+    FAST(locate, "locate(starts, n, offsets, out): lower bound of each offset in the ascending starts[:n]"),
+    FAST(check_items, "check_items(items, count, begin_ts, cl_min, starts, n, key_splits, keys, store_ts, codes, "
+                      "first_item) -> items with a code"),
     {NULL, NULL, 0, NULL},
 };
 

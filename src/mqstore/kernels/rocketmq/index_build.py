@@ -362,10 +362,65 @@ def bulk_put_parallel_py(
     return bulk_put_py(buf_u8, hash_slot_num, index_num, header, key_hash, phy_offset, store_ts, start)
 
 
+# ----------------------------------------------------------------------------- the keys of a batch
+class BatchKeys(NamedTuple):
+    """The index keys of a dispatch batch (a key's row, hash; per row: sysFlag, offset, store time)."""
+
+    key_row: np.ndarray
+    key_hash: np.ndarray
+    sys_flag: np.ndarray
+    offsets: np.ndarray
+    store_ts: np.ndarray
+
+
+def _batch_keys(b: BatchKeys) -> tuple[BatchKeys, np.ndarray, np.ndarray, np.ndarray]:
+    k = BatchKeys(np.ascontiguousarray(b.key_row, np.int64), np.ascontiguousarray(b.key_hash, np.int32),
+                  np.ascontiguousarray(b.sys_flag, np.int32), np.ascontiguousarray(b.offsets, np.int64),
+                  np.ascontiguousarray(b.store_ts, np.int64))  # fmt: skip
+    n = len(k.sys_flag)
+    if len(k.key_hash) != len(k.key_row) or len(k.offsets) != n or len(k.store_ts) != n:
+        raise InvalidArgumentError("index_keys: column lengths differ")
+    if len(k.key_row) and (int(k.key_row.min()) < 0 or int(k.key_row.max()) >= n):
+        raise InvalidArgumentError("index_keys: a key row outside the batch")
+    m = len(k.key_row)
+    return k, np.empty(m, np.int32), np.empty(m, np.int64), np.empty(m, np.int64)
+
+
+def index_keys_numba(b: BatchKeys, resume_offset: int, resume_skip: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(key_hash, phy_offset, store_ts)`` of the keys of a batch that ``IndexService.build`` puts:
+    not of a ROLLBACK message and past the resume point (offsets below ``resume_offset`` skipped,
+    and the first ``resume_skip`` keys at it; ``resume_offset < 0``: none), in key order."""
+    k, oh, oo, ot = _batch_keys(b)
+    m = int(_nb().index_keys_kernel(*k, np.int64(resume_offset), np.int64(resume_skip), oh, oo, ot))
+    return oh[:m], oo[:m], ot[:m]
+
+
+def index_keys_native(b: BatchKeys, resume_offset: int, resume_skip: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`index_keys_numba` in C (``_nat_rmq_index``): one pass instead of the masks."""
+    k, oh, oo, ot = _batch_keys(b)
+    m = int(_NAT.index_keys(*k, int(resume_offset), int(resume_skip), oh, oo, ot))
+    return oh[:m], oo[:m], ot[:m]
+
+
+def index_keys_py(b: BatchKeys, resume_offset: int, resume_skip: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Twin of :func:`index_keys`: the masks of ``IndexService.build`` in numpy."""
+    k, _, _, _ = _batch_keys(b)
+    rows = k.key_row
+    mask = (k.sys_flag[rows] & 0xC) != 0xC
+    offsets = k.offsets[rows]
+    if resume_offset >= 0:
+        mask &= offsets >= resume_offset
+        at = np.nonzero(mask & (offsets == resume_offset))[0]
+        mask[at[:resume_skip]] = False
+    return k.key_hash[mask], offsets[mask], k.store_ts[rows][mask]
+
+
 _ON = _NAT is not None
+index_keys = index_keys_native if _ON else index_keys_numba
 bulk_put = bulk_put_native if _ON else bulk_put_numba
 bulk_put_parallel = bulk_put_parallel_native if _ON else bulk_put_parallel_numba
 
+register("rocketmq.index_keys", index_keys_numba, index_keys_py, native=index_keys_native if _ON else None)
 register("rocketmq.bulk_put", bulk_put_numba, bulk_put_py, native=bulk_put_native if _ON else None)
 register("rocketmq.bulk_put_parallel", bulk_put_parallel_numba, bulk_put_parallel_py,
          native=bulk_put_parallel_native if _ON else None)

@@ -185,3 +185,26 @@ def _item_phase(w, f, keys, j0, j1, sl, bounds, prevs, cursors):  # fmt: skip
         w[iw + 2] = bswap32(pv)
         w[iw + 3] = bswap32(diff)
         w[iw + 4] = bswap32(sv)
+
+
+@njit(cache=True, nogil=True)
+def index_keys_kernel(key_row, key_hash, sys_flag, offsets, store_ts, resume, skip, out_h, out_o, out_t):  # fmt: skip
+    """:func:`mqstore.kernels.rocketmq.index_build.index_keys` (rows already checked)."""
+    m = 0
+    skipped = 0
+    for i in range(key_row.shape[0]):
+        r = key_row[i]
+        if (sys_flag[r] & 0xC) == 0xC:
+            continue
+        off = offsets[r]
+        if resume >= 0:
+            if off < resume:
+                continue
+            if off == resume and skipped < skip:
+                skipped += 1
+                continue
+        out_h[m] = key_hash[i]
+        out_o[m] = off
+        out_t[m] = store_ts[r]
+        m += 1
+    return m

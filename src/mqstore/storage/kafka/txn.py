@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from mqstore.errors import CorruptDataError, InvalidArgumentError, MqStoreError, StoreNotFoundError
-from mqstore.formats.kafka.batch import decode_batch, decode_control_record
+from mqstore.formats.kafka.batch import decode_batch_header, decode_control_record, iter_records
 from mqstore.formats.kafka.txn import (
     AbortedTxn,
     ProducerSnapshot,
@@ -173,10 +173,13 @@ def _segment_columns(log_path: Path) -> dict[str, Any]:
         coord = np.zeros(m, np.int64)
         mts = np.full(m, -1, np.int64)
         for k in np.nonzero((cols["attributes"] & 0x20) != 0)[0].tolist():
-            batch = decode_batch(mm, int(pos[k]), path=lp)
-            if not batch.records:
+            # (the batch is in the valid prefix: its checksum was verified by the scan, so the
+            # header and records are decoded without computing it again)
+            header = decode_batch_header(mm, int(pos[k]), path=lp)
+            records = tuple(iter_records(mm, header, path=lp))
+            if not records:
                 continue  # an empty control batch: its transaction was cleaned away
-            rec = batch.records[0]
+            rec = records[0]
             ctl = decode_control_record(rec, path=lp)
             if ctl.type in (MARKER_ABORT, MARKER_COMMIT):
                 marker[k] = ctl.type

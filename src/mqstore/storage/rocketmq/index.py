@@ -296,19 +296,12 @@ class IndexService:
         skipped); returns the number of keys put."""
         if len(batch.key_hash) == 0:
             return 0
-        mask = batch.index_key_mask()
-        rows = batch.key_row
-        offsets = batch.commit_log_offset[rows]
-        if self.resume_offset >= 0:
-            mask &= offsets >= self.resume_offset
-            at = np.nonzero(mask & (offsets == self.resume_offset))[0]
-            if len(at):
-                mask[at[: self.resume_skip]] = False
-        if not mask.any():
+        from mqstore.kernels.rocketmq.index_build import BatchKeys, index_keys
+
+        hashes, offs, ts = index_keys(BatchKeys(batch.key_row, batch.key_hash, batch.sys_flag, batch.commit_log_offset,
+                                                batch.store_timestamp), self.resume_offset, self.resume_skip)  # fmt: skip
+        if not len(hashes):
             return 0
-        hashes = batch.key_hash[mask]
-        offs = offsets[mask]
-        ts = batch.store_timestamp[rows][mask]
         self.put_hashes(hashes, offs, ts)
         last = int(offs[-1])
         put_for_last = int(np.count_nonzero(offs == last))
@@ -428,8 +421,13 @@ class IndexService:
         prm[0] = seed
         prm[1] = begin - 1000 if begin > 1000 else 0
         prm[2] = end
-        prm[3] = commit_log.min_offset
-        prm[4] = commit_log.max_offset
+        if segments:  # the CommitLog's [min offset, max offset), from the segments of the table
+            last = segments[-1]
+            lo, hi = segments[0].file_from_offset, last.file_from_offset + last.wrote_position
+        else:
+            lo = hi = 0
+        prm[3] = lo if lo > 0 else 0
+        prm[4] = hi
         prm[5] = begin
         prm[6] = end
         n = exact_key_files(plan[1], table, tb, kb, prm, out)

@@ -11,10 +11,12 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from mqstore.errors import CorruptIndexError, InvalidArgumentError, StoreNotFoundError
+from mqstore.formats.rocketmq.record import TRANSACTION_MASK, TRANSACTION_ROLLBACK_TYPE
 from mqstore.kernels.threads import default_threads, resolve_threads
 from mqstore.storage.locks import DISPATCH_LOCK_FILE, StoreLock
 from mqstore.storage.mapped import ensure_inside
@@ -32,6 +34,8 @@ from mqstore.storage.rocketmq.timeindex import TIMEINDEX_DIR, QueueTimeIndex
 from mqstore.storage.rocketmq.timeindex import exists as time_index_exists
 from mqstore.storage.rocketmq.timeindex import queue_dir as time_index_queue_dir
 
+if TYPE_CHECKING:  # pragma: no cover
+    from mqstore.kernels.rocketmq.scan import DispatchBatch
 
 @dataclass(slots=True)
 class RebuildStats:
@@ -244,7 +248,7 @@ def _rebuild(root: Path, out: str | os.PathLike[str] | None, cfg: StoreConfig,
             if _WRITEBACK_EVERY and n_batch % _WRITEBACK_EVERY == _WRITEBACK_EVERY - 1:
                 writeback.kick(writers)
             messages += len(batch)
-            keys += int(batch.index_key_mask().sum()) if len(batch.key_hash) else 0
+            keys += _index_key_count(batch)
             last_stop = batch
             if progress is not None:
                 progress(batch.next_offset - commit_log.min_offset, end - commit_log.min_offset)
@@ -262,6 +266,16 @@ def _rebuild(root: Path, out: str | os.PathLike[str] | None, cfg: StoreConfig,
     # (an empty batch is falsy: it has a length)
     return RebuildStats(messages, keys, last_stop.next_offset if last_stop is not None else 0, n_cq, n_idx,
                         last_stop.error if last_stop is not None else None)
+
+
+def _index_key_count(batch: DispatchBatch) -> int:
+    """The index keys of a batch that are not of a ROLLBACK message (the mask only when the batch
+    has such a message: most have none)."""
+    if not len(batch.key_hash):
+        return 0
+    if not np.any((batch.sys_flag & TRANSACTION_MASK) == TRANSACTION_ROLLBACK_TYPE):
+        return len(batch.key_hash)
+    return int(batch.index_key_mask().sum())
 
 
 #: batches between two write-back requests for the files being built (0: none)

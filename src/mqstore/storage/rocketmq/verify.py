@@ -45,7 +45,6 @@ class _Records:
     store_ts: np.ndarray  # int64
     topics: dict[str, int]
     pair_keys: np.ndarray  # sorted ``record index << 32 | key hash`` of every (record, IndexFile key)
-    has_keys: np.ndarray  # bool per record: at least one key
 
     n: int  # records; every column has one more row, a sentinel that matches nothing
     key_start: np.ndarray = field(default_factory=lambda: np.zeros(2, np.int64))  # see _scan_records
@@ -55,24 +54,15 @@ class _Records:
     def find(self, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(index of the record starting at each offset — the sentinel row where none does —,
         whether there is one)."""
-        i = np.minimum(np.searchsorted(self.starts[:self.n], offsets), self.n)
+        from mqstore.kernels.rocketmq.index_check import locate  # (a galloping search: offsets mostly ascend)
+
+        i = np.minimum(locate(self.starts, self.n, offsets), self.n)
         ok = (i < self.n) & (self.starts[i] == offsets)
         return i, ok
 
 
 def _pair_key(rec: np.ndarray, key_hash: np.ndarray) -> np.ndarray:
     return (rec.astype(np.int64) << 32) | (key_hash.astype(np.int64) & 0xFFFFFFFF)
-
-
-def _java_div_1000(d: np.ndarray) -> np.ndarray:
-    return np.where(d >= 0, d // 1000, -((-d) // 1000))
-
-
-def _time_diffs(store_ts: np.ndarray, begin: int) -> np.ndarray:
-    """:func:`~mqstore.formats.rocketmq.indexfile.time_diff_seconds` of many store times."""
-    if begin <= 0:
-        return np.zeros(store_ts.shape[0], np.int64)
-    return np.clip(_java_div_1000(store_ts - begin), 0, INT_MAX)
 
 
 def _is_dledger(cl: object) -> bool:
@@ -153,6 +143,7 @@ def _scan_records(cl, rep: VerifyReport, problem: Callable[[str], None],
     multi: dict[tuple[str, int], tuple[list[np.ndarray], list[np.ndarray]]] = {}
     parts: dict[str, list[np.ndarray]] = {k: [] for k, _ in _RECORD_COLUMNS}
     pair_parts: list[np.ndarray] = []  # row << 32 | key hash, rows counted in scan order
+    key_rows: list[np.ndarray] = []
     rows = 0
     for batch in cl.scan_bounded(cl.min_offset, cl.max_offset, check_crc=True, skip_length_mismatch=False,
                                  batch_records=_VERIFY_BATCH_RECORDS):  # fmt: skip
@@ -167,7 +158,9 @@ def _scan_records(cl, rep: VerifyReport, problem: Callable[[str], None],
         parts["queue_offset"].append(batch.queue_offset.astype(np.int64, copy=False))
         parts["tags_code"].append(batch.tags_code.astype(np.int64, copy=False))
         parts["store_ts"].append(batch.store_timestamp.astype(np.int64, copy=False))
-        pair_parts.append(_pair_key(batch.key_row.astype(np.int64) + rows, batch.key_hash))
+        krow = batch.key_row.astype(np.int64) + rows
+        key_rows.append(krow)
+        pair_parts.append(_pair_key(krow, batch.key_hash))
         rows += len(batch)
         if len(batch.multi_row):
             u = cq_units(batch, rule)
@@ -196,25 +189,27 @@ def _scan_records(cl, rep: VerifyReport, problem: Callable[[str], None],
             col[:n] = col[:n][order]
         cols[name] = col
     recs = _Records(cols["starts"], cols["sizes"], cols["topic_id"], cols["queue_id"], cols["queue_offset"],
-                    cols["tags_code"], cols["store_ts"], topics, np.empty(0, np.int64), np.zeros(n + 1, bool), n)
+                    cols["tags_code"], cols["store_ts"], topics, np.empty(0, np.int64), n)
     recs.topic_id[n] = -2  # no topic
     for key, (o_parts, q_parts) in multi.items():
         o, q = np.concatenate(o_parts), np.concatenate(q_parts)
         srt = np.argsort(o, kind="stable")
         recs.multi[key] = (o[srt], q[srt])
+    krows = np.concatenate(key_rows) if key_rows else np.empty(0, np.int64)
+    del key_rows
     pairs = np.concatenate(pair_parts) if pair_parts else np.empty(0, np.int64)
     del pair_parts
     if order is not None:  # scan rows -> sorted rows
         rank = np.empty(n, np.int64)
         rank[order] = np.arange(n, dtype=np.int64)
-        pairs = _pair_key(rank[pairs >> 32], pairs & 0xFFFFFFFF)
-    pairs.sort()  # (duplicates do not matter)
+        krows = rank[krows]
+        pairs = _pair_key(krows, pairs & 0xFFFFFFFF)
+        pairs.sort()  # grouped by record again (in scan order they already are)
     recs.pair_keys = pairs
     # the pairs of record r are pair_keys[key_start[r] : key_start[r + 1]] (sorted by record first)
     recs.key_start = np.zeros(n + 2, np.int64)
-    np.cumsum(np.bincount(pairs >> 32, minlength=n), out=recs.key_start[1 : n + 1])
+    np.cumsum(np.bincount(krows, minlength=n), out=recs.key_start[1 : n + 1])
     recs.key_start[n + 1] = recs.key_start[n]
-    recs.has_keys[:n] = recs.key_start[1 : n + 1] > recs.key_start[:n]
     return recs
 
 
@@ -297,57 +292,34 @@ def _check_index_file(f, recs: _Records, cl_min: int, rep: VerifyReport, problem
         del items
 
 
-#: keys of a record compared one by one (records with more go through a binary search)
-_PAIR_PROBES = 8
-
-
-def _has_pair(recs: _Records, ri: np.ndarray, pk: np.ndarray) -> np.ndarray:
-    """Whether each pair ``pk`` (record ``ri`` << 32 | key hash) is one of the record's: its few
-    pairs are compared in place (each record's pairs are a short sorted run of ``pair_keys``), a
-    record with many keys is searched."""
-    pairs = recs.pair_keys
-    hit = np.zeros(len(pk), bool)
-    if not len(pairs) or not len(pk):
-        return hit
-    ks = recs.key_start[ri]
-    span = recs.key_start[ri + 1] - ks
-    top = len(pairs) - 1
-    for t in range(min(int(span.max()), _PAIR_PROBES)):
-        hit |= (span > t) & (pairs[np.minimum(ks + t, top)] == pk)
-    many = np.flatnonzero(~hit & (span > _PAIR_PROBES))
-    if len(many):
-        j = np.minimum(np.searchsorted(pairs, pk[many]), top)
-        hit[many] = pairs[j] == pk[many]
-    return hit
-
-
 def _check_index_items(name: str, items: np.ndarray, first_item: int, begin_ts: int, recs: _Records, cl_min: int,
                        problem: Callable[[str], None]) -> None:
-    key_hash = items["hash"].astype(np.int64)
-    phy = items["phy"].astype(np.int64)
-    diff = items["diff"].astype(np.int64)
-    prev = items["prev"].astype(np.int64)
-    item_no = np.arange(first_item, first_item + len(items), dtype=np.int64)
-    live = phy >= cl_min
-    ri, found = recs.find(phy)
-    keyed = found & recs.has_keys[ri]
-    pk = _pair_key(ri, key_hash)
-    hash_ok = keyed & _has_pair(recs, ri, pk)
-    time_bad = hash_ok & (item_no >= 2) & (diff != _time_diffs(recs.store_ts[ri], begin_ts))
-    bad = (live & (~keyed | ~hash_ok | time_bad)) | (prev < 0) | (prev >= item_no) | (diff < 0)
-    for k in np.nonzero(bad)[0].tolist():
-        item, p, d = int(item_no[k]), int(phy[k]), int(diff[k])
-        if live[k]:
-            if not keyed[k]:
-                problem(f"index/{name}: item {item} points at offset {p}, which is not a record start")
-            elif not hash_ok[k]:
-                problem(f"index/{name}: item {item} hash {int(key_hash[k])} matches no key of the message at {p}")
-            elif time_bad[k]:
-                problem(f"index/{name}: item {item} time difference {d} s does not match the store time "
-                        f"of the message at {p}")
-        if prev[k] < 0 or prev[k] >= item:
-            problem(f"index/{name}: item {item} links to item {int(prev[k])} (must be older)")
-        if d < 0:
+    from mqstore.kernels.rocketmq.index_check import (
+        BAD_LINK,
+        HASH_NOT_A_KEY,
+        NEGATIVE_DIFF,
+        NOT_A_KEYED_RECORD,
+        TIME_MISMATCH,
+        check_items,
+    )
+
+    raw = items.view(np.uint8)
+    codes = check_items(raw, len(items), begin_ts, cl_min, recs.starts, recs.n, recs.key_start, recs.pair_keys,
+                        recs.store_ts, first_item)  # fmt: skip
+    del raw
+    for k in np.flatnonzero(codes).tolist():
+        c, item = int(codes[k]), first_item + k
+        key_hash, p, d, prev = (int(items[k][f]) for f in ("hash", "phy", "diff", "prev"))
+        if c & NOT_A_KEYED_RECORD:
+            problem(f"index/{name}: item {item} points at offset {p}, which is not a record start")
+        elif c & HASH_NOT_A_KEY:
+            problem(f"index/{name}: item {item} hash {key_hash} matches no key of the message at {p}")
+        elif c & TIME_MISMATCH:
+            problem(f"index/{name}: item {item} time difference {d} s does not match the store time "
+                    f"of the message at {p}")
+        if c & BAD_LINK:
+            problem(f"index/{name}: item {item} links to item {prev} (must be older)")
+        if c & NEGATIVE_DIFF:
             problem(f"index/{name}: item {item} has a negative time difference")
 
 

@@ -1,0 +1,156 @@
+"""Before/after of the single ``put`` and of ``query_by_key`` in one process (issue 15).
+
+    python benchmarks/bench_put_query_ab.py --base-src OLD/src put [--messages N] [--rounds R]
+    python benchmarks/bench_put_query_ab.py --base-src OLD/src query STORE SEGMENT_BYTES [--rounds R]
+
+``OLD/src`` is the ``src`` directory of an earlier checkout (e.g. ``git archive 947c608 src | tar -x
+-C /tmp/old``).  The functions of the path being measured are taken from its text and executed over
+this tree's modules, so both versions run in the same process on the same data and the ratio does
+not depend on the machine's load at the time of each run: ``put`` swaps ``MessageStore.put``;
+``query`` swaps ``MessageStore._query_by_key`` (with the old eager ``_messages_of_matches``),
+``IndexService.exact_matches`` and ``RocketMQStore.dispatch_pending``.  Rounds alternate old/new;
+the figures are medians (query: CPU time of the thread; put: wall and process CPU of fresh stores
+under ``/tmp``, async flush, background services on, 1 KiB bodies, KEYS + TAGS + generated
+UNIQ_KEY, 8 queues).  ``query`` first checks that both give equal results on 500 keys.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import statistics
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "src"))
+
+from mqstore import MessageStore, StoreConfig  # noqa: E402
+from mqstore.api import rocketmq as api  # noqa: E402
+from mqstore.storage.rocketmq import index as index_mod  # noqa: E402
+from mqstore.storage.rocketmq import store as store_mod  # noqa: E402
+
+
+def grab(path: Path, start: str, stop: str, ns: dict[str, Any]) -> dict[str, Any]:
+    """Execute the text of ``path`` from ``start`` to ``stop`` (a function, dedented) in ``ns``."""
+    src = path.read_text()
+    a = src.index(start)
+    b = src.index(stop, a)
+    exec("from __future__ import annotations\n" + textwrap.dedent(src[a:b]), ns)
+    return ns
+
+
+def bench_put(base: Path, n: int, rounds: int) -> None:
+    import numpy as np
+
+    old_put = grab(base / "mqstore/api/rocketmq.py", "    def put(self, topic: str, body: bytes",
+                   "    def _put_checked(", dict(vars(api)))["put"]
+    new_put = MessageStore.put
+    body = np.random.default_rng(5).bytes(1024)
+    keys = [f"order-{i} user-{i % 977}" for i in range(n)]
+    res: dict[str, list[tuple[float, float]]] = {"old": [], "new": []}
+    for r in range(rounds):
+        for mode in ("old", "new") if r % 2 == 0 else ("new", "old"):
+            MessageStore.put = old_put if mode == "old" else new_put  # type: ignore[method-assign]
+            d = Path(tempfile.mkdtemp(prefix="mqstore-ab-", dir="/tmp"))
+            try:
+                with MessageStore.open(d / "store", StoreConfig(hash_slot_num=500_000, index_num=2_000_000)) as s:
+                    s.put("BenchTopic", b"w", keys="w")
+                    s.flush()
+                    s.engine.commit_log.warm_ahead()
+                    put = s.put
+                    t, c = time.perf_counter(), time.process_time()
+                    for i in range(n):
+                        put("BenchTopic", body, i & 7, keys=keys[i], tags="TagA")
+                    res[mode].append((n / (time.perf_counter() - t), n / (time.process_time() - c)))
+            finally:
+                MessageStore.put = new_put  # type: ignore[method-assign]
+                shutil.rmtree(d, ignore_errors=True)
+    ow, nw = (statistics.median(x[0] for x in res[m]) for m in ("old", "new"))
+    oc, nc = (statistics.median(x[1] for x in res[m]) for m in ("old", "new"))
+    print(f"put, single (1 KiB, async): old {ow:,.0f} msgs/s, new {nw:,.0f} msgs/s wall ({nw / ow:.2f}x); "
+          f"per process CPU-s old {oc:,.0f}, new {nc:,.0f} ({nc / oc:.2f}x); {rounds} rounds of {n:,}")
+
+
+def bench_query(base: Path, root: str, seg: int, rounds: int) -> None:
+    from mqstore.formats.rocketmq import properties
+    from mqstore.kernels.rocketmq import chain_walk, columns, key_match
+
+    ans = dict(vars(api))
+    ans.update({"_" + k: getattr(columns, k) for k in ("F_BODY_START", "F_BODY_LEN", "F_PROPS_START", "F_PROPS_LEN")})
+    ans["parse_properties"] = properties.parse_properties
+    for start, stop in (("def _message_of(", "_MESSAGE_FIELDS = ("), ("def _messages_of_matches(", "class KeyOffsets:"),
+                        ("    def _query_by_key(self, topic: str", "    def _query_by_key_records(")):
+        grab(base / "mqstore/api/rocketmq.py", start, stop, ans)
+    ins = dict(vars(index_mod))
+    ins.update({k: getattr(key_match, k) for k in ("EXACT_ROOM", "EXACT_UNCLEAN", "MATCH_COLUMNS", "exact_key_files")})
+    ins["SELECT_FILES_CYCLE"] = chain_walk.SELECT_FILES_CYCLE
+    grab(base / "mqstore/storage/rocketmq/index.py", "    def exact_matches(self, topic: str", "    def _make_plan(", ins)
+    sns = grab(base / "mqstore/storage/rocketmq/store.py", "    def dispatch_pending(self)", "    def _dispatch_range(",
+               dict(vars(store_mod)))
+    impls = {"old": (ans["_query_by_key"], ins["exact_matches"], sns["dispatch_pending"]),
+             "new": (MessageStore._query_by_key, index_mod.IndexService.exact_matches,
+                     store_mod.RocketMQStore.dispatch_pending)}
+
+    def use(name: str) -> None:
+        q, em, dp = impls[name]
+        MessageStore._query_by_key = q  # type: ignore[method-assign]
+        index_mod.IndexService.exact_matches = em  # type: ignore[method-assign]
+        store_mod.RocketMQStore.dispatch_pending = dp  # type: ignore[method-assign]
+
+    with MessageStore.open(root, StoreConfig(commit_log_file_size=seg, background_services=False), read_only=True) as s:
+        s.engine.index._topic_bytes = {}  # type: ignore[attr-defined]  # the old exact_matches' cache
+        cl = s.engine.commit_log
+        batch = next(cl.scan(0, min(cl.max_offset, 64 << 20)))
+        picks = batch.commit_log_offset[:: max(1, len(batch) // 20000)][:20000]
+        keys = [(m.topic, m.keys[0]) for m in (s.get_by_offset(o, check_crc=False) for o in picks.tolist())]
+        try:
+            got = {}
+            for name in ("old", "new"):
+                use(name)
+                for t, k in keys[:3000]:
+                    s.query_by_key(t, k)
+                got[name] = [s.query_by_key(t, k) for t, k in keys[:500]]
+            if got["old"] != got["new"]:
+                raise SystemExit("old and new query_by_key differ")
+            rates: dict[str, list[float]] = {"old": [], "new": []}
+            for r in range(rounds):
+                part = keys[(r % 10) * 2000 : (r % 10 + 1) * 2000]
+                for name in ("old", "new") if r % 2 == 0 else ("new", "old"):
+                    use(name)
+                    q = s.query_by_key
+                    c = time.thread_time()
+                    for t, k in part:
+                        q(t, k)
+                    rates[name].append(len(part) / (time.thread_time() - c))
+        finally:
+            use("new")
+    mo, mn = statistics.median(rates["old"]), statistics.median(rates["new"])
+    print(f"query_by_key, exact, single key: old {mo:,.0f}/s, new {mn:,.0f}/s CPU ({mn / mo:.2f}x); best rounds "
+          f"{max(rates['old']):,.0f} / {max(rates['new']):,.0f}; {rounds} rounds of 2,000 keys")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--base-src", type=Path, required=True, help="the src directory of the earlier version")
+    sub = ap.add_subparsers(dest="what", required=True)
+    p = sub.add_parser("put")
+    p.add_argument("--messages", type=int, default=50_000)
+    p.add_argument("--rounds", type=int, default=6)
+    q = sub.add_parser("query")
+    q.add_argument("store")
+    q.add_argument("segment_bytes", type=int)
+    q.add_argument("--rounds", type=int, default=40)
+    args = ap.parse_args()
+    if args.what == "put":
+        bench_put(args.base_src, args.messages, args.rounds)
+    else:
+        bench_query(args.base_src, args.store, args.segment_bytes, args.rounds)
+
+
+if __name__ == "__main__":
+    main()
