@@ -127,3 +127,65 @@ def test_segment_table_follows_segments(tmp_path: Path) -> None:
         assert len(files2) > len(files) and int(table2[-1, 1]) == cl.queue.files[-1].wrote_position
         segs = list(cl.queue.files)
     assert all(f._mm is None for f in segs)  # closing drops the table first: the mappings close
+
+
+def test_select_files_cycle_code_agrees() -> None:
+    from mqstore.kernels.rocketmq import chain_walk, key_match
+
+    assert key_match.SELECT_FILES_CYCLE == chain_walk.SELECT_FILES_CYCLE
+
+
+def _chain_head(s: MessageStore, topic: str, key: str, row: int) -> tuple[np.ndarray, int, int]:
+    """The writable bytes of IndexFile ``row`` of the query table (newest first), where its items
+    start and the head item number of the chain of ``topic#key`` there."""
+    import ctypes
+
+    idx = s.engine.index
+    plan = idx._make_plan()
+    assert plan is not None
+    addr, words, slots, _ = (int(v) for v in plan[1][row])
+    w = np.ctypeslib.as_array((ctypes.c_uint32 * words).from_address(addr))
+    u8 = w.view(np.uint8)
+    h = index_key_hash(f"{topic}#{key}")
+    slot = 40 + (h % slots) * 4
+    head = int.from_bytes(u8[slot : slot + 4].tobytes(), "big")
+    return u8, 40 + slots * 4, head
+
+
+@pytest.mark.parametrize("impl", twins("rocketmq.exact_key_files"))
+def test_exact_key_files_cycle_and_unclean(tmp_path: Path, impl: Any) -> None:
+    """A looping chain gives ``SELECT_FILES_CYCLE - i``, a candidate that is not a clean record
+    ``EXACT_UNCLEAN``, on every implementation alike."""
+    from mqstore.kernels.rocketmq.key_match import EXACT_UNCLEAN, SELECT_FILES_CYCLE, exact_key_files_py
+
+    with _store(tmp_path) as s:
+        _fill(s, 700)
+        s.dispatch()
+        for row in range(len(s.engine.index.files)):  # a file where the chain has two items or more
+            u8, items, head = _chain_head(s, "TopicA", "k1", row)
+            prev_at = items + head * 20 + 16
+            prev = int.from_bytes(u8[prev_at : prev_at + 4].tobytes(), "big") if head > 0 else 0
+            if prev > 0:
+                break
+        assert prev > 0
+        at = items + prev * 20 + 16  # the older item links back to the head: a loop
+        saved = u8[at : at + 4].copy()
+        u8[at : at + 4] = np.frombuffer(head.to_bytes(4, "big"), np.uint8)
+        n, _ = _call(impl, s, "TopicA", "k1", 0, LONG_MAX, 64)
+        assert n == SELECT_FILES_CYCLE - row == _call(exact_key_files_py, s, "TopicA", "k1", 0, LONG_MAX, 64)[0]
+        u8[at : at + 4] = saved
+        # a candidate of the chain that is no record start (its phyOffset moved by one byte)
+        h = index_key_hash("TopicA#k1")
+        cur = 0
+        for row in range(len(s.engine.index.files)):  # an item of the key's own hash
+            u8, items, cur = _chain_head(s, "TopicA", "k1", row)
+            while cur > 0 and int.from_bytes(u8[items + cur * 20 : items + cur * 20 + 4].tobytes(), "big") != h:
+                cur = int.from_bytes(u8[items + cur * 20 + 16 : items + cur * 20 + 20].tobytes(), "big")
+            if cur > 0:
+                break
+        assert cur > 0
+        off_at = items + cur * 20 + 4
+        off = int.from_bytes(u8[off_at : off_at + 8].tobytes(), "big")
+        u8[off_at : off_at + 8] = np.frombuffer((off + 1).to_bytes(8, "big"), np.uint8)
+        n, _ = _call(impl, s, "TopicA", "k1", 0, LONG_MAX, 64)
+        assert n == EXACT_UNCLEAN == _call(exact_key_files_py, s, "TopicA", "k1", 0, LONG_MAX, 64)[0]

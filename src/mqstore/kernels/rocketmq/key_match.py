@@ -18,24 +18,23 @@ record, which raises the typed error), or ``SELECT_FILES_CYCLE - i`` (a looping 
 text is decoded with ``errors="replace"`` and UTF-8 resynchronises at the ASCII separators; a key
 holding U+FFFD is left to the caller's Python path.
 
-Twin: :func:`exact_key_files_py` (``select_files_py`` and ``check_record`` per candidate,
+Three implementations: :func:`exact_key_files_native` (C, ``_nat_rmq_query``: the public
+:func:`exact_key_files` when built), :func:`exact_key_files_numba` (:mod:`.key_match_nb`) and the
+twin :func:`exact_key_files_py` (``select_files_py`` and ``check_record`` per candidate,
 ``parse_properties``/``split_keys`` on the decoded text).
 """
 
 from __future__ import annotations
 
 import ctypes
+from typing import Any
 
 import numpy as np
-from numba import carray, njit, types
-from numba.extending import intrinsic
 
 from mqstore.formats.rocketmq.properties import PROPERTY_KEYS, PROPERTY_UNIQ_KEY, parse_properties, split_keys
 from mqstore.formats.rocketmq.record import MAGIC_V2, body_crc, check_record
-from mqstore.kernels.crc import CRC_TABLE
-from mqstore.kernels.crc_nb import crc32_span
+from mqstore.kernels.backend import native, numba_module
 from mqstore.kernels.registry import register
-from mqstore.kernels.rocketmq.chain_walk import SELECT_ONE_ROOM, select_files, select_files_py
 from mqstore.kernels.rocketmq.columns import (
     F_BODY_C_R_C,
     F_BODY_LEN,
@@ -43,15 +42,11 @@ from mqstore.kernels.rocketmq.columns import (
     F_PHYSICAL_OFFSET,
     F_PROPS_LEN,
     F_PROPS_START,
-    F_SEGMENT,
     F_STORE_TIMESTAMP,
     F_TOPIC_LEN,
     F_TOPIC_START,
-    MATCH_COLUMNS,
+    MATCH_COLUMNS,  # noqa: F401 - re-exported: the rows of the query (callers size ``out`` with it)
 )
-from mqstore.kernels.rocketmq.columns_nb import decode_one
-from mqstore.kernels.rocketmq.properties import P_KEYS, P_UNIQ, PROP_SPANS
-from mqstore.kernels.rocketmq.properties_nb import prop_spans
 
 LONG_MAX = 2**63 - 1
 # slots of the ``prm`` argument (int64): the hash seed of select_files (``< 0``: ``~`` the Java hash
@@ -74,134 +69,9 @@ SEG_SIZE = 3
 SEG_COLUMNS = 4
 EXACT_ROOM = -1
 EXACT_UNCLEAN = -2
-
-
-@intrinsic
-def _u8_ptr(typingctx, addr):  # type: ignore[no-untyped-def]
-    """An ``int64`` address as a ``uint8*`` (for ``numba.carray``)."""
-    if not isinstance(addr, types.Integer):
-        return None
-    ptr_t = types.CPointer(types.uint8)
-
-    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
-        return builder.inttoptr(args[0], context.get_value_type(ptr_t))
-
-    return ptr_t(addr), codegen
-
-
-@njit(cache=True, nogil=True)
-def _eq_at(buf: np.ndarray, a: int, const: bytes) -> bool:
-    """Whether ``buf[a:a + len(const)] == const``."""
-    for k in range(len(const)):
-        if buf[a + k] != const[k]:
-            return False
-    return True
-
-
-@njit(cache=True, nogil=True)
-def _has_piece(buf: np.ndarray, s: int, e: int, key: np.ndarray) -> bool:
-    """Whether ``key`` is one of the space-separated pieces of ``buf[s:e]``."""
-    n = len(key)
-    i = s
-    while i < e:
-        j = i
-        while j < e and buf[j] != 32:
-            j += 1
-        if j - i == n and _eq_at(buf, i, key):
-            return True
-        i = j + 1
-    return False
-
-
-@njit(cache=True, nogil=True)
-def _segment_of(segs: np.ndarray, off: int) -> int:
-    """The row of ``segs`` (ascending bases) holding global offset ``off``, or -1."""
-    lo = 0
-    hi = segs.shape[0]
-    while lo < hi:  # last row with base <= off
-        mid = (lo + hi) >> 1
-        if segs[mid, SEG_BASE] <= off:
-            lo = mid + 1
-        else:
-            hi = mid
-    s = lo - 1
-    if s < 0 or off >= segs[s, SEG_BASE] + segs[s, SEG_SIZE]:
-        return -1
-    return s
-
-
-@njit(cache=True, nogil=True)
-def exact_key_files(files, segs, topic, key, prm, out):  # type: ignore[no-untyped-def]
-    """See the module docstring.  ``files``: the IndexFile table of ``select_files``; ``segs``: the
-    segment table; ``topic``/``key``: their UTF-8 bytes; ``prm``: the ``PRM_*`` numbers;
-    ``out``: ``(rows, MATCH_COLUMNS)`` ``int64``."""
-    seed = prm[PRM_SEED]
-    wbegin = prm[PRM_WBEGIN]
-    end = prm[PRM_END]
-    lo = prm[PRM_LO]
-    hi = prm[PRM_HI]
-    b = prm[PRM_B]
-    e = prm[PRM_E]
-    kb = key  # (not read by the walk when the seed is the hash)
-    cand = np.empty(64, np.int64)
-    n = select_files(files, seed, kb, LONG_MAX, wbegin, end, cand)
-    while n == SELECT_ONE_ROOM:
-        cand = np.empty(cand.shape[0] * 16, np.int64)
-        n = select_files(files, seed, kb, LONG_MAX, wbegin, end, cand)
-    if n < 0:
-        return n
-    c = np.sort(cand[:n])
-    spans = np.empty(PROP_SPANS, np.int64)
-    tl = len(topic)
-    m = 0
-    prev = -1
-    for i in range(n):
-        off = c[i]
-        if off == prev:
-            continue
-        prev = off
-        if off < lo or off >= hi:
-            continue
-        s = _segment_of(segs, off)
-        if s < 0:
-            continue
-        if m == out.shape[0]:
-            return EXACT_ROOM
-        buf = carray(_u8_ptr(segs[s, SEG_ADDR]), (segs[s, SEG_LIMIT],))
-        o = out[m]
-        if not decode_one(buf, off - segs[s, SEG_BASE], o) or o[F_PHYSICAL_OFFSET] != off:
-            return EXACT_UNCLEAN
-        if o[F_TOPIC_LEN] != tl or not _eq_at(buf, o[F_TOPIC_START], topic):
-            continue
-        ts = o[F_STORE_TIMESTAMP]
-        if ts < b or ts > e:
-            continue
-        ps = o[F_PROPS_START]
-        prop_spans(buf, ps, ps + o[F_PROPS_LEN], spans)
-        hit = spans[P_UNIQ + 1] - spans[P_UNIQ] == len(key) and _eq_at(buf, spans[P_UNIQ], key)
-        if not hit and spans[P_KEYS] >= 0:
-            hit = _has_piece(buf, spans[P_KEYS], spans[P_KEYS + 1], key)
-        if not hit:
-            continue
-        bs = o[F_BODY_START]
-        bl = o[F_BODY_LEN]
-        crc = 0 if bl == 0 else crc32_span(buf, bs, bs + bl, CRC_TABLE) & 0x7FFFFFFF
-        if crc != o[F_BODY_C_R_C]:
-            return EXACT_UNCLEAN
-        o[F_SEGMENT] = s
-        m += 1
-    # newest first: (store time, offset) descending (insertion sort: a key has few matches)
-    for i in range(1, m):
-        j = i
-        while j > 0 and (out[j, F_STORE_TIMESTAMP], out[j, F_PHYSICAL_OFFSET]) > (
-            out[j - 1, F_STORE_TIMESTAMP], out[j - 1, F_PHYSICAL_OFFSET]
-        ):  # fmt: skip
-            for k in range(MATCH_COLUMNS):
-                t = out[j, k]
-                out[j, k] = out[j - 1, k]
-                out[j - 1, k] = t
-            j -= 1
-    return m
+#: ``chain_walk.SELECT_FILES_CYCLE`` (that module is numba's; a test checks the two agree):
+#: a return of ``SELECT_FILES_CYCLE - i`` names a looping chain in IndexFile ``i`` of the table
+SELECT_FILES_CYCLE = -16
 
 
 def _row_py(buf: bytes, pos: int) -> list[int] | None:
@@ -230,6 +100,8 @@ def _row_py(buf: bytes, pos: int) -> list[int] | None:
 def exact_key_files_py(files, segs, topic, key, prm, out):  # type: ignore[no-untyped-def]
     """Twin of :func:`exact_key_files`: the candidates of ``select_files_py``, each read with
     ``check_record`` and checked on its decoded topic, time and properties."""
+    from mqstore.kernels.rocketmq.chain_walk import SELECT_ONE_ROOM, select_files_py
+
     seed, wbegin, end, lo, hi, b, e = (int(v) for v in prm[:PRM_SIZE])
     kb = bytes(key) if seed < 0 else b""
     cand = np.empty(64, np.int64)
@@ -273,4 +145,17 @@ def exact_key_files_py(files, segs, topic, key, prm, out):  # type: ignore[no-un
     return len(rows)
 
 
-register("rocketmq.exact_key_files", exact_key_files, exact_key_files_py)
+def exact_key_files_numba(files, segs, topic, key, prm, out):  # type: ignore[no-untyped-def]
+    """The numba kernel (:func:`mqstore.kernels.rocketmq.key_match_nb.exact_key_files`)."""
+    return _nb().exact_key_files(files, segs, topic, key, prm, out)
+
+
+def _nb() -> Any:
+    return numba_module("mqstore.kernels.rocketmq.key_match_nb")
+
+
+_NAT = native("_nat_rmq_query")
+#: the native kernel in C (same arguments and results), when built
+exact_key_files_native = _NAT.exact_key_files if _NAT is not None else None
+exact_key_files = exact_key_files_native if exact_key_files_native is not None else exact_key_files_numba
+register("rocketmq.exact_key_files", exact_key_files_numba, exact_key_files_py, native=exact_key_files_native)

@@ -53,6 +53,17 @@ def _walks() -> list[ModuleType]:
     return _WALKS
 
 
+_KM: list[ModuleType] = []  # key_match (the facade: native when built; numba loads only on the numba path)
+
+
+def _key_match() -> ModuleType:
+    if not _KM:
+        from mqstore.kernels.rocketmq import key_match
+
+        _KM.append(key_match)
+    return _KM[0]
+
+
 class IndexFile:
     """One mapped IndexFile."""
 
@@ -414,7 +425,7 @@ class IndexService:
         if not commit_log.has_segment_table:
             return None
         segments, table = commit_log.segment_table()
-        cw, km = _WALKS or _walks()
+        km = _KM[0] if _KM else _key_match()
         exact_key_files, EXACT_ROOM, MATCH_COLUMNS = km.exact_key_files, km.EXACT_ROOM, km.MATCH_COLUMNS
         pool = self._match_pool  # (out, prm) pairs (list pop/append are atomic)
         out, prm = pool.pop() if pool else (np.empty((4, MATCH_COLUMNS), np.int64), np.empty(7, np.int64))
@@ -441,7 +452,7 @@ class IndexService:
             return rows, segments
         if n == km.EXACT_UNCLEAN:
             return None
-        f = plan[0][len(plan[0]) - 1 - (cw.SELECT_FILES_CYCLE - n)]
+        f = plan[0][len(plan[0]) - 1 - (km.SELECT_FILES_CYCLE - n)]
         raise CorruptIndexError(f"index chain of {topic}#{key} in {f.name} has a cycle", path=str(f.path))
 
     def _make_plan(self) -> tuple[list[IndexFile], np.ndarray, list[np.ndarray]] | None:

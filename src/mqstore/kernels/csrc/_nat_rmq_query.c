@@ -1,0 +1,384 @@
+/* mqstore.kernels._nat_rmq_query: the exact single-key query (query_by_key) in C, the native twin
+ * of mqstore/kernels/rocketmq/key_match_nb.py:exact_key_files.
+ *
+ * exact_key_files(files, segs, topic, key, prm, out) -> int
+ *   files  int64 (nfiles, 4): (address, words, hash_slot_num, index_num) of the IndexFiles' uint32
+ *          views, newest first (chain_walk.select_files's table);
+ *   segs   int64 (nsegs, 4): (address, readable length, global base, file size) of the mapped
+ *          CommitLog segments, ascending bases (key_match.SEG_*);
+ *   topic, key: UTF-8 bytes; prm int64[7]: key_match.PRM_*; out int64 (rows, 23) writable.
+ * The key's chains are walked over every file with the rules of chain_walk.walk_chain /
+ * select_files (same results, same cycle code SELECT_FILES_CYCLE - i); the candidates are sorted,
+ * deduplicated, kept in [lo, hi), located in their segment and checked as key_match_nb does:
+ * record structure and physical offset (columns.decode_one), topic, store time, the UNIQ_KEY value
+ * or a space-separated KEYS piece (properties.prop_spans), then the body CRC of a match.  Returns
+ * the number of matches (rows newest first by (store time, offset)), -1 (out too small) or -2 (a
+ * candidate is not clean).  The caller keeps the addresses valid for the call.
+ *
+ * The GIL is released only when the walk found many candidates: a typical key has a handful and
+ * its whole query takes about a microsecond, less than giving the GIL away and taking it back
+ * under contention would cost.
+ */
+#include "mq_rmq.h"
+
+#define HEADER_WORDS 10
+#define ITEM_WORDS 5
+#define N_FIELDS 22
+#define MATCH_COLUMNS 23
+#define F_SEGMENT 22
+#define F_BODY_C_R_C 2
+#define F_PHYSICAL_OFFSET 6
+#define F_STORE_TIMESTAMP 11
+#define F_BODY_START 16
+#define F_BODY_LEN 17
+#define F_TOPIC_START 18
+#define F_TOPIC_LEN 19
+#define F_PROPS_START 20
+#define F_PROPS_LEN 21
+
+#define SEG_ADDR 0
+#define SEG_LIMIT 1
+#define SEG_BASE 2
+#define SEG_SIZE 3
+
+#define WALK_OK 0
+#define WALK_CYCLE 1
+#define WALK_OUT_OF_FILE 2
+#define WALK_ROOM 3
+#define SELECT_ONE_ROOM (-2)
+#define SELECT_FILES_CYCLE (-16)
+#define EXACT_ROOM (-1)
+#define EXACT_UNCLEAN (-2)
+#define NOGIL_CANDIDATES 256
+
+/* ---------------------------------------------------------------- the chain walk */
+
+/* chain_walk.walk_chain on the IndexFile bytes p (nb bytes); writes to out[k..cap) */
+static int walk_chain(const uint8_t *p, int64_t nb, int64_t slots, int64_t index_num, int64_t begin_ts, int64_t ic,
+                      int64_t limit, int64_t h, int64_t max_num, int64_t begin, int64_t end, int64_t *out, int64_t cap,
+                      int64_t k, int64_t *got_out)
+{
+    int64_t got = 0;
+    *got_out = 0;
+    if (slots <= 0) return WALK_OK;
+    int64_t s = h % slots;
+    if (s < 0) s += slots;
+    if ((HEADER_WORDS + s + 1) * 4 > nb) return WALK_OUT_OF_FILE; /* a view shorter than its geometry */
+    int64_t sv = mq_be32(p + (HEADER_WORDS + s) * 4);
+    if (sv <= 0 || sv > limit || ic <= 1) return WALK_OK;
+    int64_t items_w = HEADER_WORDS + slots;
+    int64_t cur = sv, steps = 0;
+    for (;;) {
+        if (got >= max_num) break;
+        if (cur >= index_num) {
+            *got_out = got;
+            return WALK_OUT_OF_FILE;
+        }
+        int64_t iw = items_w + cur * ITEM_WORDS;
+        if ((iw + ITEM_WORDS) * 4 > nb) {
+            *got_out = got;
+            return WALK_OUT_OF_FILE;
+        }
+        const uint8_t *it = p + iw * 4;
+        int64_t diff = mq_be32(it + 12);
+        if (diff < 0) break;
+        int64_t prev = mq_be32(it + 16);
+        int64_t time_read = begin_ts + diff * 1000;
+        if ((int64_t)mq_be32(it) == h && begin <= time_read && time_read <= end) {
+            if (k + got >= cap) {
+                *got_out = got;
+                return WALK_ROOM;
+            }
+            out[k + got] = mq_be64(it + 4);
+            got++;
+        }
+        if (prev <= 0 || prev > limit || prev == cur || time_read < begin) break;
+        cur = prev;
+        steps++;
+        if (steps > ic) {
+            *got_out = got;
+            return WALK_CYCLE;
+        }
+    }
+    *got_out = got;
+    return WALK_OK;
+}
+
+/* chain_walk.select_files with max_num unlimited: the candidates of hash h in every file */
+static int64_t select_files(const int64_t *files, int64_t nfiles, int64_t h, int64_t max_num, int64_t begin,
+                            int64_t end, int64_t *out, int64_t cap)
+{
+    int64_t n = 0;
+    for (int64_t f = 0; f < nfiles; f++) {
+        const int64_t *row = files + f * 4;
+        const uint8_t *p = (const uint8_t *)(intptr_t)row[0];
+        int64_t nb = row[1] * 4, slots = row[2], index_num = row[3];
+        if (nb < HEADER_WORDS * 4) return n; /* not an IndexFile view: nothing more to walk */
+        int64_t fb = mq_be64(p), fe = mq_be64(p + 8), ic = mq_be32(p + 36);
+        if ((begin < fb && end > fe) || (fb <= begin && begin <= fe) || (fb <= end && end <= fe)) {
+            if (n < max_num) {
+                int64_t last_item = ic < index_num - 1 ? ic : index_num - 1;
+                int64_t got;
+                int st = walk_chain(p, nb, slots, index_num, fb, ic, last_item, h, max_num - n, begin, end, out, cap, n,
+                                    &got);
+                if (st == WALK_ROOM) return SELECT_ONE_ROOM;
+                if (st == WALK_CYCLE) return SELECT_FILES_CYCLE - f;
+                n += got;
+            }
+        }
+        if (fb < begin || n >= max_num) break;
+    }
+    return n;
+}
+
+/* ---------------------------------------------------------------- the record checks */
+
+/* columns.decode_one: the RECORD_FIELDS row of the record at pos of buf[0:nbuf]; 0 when invalid */
+static int decode_one(const uint8_t *buf, int64_t nbuf, int64_t pos, int64_t *o)
+{
+    if (pos < 0 || pos + 8 > nbuf) return 0;
+    int64_t total = mq_be32(buf + pos), magic = mq_be32(buf + pos + 4);
+    if ((magic != MQ_MAGIC_V1 && magic != MQ_MAGIC_V2) || total < MQ_FIXED_MIN || pos + total > nbuf) return 0;
+    int64_t rend = pos + total;
+    int64_t sys = mq_be32(buf + pos + 36);
+    int64_t bw = (sys & 0x10) ? 20 : 8, sw = (sys & 0x20) ? 20 : 8;
+    int64_t p = pos + 48 + bw + 8 + sw + 12;
+    if (p + 4 > rend) return 0;
+    int64_t body_len = mq_be32(buf + p);
+    p += 4;
+    if (body_len < 0 || p + body_len > rend) return 0;
+    int64_t bs = p, tl, tw;
+    p += body_len;
+    if (magic == MQ_MAGIC_V2) {
+        if (p + 2 > rend) return 0;
+        tl = mq_be16(buf + p);
+        p += 2;
+        tw = 2;
+    } else {
+        if (p + 1 > rend) return 0;
+        tl = (int8_t)buf[p];
+        p += 1;
+        tw = 1;
+    }
+    if (tl < 0 || p + tl > rend) return 0;
+    int64_t tps = p;
+    p += tl;
+    if (p + 2 > rend) return 0;
+    int64_t pl = mq_be16(buf + p);
+    p += 2;
+    if (pl < 0 || p + pl > rend) return 0;
+    if (48 + bw + 8 + sw + 12 + 4 + body_len + tw + tl + 2 + pl != total) return 0;
+    o[0] = total;
+    o[1] = magic;
+    o[2] = mq_be32(buf + pos + 8);
+    o[3] = mq_be32(buf + pos + 12);
+    o[4] = mq_be32(buf + pos + 16);
+    o[5] = mq_be64(buf + pos + 20);
+    o[6] = mq_be64(buf + pos + 28);
+    o[7] = sys;
+    o[8] = mq_be64(buf + pos + 40);
+    o[9] = pos + 48;
+    o[10] = bw;
+    o[11] = mq_be64(buf + pos + 48 + bw);
+    o[12] = pos + 56 + bw;
+    o[13] = sw;
+    o[14] = mq_be32(buf + pos + 56 + bw + sw);
+    o[15] = mq_be64(buf + pos + 60 + bw + sw);
+    o[16] = bs;
+    o[17] = body_len;
+    o[18] = tps;
+    o[19] = tl;
+    o[20] = p;
+    o[21] = pl;
+    return 1;
+}
+
+static inline int eq_at(const uint8_t *buf, int64_t a, const uint8_t *c, int64_t n)
+{
+    return n == 0 || memcmp(buf + a, c, (size_t)n) == 0;
+}
+
+/* whether key is one of the space-separated pieces of buf[s:e] */
+static int has_piece(const uint8_t *buf, int64_t s, int64_t e, const uint8_t *key, int64_t n)
+{
+    int64_t i = s;
+    while (i < e) {
+        int64_t j = i;
+        while (j < e && buf[j] != ' ') j++;
+        if (j - i == n && eq_at(buf, i, key, n)) return 1;
+        i = j + 1;
+    }
+    return 0;
+}
+
+/* the row of segs (ascending bases) holding global offset off, or -1 */
+static int64_t segment_of(const int64_t *segs, int64_t nsegs, int64_t off)
+{
+    int64_t lo = 0, hi = nsegs;
+    while (lo < hi) {
+        int64_t mid = (lo + hi) >> 1;
+        if (segs[mid * 4 + SEG_BASE] <= off) lo = mid + 1;
+        else hi = mid;
+    }
+    int64_t s = lo - 1;
+    if (s < 0 || off >= segs[s * 4 + SEG_BASE] + segs[s * 4 + SEG_SIZE]) return -1;
+    return s;
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* the query after the walk: candidates c[0:n] -> matches in out (rows of MATCH_COLUMNS) */
+static int64_t check_candidates(int64_t *c, int64_t n, const int64_t *segs, int64_t nsegs, const uint8_t *topic,
+                                int64_t tl, const uint8_t *key, int64_t kl, const int64_t *prm, int64_t *out,
+                                int64_t rows)
+{
+    int64_t lo = prm[3], hi = prm[4], b = prm[5], e = prm[6];
+    if (n > 1) {
+        int sorted = 1;
+        for (int64_t i = 1; i < n && sorted; i++) sorted = c[i - 1] <= c[i];
+        if (!sorted) qsort(c, (size_t)n, sizeof(int64_t), cmp_i64);
+    }
+    int64_t spans[MQ_PROP_SPANS];
+    int64_t m = 0, prev = -1;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t off = c[i];
+        if (off == prev) continue;
+        prev = off;
+        if (off < lo || off >= hi) continue;
+        int64_t s = segment_of(segs, nsegs, off);
+        if (s < 0) continue;
+        if (m == rows) return EXACT_ROOM;
+        const int64_t *sg = segs + s * 4;
+        const uint8_t *buf = (const uint8_t *)(intptr_t)sg[SEG_ADDR];
+        int64_t *o = out + m * MATCH_COLUMNS;
+        if (!decode_one(buf, sg[SEG_LIMIT], off - sg[SEG_BASE], o) || o[F_PHYSICAL_OFFSET] != off) return EXACT_UNCLEAN;
+        if (o[F_TOPIC_LEN] != tl || !eq_at(buf, o[F_TOPIC_START], topic, tl)) continue;
+        int64_t ts = o[F_STORE_TIMESTAMP];
+        if (ts < b || ts > e) continue;
+        int64_t ps = o[F_PROPS_START];
+        mq_prop_spans(buf, ps, ps + o[F_PROPS_LEN], spans);
+        int hit = spans[MQ_P_UNIQ + 1] - spans[MQ_P_UNIQ] == kl && (kl == 0 || eq_at(buf, spans[MQ_P_UNIQ], key, kl));
+        if (!hit && spans[MQ_P_KEYS] >= 0) hit = has_piece(buf, spans[MQ_P_KEYS], spans[MQ_P_KEYS + 1], key, kl);
+        if (!hit) continue;
+        int64_t bl = o[F_BODY_LEN];
+        int64_t crc = bl == 0 ? 0 : (int64_t)(mq_crc32(0, buf + o[F_BODY_START], (size_t)bl) & 0x7FFFFFFFu);
+        if (crc != o[F_BODY_C_R_C]) return EXACT_UNCLEAN;
+        o[F_SEGMENT] = s;
+        m++;
+    }
+    /* newest first: (store time, offset) descending (insertion sort: a key has few matches) */
+    int64_t tmp[MATCH_COLUMNS];
+    for (int64_t i = 1; i < m; i++) {
+        int64_t j = i;
+        while (j > 0) {
+            int64_t *x = out + j * MATCH_COLUMNS, *y = out + (j - 1) * MATCH_COLUMNS;
+            if (!(x[F_STORE_TIMESTAMP] > y[F_STORE_TIMESTAMP] ||
+                  (x[F_STORE_TIMESTAMP] == y[F_STORE_TIMESTAMP] && x[F_PHYSICAL_OFFSET] > y[F_PHYSICAL_OFFSET])))
+                break;
+            memcpy(tmp, x, sizeof tmp);
+            memcpy(x, y, sizeof tmp);
+            memcpy(y, tmp, sizeof tmp);
+            j--;
+        }
+    }
+    return m;
+}
+
+/* ---------------------------------------------------------------- the module function */
+
+/* bytes objects are read in place (no buffer protocol round trip); anything else through a view */
+static int get_view(PyObject *obj, Py_buffer *v, Py_ssize_t itemsize, int writable, const char *what, int *held)
+{
+    *held = 0;
+    if (!writable && itemsize <= 1 && PyBytes_CheckExact(obj)) {
+        v->buf = PyBytes_AS_STRING(obj);
+        v->len = PyBytes_GET_SIZE(obj);
+        v->itemsize = 1;
+        return 0;
+    }
+    if (mq_view(obj, v, itemsize, writable, what) < 0) return -1;
+    *held = 1;
+    return 0;
+}
+
+static PyObject *exact_key_files(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (nargs != 6) {
+        PyErr_SetString(PyExc_TypeError, "exact_key_files(files, segs, topic, key, prm, out)");
+        return NULL;
+    }
+    static const char *what[6] = {"files", "segs", "topic", "key", "prm", "out"};
+    static const Py_ssize_t isz[6] = {8, 8, 0, 0, 8, 8};
+    Py_buffer v[6];
+    int held[6] = {0, 0, 0, 0, 0, 0};
+    int64_t result = 0;
+    int ok = 0;
+    for (int i = 0; i < 6; i++)
+        if (get_view(args[i], &v[i], isz[i], i == 5, what[i], &held[i]) < 0) goto done;
+    if (v[0].len % 32 || v[1].len % 32 || v[4].len < 7 * 8 || v[5].len % (MATCH_COLUMNS * 8)) {
+        PyErr_SetString(PyExc_ValueError, "exact_key_files: files/segs need 4 columns, prm 7 slots, out 23 columns");
+        goto done;
+    }
+    const int64_t *files = v[0].buf, *segs = v[1].buf, *prm = v[4].buf;
+    int64_t nfiles = v[0].len / 32, nsegs = v[1].len / 32, rows = v[5].len / (MATCH_COLUMNS * 8);
+    const uint8_t *topic = v[2].buf, *key = v[3].buf;
+    int64_t tl = v[2].len, kl = v[3].len;
+    int64_t *out = v[5].buf;
+    int64_t seed = prm[0];
+    int64_t h = seed < 0 ? mq_index_hash_of_state(mq_hash_continue(key, 0, kl, (uint32_t)~seed)) : seed;
+    int64_t small[64];
+    int64_t *cand = small, cap = 64;
+    int64_t n = select_files(files, nfiles, h, INT64_MAX, prm[1], prm[2], cand, cap);
+    while (n == SELECT_ONE_ROOM) {
+        if (cand != small) PyMem_RawFree(cand);
+        cap *= 16;
+        cand = PyMem_RawMalloc((size_t)cap * sizeof(int64_t));
+        if (!cand) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        if (cap > 4096) {
+            Py_BEGIN_ALLOW_THREADS
+            n = select_files(files, nfiles, h, INT64_MAX, prm[1], prm[2], cand, cap);
+            Py_END_ALLOW_THREADS
+        } else {
+            n = select_files(files, nfiles, h, INT64_MAX, prm[1], prm[2], cand, cap);
+        }
+    }
+    if (n < 0) {
+        result = n;
+    } else if (n > NOGIL_CANDIDATES) {
+        Py_BEGIN_ALLOW_THREADS
+        result = check_candidates(cand, n, segs, nsegs, topic, tl, key, kl, prm, out, rows);
+        Py_END_ALLOW_THREADS
+    } else {
+        result = check_candidates(cand, n, segs, nsegs, topic, tl, key, kl, prm, out, rows);
+    }
+    if (cand != small) PyMem_RawFree(cand);
+    ok = 1;
+done:
+    for (int i = 0; i < 6; i++)
+        if (held[i]) PyBuffer_Release(&v[i]);
+    return ok ? PyLong_FromLongLong((long long)result) : NULL;
+}
+
+static PyMethodDef methods[] = {
+    MQ_BIND_CHECKSUMS_METHOD,
+    {"exact_key_files", (PyCFunction)(void (*)(void))exact_key_files, METH_FASTCALL,
+     "exact_key_files(files, segs, topic, key, prm, out) -> matches (see key_match.exact_key_files)"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_nat_rmq_query", "mqstore's native exact key query", -1,
+                                    methods};
+
+PyMODINIT_FUNC PyInit__nat_rmq_query(void)
+{
+    mq_init_checksums(NULL);
+    return PyModule_Create(&module);
+}
