@@ -189,3 +189,34 @@ def test_exact_key_files_cycle_and_unclean(tmp_path: Path, impl: Any) -> None:
         u8[off_at : off_at + 8] = np.frombuffer((off + 1).to_bytes(8, "big"), np.uint8)
         n, _ = _call(impl, s, "TopicA", "k1", 0, LONG_MAX, 64)
         assert n == EXACT_UNCLEAN == _call(exact_key_files_py, s, "TopicA", "k1", 0, LONG_MAX, 64)[0]
+
+
+def test_native_messages_are_the_python_builders(tmp_path: Path) -> None:
+    """The messages the native builder fills in C are those of ``_messages_of_matches``: the same
+    class, fields, equality, repr, pickling and lazily parsed properties."""
+    import pickle
+    import sys
+
+    from mqstore.api import rocketmq as api
+    from mqstore.formats.rocketmq.record import _props_get
+
+    build = api._native_builder()
+    if build is None:
+        pytest.skip("the native query module is not built or not selected")
+    with _store(tmp_path) as s:
+        _fill(s, 300)
+        idx, cl = s.engine.index, s.engine.commit_log
+        topic = "".join(["Topic", "A"])  # a str of its own: its reference count is watched
+        idx.exact_matches(topic, "k1", 0, LONG_MAX, cl, build)  # (the index caches the topic once)
+        refs = sys.getrefcount(topic)
+        for key in KEYS:
+            got = idx.exact_matches(topic, key, 0, LONG_MAX, cl, build)
+            rows, segments = idx.exact_matches(topic, key, 0, LONG_MAX, cl)
+            exp = api._messages_of_matches(rows, segments, topic)
+            assert [type(m) for m in got] == [type(m) for m in exp]
+            assert all(_props_get(m) is None for m in got)
+            assert [repr(m) for m in got] == [repr(m) for m in exp]
+            assert got == exp and pickle.loads(pickle.dumps(got)) == exp
+            assert got == s._query_by_key_records(topic, key, 0, LONG_MAX, None)
+            del got, exp
+        assert sys.getrefcount(topic) == refs

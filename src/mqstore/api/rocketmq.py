@@ -447,6 +447,27 @@ if tuple(f.name for f in fields(Message)) != _MESSAGE_FIELDS:  # pragma: no cove
     raise ImportError("mqstore.api.rocketmq: the fields of Message changed: update _message_of")
 
 
+_NAT_BUILD: list[Any] = []  # [the native builder of the matches' messages, or None], bound on first use
+
+
+def _native_builder() -> Any:
+    """``_nat_rmq_query.messages`` bound to :class:`Message` (its slots filled in C: the same class,
+    fields, equality, repr and pickling as :func:`_messages_of_matches` builds), or None."""
+    if not _NAT_BUILD:
+        from mqstore.formats.rocketmq.record import record_slots
+        from mqstore.kernels.rocketmq import key_match
+
+        build = None
+        if key_match.messages_native is not None:
+            try:
+                key_match.bind_messages(Message, record_slots(), _HOST_TEXT, _host_text)
+                build = key_match.messages_native
+            except TypeError:  # pragma: no cover - a model the C builder cannot fill
+                build = None
+        _NAT_BUILD.append(build)
+    return _NAT_BUILD[0]
+
+
 def _messages_of_matches(rows: list[list[int]], segments: list[Any], topic: str) -> list[Message]:
     """The messages of the match rows of ``IndexService.exact_matches`` (already checked, newest
     first).  Their ``properties`` are parsed from the text on first access (``properties=None``)."""
@@ -1073,6 +1094,12 @@ class MessageStore:
             raise InvalidArgumentError("max_num must be positive")
         self._sync()
         engine = self._engine
+        build = _NAT_BUILD[0] if _NAT_BUILD else _native_builder()
+        if build is not None:  # one native call for the query, one for the messages of the matches
+            msgs = engine.index.exact_matches(topic, key, b, e, engine.commit_log, build)
+            if msgs is not None:
+                return msgs if max_num is None else msgs[:max_num]
+            return self._query_by_key_records(topic, key, b, e, max_num)
         got = engine.index.exact_matches(topic, key, b, e, engine.commit_log)
         if got is not None:  # one compiled call: chain walk + record checks; Messages for the matches only
             rows, segments = got

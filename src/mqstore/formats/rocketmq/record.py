@@ -13,7 +13,7 @@ import functools
 import ipaddress
 import struct
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import NamedTuple
 
 from mqstore.errors import (
@@ -283,6 +283,15 @@ def _lazy_properties(obj: MessageRecord) -> dict[str, str]:
 
 
 MessageRecord.properties = property(_lazy_properties, _props_set, doc="the parsed properties")  # type: ignore[assignment,method-assign]
+
+
+def record_slots() -> tuple[object, ...]:
+    """The member descriptors (slots) of the fields of :class:`MessageRecord`, in constructor
+    order, ``properties``'s being its slot under the lazy property: what a native builder fills to
+    make records without calling ``__init__`` (the same objects ``__init__`` would make)."""
+    return tuple(
+        _PROPERTIES_SLOT if f.name == "properties" else MessageRecord.__dict__[f.name] for f in fields(MessageRecord)
+    )
 
 
 def choose_magic(topic: str, auto_version_on_topic_len: bool = True) -> int:

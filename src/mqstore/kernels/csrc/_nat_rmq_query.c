@@ -6,7 +6,8 @@
  *          views, newest first (chain_walk.select_files's table);
  *   segs   int64 (nsegs, 4): (address, readable length, global base, file size) of the mapped
  *          CommitLog segments, ascending bases (key_match.SEG_*);
- *   topic, key: UTF-8 bytes; prm int64[7]: key_match.PRM_*; out int64 (rows, 23) writable.
+ *   topic, key: UTF-8 bytes; prm int64[7] (or a tuple of 7 ints): key_match.PRM_*; out int64
+ *   (rows, 23) writable.
  * The key's chains are walked over every file with the rules of chain_walk.walk_chain /
  * select_files (same results, same cycle code SELECT_FILES_CYCLE - i); the candidates are sorted,
  * deduplicated, kept in [lo, hi), located in their segment and checked as key_match_nb does:
@@ -20,6 +21,7 @@
  * under contention would cost.
  */
 #include "mq_rmq.h"
+#include "structmember.h"
 
 #define HEADER_WORDS 10
 #define ITEM_WORDS 5
@@ -318,8 +320,17 @@ static PyObject *exact_key_files(PyObject *self, PyObject *const *args, Py_ssize
     int held[6] = {0, 0, 0, 0, 0, 0};
     int64_t result = 0;
     int ok = 0;
-    for (int i = 0; i < 6; i++)
+    int64_t prm_t[7];
+    for (int i = 0; i < 6; i++) {
+        if (i == 4 && PyTuple_CheckExact(args[4]) && PyTuple_GET_SIZE(args[4]) == 7) { /* prm as a tuple of ints */
+            for (int j = 0; j < 7; j++)
+                if ((prm_t[j] = mq_i64(PyTuple_GET_ITEM(args[4], j))) == -1 && PyErr_Occurred()) goto done;
+            v[4].buf = prm_t;
+            v[4].len = sizeof prm_t;
+            continue;
+        }
         if (get_view(args[i], &v[i], isz[i], i == 5, what[i], &held[i]) < 0) goto done;
+    }
     if (v[0].len % 32 || v[1].len % 32 || v[4].len < 7 * 8 || v[5].len % (MATCH_COLUMNS * 8)) {
         PyErr_SetString(PyExc_ValueError, "exact_key_files: files/segs need 4 columns, prm 7 slots, out 23 columns");
         goto done;
@@ -367,10 +378,153 @@ done:
     return ok ? PyLong_FromLongLong((long long)result) : NULL;
 }
 
+
+/* ---------------------------------------------------------------- the messages of the matches */
+
+/* bind_messages(cls, slots, hosts, host_of): the message class, the member descriptors of its 18
+ * fields in constructor order (slots of a slots dataclass: T_OBJECT_EX members of cls), the cache
+ * raw host bytes -> Host and the function that fills it on a miss. */
+#define N_MSG_FIELDS 18
+static PyTypeObject *msg_type = NULL;
+static Py_ssize_t msg_off[N_MSG_FIELDS];
+static PyObject *host_cache = NULL, *host_of = NULL;
+
+static PyObject *bind_messages(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (nargs != 4 || !PyType_Check(args[0]) || !PyTuple_Check(args[1]) || PyTuple_GET_SIZE(args[1]) != N_MSG_FIELDS ||
+        !PyDict_Check(args[2]) || !PyCallable_Check(args[3])) {
+        PyErr_SetString(PyExc_TypeError, "bind_messages(cls, 18 member descriptors, hosts dict, host_of)");
+        return NULL;
+    }
+    PyTypeObject *t = (PyTypeObject *)args[0];
+    Py_ssize_t off[N_MSG_FIELDS];
+    for (int i = 0; i < N_MSG_FIELDS; i++) {
+        PyObject *d = PyTuple_GET_ITEM(args[1], i);
+        if (!Py_IS_TYPE(d, &PyMemberDescr_Type) || ((PyDescrObject *)d)->d_type != t ||
+            ((PyMemberDescrObject *)d)->d_member->type != T_OBJECT_EX ||
+            (((PyMemberDescrObject *)d)->d_member->flags & READONLY)) {
+            PyErr_Format(PyExc_TypeError, "bind_messages: field %d is not a writable object slot of the class", i);
+            return NULL;
+        }
+        off[i] = ((PyMemberDescrObject *)d)->d_member->offset;
+    }
+    Py_INCREF(t);
+    Py_XSETREF(msg_type, t);
+    memcpy(msg_off, off, sizeof off);
+    Py_INCREF(args[2]);
+    Py_XSETREF(host_cache, args[2]);
+    Py_INCREF(args[3]);
+    Py_XSETREF(host_of, args[3]);
+    Py_RETURN_NONE;
+}
+
+/* the Host of the raw address bytes p[0:n] (cache, else host_of(raw)); a new reference */
+static PyObject *host_obj(const uint8_t *p, int64_t n)
+{
+    PyObject *raw = PyBytes_FromStringAndSize((const char *)p, (Py_ssize_t)n);
+    if (!raw) return NULL;
+    PyObject *h = PyDict_GetItemWithError(host_cache, raw);
+    if (h) {
+        Py_INCREF(h);
+    } else if (!PyErr_Occurred()) {
+        h = PyObject_CallOneArg(host_of, raw);
+    }
+    Py_DECREF(raw);
+    return h;
+}
+
+/* messages(out, n, segs, topic) -> list: the Message of each of the first n match rows of out
+ * (exact_key_files's rows, F_SEGMENT naming the row of segs), fields as the Python builder
+ * (api.rocketmq._messages_of_matches) sets them: body bytes, properties text decoded with
+ * errors="replace", properties left to parse on first access (None). */
+static PyObject *messages(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (nargs != 4 || !PyUnicode_Check(args[3])) {
+        PyErr_SetString(PyExc_TypeError, "messages(out, n, segs, topic: str)");
+        return NULL;
+    }
+    if (!msg_type) {
+        PyErr_SetString(PyExc_RuntimeError, "messages: bind_messages was not called");
+        return NULL;
+    }
+    int64_t n;
+    Py_buffer vo, vs;
+    if ((n = mq_i64(args[1])) == -1 && PyErr_Occurred()) return NULL;
+    if (mq_view(args[0], &vo, 8, 0, "out") < 0) return NULL;
+    if (mq_view(args[2], &vs, 8, 0, "segs") < 0) {
+        PyBuffer_Release(&vo);
+        return NULL;
+    }
+    PyObject *list = NULL;
+    int64_t nsegs = vs.len / 32;
+    if (n < 0 || n * MATCH_COLUMNS * 8 > vo.len) {
+        PyErr_SetString(PyExc_ValueError, "messages: n outside out");
+        goto done;
+    }
+    list = PyList_New((Py_ssize_t)n);
+    if (!list) goto done;
+    const int64_t *segs = vs.buf;
+    for (int64_t r = 0; r < n; r++) {
+        const int64_t *o = (const int64_t *)vo.buf + r * MATCH_COLUMNS;
+        int64_t s = o[F_SEGMENT];
+        if (s < 0 || s >= nsegs) goto bad_row;
+        const uint8_t *buf = (const uint8_t *)(intptr_t)segs[s * 4 + SEG_ADDR];
+        int64_t lim = segs[s * 4 + SEG_LIMIT];
+        /* the spans were checked by decode_one against this limit; check again (rows come from Python) */
+        if (o[9] < 0 || o[9] + o[10] > lim || o[12] < 0 || o[12] + o[13] > lim || o[F_BODY_START] < 0 ||
+            o[F_BODY_START] + o[F_BODY_LEN] > lim || o[F_PROPS_START] < 0 || o[F_PROPS_START] + o[F_PROPS_LEN] > lim ||
+            o[F_BODY_LEN] < 0 || o[F_PROPS_LEN] < 0 || o[10] < 0 || o[13] < 0)
+            goto bad_row;
+        PyObject *v[N_MSG_FIELDS];
+        v[0] = Py_NewRef(args[3]);
+        v[1] = PyBytes_FromStringAndSize((const char *)buf + o[F_BODY_START], (Py_ssize_t)o[F_BODY_LEN]);
+        v[2] = PyLong_FromLongLong(o[3]);  /* queue_id */
+        v[3] = PyLong_FromLongLong(o[4]);  /* flag */
+        v[4] = PyLong_FromLongLong(o[5]);  /* queue_offset */
+        v[5] = PyLong_FromLongLong(o[6]);  /* commit_log_offset */
+        v[6] = PyLong_FromLongLong(o[7]);  /* sys_flag */
+        v[7] = PyLong_FromLongLong(o[8]);  /* born_timestamp */
+        v[8] = host_obj(buf + o[9], o[10]);
+        v[9] = PyLong_FromLongLong(o[11]); /* store_timestamp */
+        v[10] = host_obj(buf + o[12], o[13]);
+        v[11] = PyLong_FromLongLong(o[14]); /* reconsume_times */
+        v[12] = PyLong_FromLongLong(o[15]); /* prepared_transaction_offset */
+        v[13] = PyUnicode_DecodeUTF8((const char *)buf + o[F_PROPS_START], (Py_ssize_t)o[F_PROPS_LEN], "replace");
+        v[14] = PyLong_FromLongLong(o[2]);  /* body_crc */
+        v[15] = PyLong_FromLongLong(o[1]);  /* magic */
+        v[16] = PyLong_FromLongLong(o[0]);  /* total_size */
+        v[17] = Py_NewRef(Py_None);         /* properties: parsed on first access */
+        int fail = 0;
+        for (int i = 0; i < N_MSG_FIELDS; i++) fail |= v[i] == NULL;
+        PyObject *m = fail ? NULL : msg_type->tp_alloc(msg_type, 0);
+        if (!m) {
+            for (int i = 0; i < N_MSG_FIELDS; i++) Py_XDECREF(v[i]);
+            Py_CLEAR(list);
+            goto done;
+        }
+        for (int i = 0; i < N_MSG_FIELDS; i++) *(PyObject **)((char *)m + msg_off[i]) = v[i];
+        PyList_SET_ITEM(list, (Py_ssize_t)r, m);
+    }
+    goto done;
+bad_row:
+    Py_CLEAR(list);
+    PyErr_SetString(PyExc_ValueError, "messages: a row lies outside its segment");
+done:
+    PyBuffer_Release(&vo);
+    PyBuffer_Release(&vs);
+    return list;
+}
+
 static PyMethodDef methods[] = {
     MQ_BIND_CHECKSUMS_METHOD,
     {"exact_key_files", (PyCFunction)(void (*)(void))exact_key_files, METH_FASTCALL,
      "exact_key_files(files, segs, topic, key, prm, out) -> matches (see key_match.exact_key_files)"},
+    {"bind_messages", (PyCFunction)(void (*)(void))bind_messages, METH_FASTCALL,
+     "bind_messages(cls, member descriptors, hosts, host_of): the class messages() builds"},
+    {"messages", (PyCFunction)(void (*)(void))messages, METH_FASTCALL,
+     "messages(out, n, segs, topic) -> list of the messages of the match rows"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -379,6 +533,7 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_nat_rmq_query", "mq
 
 PyMODINIT_FUNC PyInit__nat_rmq_query(void)
 {
+    (void)mq_crc32c; /* (mq_common.h's; only CRC-32 is used here) */
     mq_init_checksums(NULL);
     return PyModule_Create(&module);
 }

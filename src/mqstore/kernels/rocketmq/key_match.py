@@ -158,4 +158,15 @@ _NAT = native("_nat_rmq_query")
 #: the native kernel in C (same arguments and results), when built
 exact_key_files_native = _NAT.exact_key_files if _NAT is not None else None
 exact_key_files = exact_key_files_native if exact_key_files_native is not None else exact_key_files_numba
+#: whether :func:`exact_key_files` takes ``prm`` as a tuple of ints too (the native kernel does)
+PRM_TUPLE = exact_key_files_native is not None
+#: the native builder of the matches' messages (``_nat_rmq_query.messages``), None without it
+messages_native = _NAT.messages if _NAT is not None else None
+
+
+def bind_messages(cls: type, slots: tuple[Any, ...], hosts: dict[bytes, Any], host_of: Any) -> None:
+    """Tell the native builder the message class (``slots``: the member descriptors of its 18
+    fields in constructor order), the host cache and the function that fills it."""
+    if _NAT is not None:
+        _NAT.bind_messages(cls, slots, hosts, host_of)
 register("rocketmq.exact_key_files", exact_key_files_numba, exact_key_files_py, native=exact_key_files_native)

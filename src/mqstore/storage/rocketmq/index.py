@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import mmap
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -196,7 +196,7 @@ class IndexService:
         self._prefixes: dict[str, int] = {}  # Java hash state of "topic#" per queried topic
         self._seeds: dict[str, int] = {}  # its complement, the seed of select_files
         self._query_topics: dict[str, tuple[bytes, int]] = {}  # topic -> (UTF-8 bytes, seed) (exact_matches)
-        self._match_pool: list[tuple[np.ndarray, np.ndarray]] = []  # buffers of exact_matches
+        self._match_pool: list[np.ndarray] = []  # buffers of exact_matches
         self._out_pool: list[tuple[np.ndarray, memoryview]] = []
         # (files, table, views) of select_files; dropped before any file is closed
         self._plan: tuple[list[IndexFile], np.ndarray, list[np.ndarray]] | None = None
@@ -385,15 +385,17 @@ class IndexService:
             if len(pool) < 8:
                 pool.append((out, mv))
 
-    def exact_matches(self, topic: str, key: str, begin: int, end: int,
-                      commit_log: CommitLog) -> tuple[list[list[int]], list[MappedFile]] | None:
+    def exact_matches(self, topic: str, key: str, begin: int, end: int, commit_log: CommitLog,
+                      build: Callable[[np.ndarray, int, np.ndarray, str], Any] | None = None) -> Any:
         """The exact key query in one compiled call (:func:`~mqstore.kernels.rocketmq.key_match.exact_key_files`):
         the :data:`~mqstore.kernels.rocketmq.key_match.MATCH_COLUMNS` rows of the records of
         ``topic`` whose KEYS hold ``key`` or whose UNIQ_KEY is ``key``, stored in [begin, end],
         newest first, with the segments their ``F_SEGMENT`` column points into.  None when the
         compiled path does not apply (big-endian host, key holding U+FFFD or not encodable) or a
         candidate is not a clean record: the caller then takes the record-by-record path, which
-        gives the same answer or raises the typed error."""
+        gives the same answer or raises the typed error.  With ``build``, the answer is
+        ``build(out, n, table, topic)`` of the ``n`` rows in ``out`` (with the segment table
+        ``F_SEGMENT`` indexes) instead, called while the buffers are still this call's."""
         plan = self._plan
         if plan is None or plan[0] != self.files:
             plan = self._make_plan()
@@ -427,29 +429,28 @@ class IndexService:
         segments, table = commit_log.segment_table()
         km = _KM[0] if _KM else _key_match()
         exact_key_files, EXACT_ROOM, MATCH_COLUMNS = km.exact_key_files, km.EXACT_ROOM, km.MATCH_COLUMNS
-        pool = self._match_pool  # (out, prm) pairs (list pop/append are atomic)
-        out, prm = pool.pop() if pool else (np.empty((4, MATCH_COLUMNS), np.int64), np.empty(7, np.int64))
-        prm[0] = seed
-        prm[1] = begin - 1000 if begin > 1000 else 0
-        prm[2] = end
+        pool = self._match_pool  # result buffers (list pop/append are atomic)
+        out = pool.pop() if pool else np.empty((4, MATCH_COLUMNS), np.int64)
         if segments:  # the CommitLog's [min offset, max offset), from the segments of the table
             last = segments[-1]
             lo, hi = segments[0].file_from_offset, last.file_from_offset + last.wrote_position
         else:
             lo = hi = 0
-        prm[3] = lo if lo > 0 else 0
-        prm[4] = hi
-        prm[5] = begin
-        prm[6] = end
+        prm: Any = (seed, begin - 1000 if begin > 1000 else 0, end, lo if lo > 0 else 0, hi, begin, end)
+        if not km.PRM_TUPLE:  # the numba kernel takes an array
+            prm = np.array(prm, np.int64)
         n = exact_key_files(plan[1], table, tb, kb, prm, out)
         while n == EXACT_ROOM:
             out = np.empty((len(out) * 16, MATCH_COLUMNS), np.int64)
             n = exact_key_files(plan[1], table, tb, kb, prm, out)
-        rows = [out[0].tolist()] if n == 1 else out[:n].tolist() if n > 0 else []
-        if len(pool) < 8 and len(out) == 4:
-            pool.append((out, prm))
         if n >= 0:
-            return rows, segments
+            if build is not None:
+                res = build(out, n, table, topic)
+            else:
+                res = [out[0].tolist()] if n == 1 else out[:n].tolist() if n > 0 else [], segments
+            if len(pool) < 8 and len(out) == 4:
+                pool.append(out)
+            return res
         if n == km.EXACT_UNCLEAN:
             return None
         f = plan[0][len(plan[0]) - 1 - (km.SELECT_FILES_CYCLE - n)]
