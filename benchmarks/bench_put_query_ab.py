@@ -23,6 +23,7 @@ import sys
 import tempfile
 import textwrap
 import time
+import types
 from pathlib import Path
 from typing import Any
 
@@ -89,6 +90,12 @@ def bench_query(base: Path, root: str, seg: int, rounds: int) -> None:
     ins = dict(vars(index_mod))
     ins.update({k: getattr(key_match, k) for k in ("EXACT_ROOM", "EXACT_UNCLEAN", "MATCH_COLUMNS", "exact_key_files")})
     ins["SELECT_FILES_CYCLE"] = chain_walk.SELECT_FILES_CYCLE
+    # the old exact_matches calls the kernel it finds in ``_WALKS``: give it the numba kernel (what it
+    # ran on before the native one), whatever this tree binds ``key_match.exact_key_files`` to
+    old_km = types.SimpleNamespace(**{k: getattr(key_match, k) for k in ("EXACT_ROOM", "EXACT_UNCLEAN", "MATCH_COLUMNS")},
+                                   exact_key_files=key_match.exact_key_files_numba)  # fmt: skip
+    ins["_WALKS"] = [chain_walk, old_km]
+    ins["exact_key_files"] = key_match.exact_key_files_numba
     grab(base / "mqstore/storage/rocketmq/index.py", "    def exact_matches(self, topic: str", "    def _make_plan(", ins)
     sns = grab(base / "mqstore/storage/rocketmq/store.py", "    def dispatch_pending(self)", "    def _dispatch_range(",
                dict(vars(store_mod)))
@@ -96,14 +103,19 @@ def bench_query(base: Path, root: str, seg: int, rounds: int) -> None:
              "new": (MessageStore._query_by_key, index_mod.IndexService.exact_matches,
                      store_mod.RocketMQStore.dispatch_pending)}
 
+    pools: list[Any] = []
+
     def use(name: str) -> None:
         q, em, dp = impls[name]
         MessageStore._query_by_key = q  # type: ignore[method-assign]
         index_mod.IndexService.exact_matches = em  # type: ignore[method-assign]
         store_mod.RocketMQStore.dispatch_pending = dp  # type: ignore[method-assign]
+        for ix in pools:  # the versions pool different buffers: start each one's rounds empty
+            ix._match_pool.clear()
 
     with MessageStore.open(root, StoreConfig(commit_log_file_size=seg, background_services=False), read_only=True) as s:
         s.engine.index._topic_bytes = {}  # type: ignore[attr-defined]  # the old exact_matches' cache
+        pools.append(s.engine.index)
         cl = s.engine.commit_log
         batch = next(cl.scan(0, min(cl.max_offset, 64 << 20)))
         picks = batch.commit_log_offset[:: max(1, len(batch) // 20000)][:20000]
