@@ -2,6 +2,7 @@
 
     python benchmarks/bench_put_query_ab.py --base-src OLD/src put [--messages N] [--rounds R]
     python benchmarks/bench_put_query_ab.py --base-src OLD/src query STORE SEGMENT_BYTES [--rounds R]
+    python benchmarks/bench_put_query_ab.py --base-src OLD/src put-batch [--messages N] [--rounds R]
 
 ``OLD/src`` is the ``src`` directory of an earlier checkout (e.g. ``git archive 947c608 src | tar -x
 -C /tmp/old``).  The functions of the path being measured are taken from its text and executed over
@@ -12,6 +13,9 @@ not depend on the machine's load at the time of each run: ``put`` swaps ``Messag
 the figures are medians (query: CPU time of the thread; put: wall and process CPU of fresh stores
 under ``/tmp``, async flush, background services on, 1 KiB bodies, KEYS + TAGS + generated
 UNIQ_KEY, 8 queues).  ``query`` first checks that both give equal results on 500 keys.
+``put-batch`` (``put_batch`` of 1000 dicts) compares the store's two batch encoders in this tree:
+old = the column encoder (bodies joined, ``crc32_spans``, ``put.encode_records_into``; what every
+batch took before the native list encoder), new = ``put_one.encode_common_into``.
 """
 
 from __future__ import annotations
@@ -74,6 +78,38 @@ def bench_put(base: Path, n: int, rounds: int) -> None:
     ow, nw = (statistics.median(x[0] for x in res[m]) for m in ("old", "new"))
     oc, nc = (statistics.median(x[1] for x in res[m]) for m in ("old", "new"))
     print(f"put, single (1 KiB, async): old {ow:,.0f} msgs/s, new {nw:,.0f} msgs/s wall ({nw / ow:.2f}x); "
+          f"per process CPU-s old {oc:,.0f}, new {nc:,.0f} ({nc / oc:.2f}x); {rounds} rounds of {n:,}")
+
+
+def bench_put_batch(n: int, rounds: int) -> None:
+    import numpy as np
+
+    native = api.encode_common_into
+    if native is None:
+        raise SystemExit("the native module is not built: nothing to compare")
+    body = np.random.default_rng(5).bytes(1024)
+    dicts = [{"topic": "BenchTopic", "body": body, "queue_id": i & 7, "keys": f"order-{i} user-{i % 977}",
+              "tags": "TagA"} for i in range(n)]
+    res: dict[str, list[tuple[float, float]]] = {"old": [], "new": []}
+    for r in range(rounds):
+        for mode in ("old", "new") if r % 2 == 0 else ("new", "old"):
+            api.encode_common_into = None if mode == "old" else native  # type: ignore[assignment]
+            d = Path(tempfile.mkdtemp(prefix="mqstore-ab-", dir="/tmp"))
+            try:
+                with MessageStore.open(d / "store", StoreConfig(hash_slot_num=500_000, index_num=2_000_000)) as s:
+                    s.put_batch(dicts[:4])
+                    s.flush()
+                    s.engine.commit_log.warm_ahead()
+                    t, c = time.perf_counter(), time.process_time()
+                    for i in range(0, n, 1000):
+                        s.put_batch(dicts[i : i + 1000])
+                    res[mode].append((n / (time.perf_counter() - t), n / (time.process_time() - c)))
+            finally:
+                api.encode_common_into = native  # type: ignore[assignment]
+                shutil.rmtree(d, ignore_errors=True)
+    ow, nw = (statistics.median(x[0] for x in res[m]) for m in ("old", "new"))
+    oc, nc = (statistics.median(x[1] for x in res[m]) for m in ("old", "new"))
+    print(f"put_batch, 1000 dicts (1 KiB, async): old {ow:,.0f} msgs/s, new {nw:,.0f} msgs/s wall ({nw / ow:.2f}x); "
           f"per process CPU-s old {oc:,.0f}, new {nc:,.0f} ({nc / oc:.2f}x); {rounds} rounds of {n:,}")
 
 
@@ -153,6 +189,9 @@ def main() -> None:
     p = sub.add_parser("put")
     p.add_argument("--messages", type=int, default=50_000)
     p.add_argument("--rounds", type=int, default=6)
+    pb = sub.add_parser("put-batch")
+    pb.add_argument("--messages", type=int, default=200_000)
+    pb.add_argument("--rounds", type=int, default=6)
     q = sub.add_parser("query")
     q.add_argument("store")
     q.add_argument("segment_bytes", type=int)
@@ -160,6 +199,8 @@ def main() -> None:
     args = ap.parse_args()
     if args.what == "put":
         bench_put(args.base_src, args.messages, args.rounds)
+    elif args.what == "put-batch":
+        bench_put_batch(args.messages, args.rounds)
     else:
         bench_query(args.base_src, args.store, args.segment_bytes, args.rounds)
 

@@ -53,7 +53,8 @@ def test_kill_inside_the_batch_encoder(tmp_path: Path, cut: int) -> None:
         import os, signal, sys
         sys.path.insert(0, {str(Path(__file__).parent)!r})
         from test_crash_torn_writes import body, cfg
-        import mqstore.kernels.rocketmq.put as st  # the store calls the encoder through this module
+        import mqstore.kernels.rocketmq.put as st  # the store calls the encoders through these modules
+        import mqstore.kernels.rocketmq.put_one as po
         from mqstore import MessageStore
         s = MessageStore.open({str(store)!r}, cfg())
         for i in range(5):
@@ -68,6 +69,17 @@ def test_kill_inside_the_batch_encoder(tmp_path: Path, cut: int) -> None:
             return end
 
         st.encode_records_into = stopped
+        real_common = po.encode_common_into  # the native encoder from the list of bodies, when built
+
+        def stopped_common(out, pos, lo, hi, sizes, phys, now, *rest):
+            end = real_common(out, pos, lo, hi, sizes, phys, now, *rest)
+            if lo == 0:
+                out[pos + int(sizes[0]) - {cut}:end] = 0
+                os.kill(os.getpid(), signal.SIGKILL)
+            return end
+
+        if real_common is not None:
+            po.encode_common_into = stopped_common
         s.put_batch([dict(topic="T", body=body(i), keys=[f"k{{i}}", "x"]) for i in range(5, 9)])
     """)
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)

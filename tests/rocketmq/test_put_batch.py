@@ -506,3 +506,96 @@ def test_single_put_native_path_equals_append_one(tmp_path: Path, monkeypatch: p
     ref = run(tmp_path / "ref")
     _results_equal(fast, ref)
     assert _commitlog(tmp_path / "fast") == _commitlog(tmp_path / "ref")
+
+
+# ----------------------------------------------------------------------------- batches from a list of bodies
+common_row = st.tuples(st.binary(max_size=700), st.text(st.sampled_from("abcXYZ_-%|09"), min_size=1, max_size=127),
+                       ascii_text, st.integers(0, 2**31 - 1), st.integers(-(2**31), 2**31 - 1), st.integers(0, 2**62),
+                       st.integers(0, 2**50))
+
+
+def _common_args(rows: list[tuple[Any, ...]], host: bytes, phys0: int) -> tuple[Any, ...]:
+    tb = [t.encode() for _b, t, *_ in rows]
+    pb = [f"KEYS\x01{k}\x02UNIQ_KEY\x010A0B\x02".encode() for _b, _t, k, *_ in rows]
+    tlen = np.array([len(t) for t in tb], np.int64)
+    plen = np.array([len(p) for p in pb], np.int64)
+    blen = np.array([len(r[0]) for r in rows], np.int64)
+    sizes = 91 + blen + tlen + plen
+    phys = phys0 + np.cumsum(sizes) - sizes
+    return (sizes, phys, 1_700_000_000_123, [r[0] for r in rows], np.frombuffer(b"".join(tb) or b"\0", np.uint8),
+            np.cumsum(tlen) - tlen, tlen, np.frombuffer(b"".join(pb) or b"\0", np.uint8), np.cumsum(plen) - plen, plen,
+            np.array([r[3] for r in rows], np.int64), np.array([r[4] for r in rows], np.int64),
+            np.array([r[5] for r in rows], np.int64), np.array([r[6] for r in rows], np.int64), host)
+
+
+@pytest.mark.parametrize("encode", twins("rocketmq.encode_common_into"))
+@given(st.lists(common_row, max_size=12), st.integers(0, 64), hosts, st.data())
+@settings(max_examples=120, deadline=None)
+def test_encode_common_into_equals_record_codec(encode: Any, rows: list[tuple[Any, ...]], pos: int, host: Host,
+                                                data: st.DataObject) -> None:
+    """The batch encoder from a list of bodies (native, compiled-columns and codec twins): the
+    bytes of the record codec for records ``lo:hi``, nothing written outside them."""
+    from mqstore.kernels.rocketmq.put_one import encode_common_into_py
+
+    if host.is_v6:
+        host = Host("10.1.2.3", host.port)
+    lo = data.draw(st.integers(0, len(rows)))
+    hi = data.draw(st.integers(lo, len(rows)))
+    args = _common_args(rows, host.to_bytes(), 4096)
+    total = int(args[0][lo:hi].sum())
+    out, ref = np.full(pos + total + 9, 0xEE, np.uint8), np.full(pos + total + 9, 0xEE, np.uint8)
+    assert encode(out, pos, lo, hi, *args) == pos + total == encode_common_into_py(ref, pos, lo, hi, *args)
+    assert out.tobytes() == ref.tobytes()
+    assert (out[:pos] == 0xEE).all() and (out[pos + total :] == 0xEE).all()
+    if total:
+        small = np.zeros(pos + total - 1, np.uint8)
+        with pytest.raises(ValueError):  # does not fit: nothing written
+            encode(small, pos, lo, hi, *args)
+        assert not small.any()
+
+
+@pytest.mark.parametrize("encode", twins("rocketmq.encode_common_into"))
+def test_encode_common_into_refuses_bad_columns(encode: Any) -> None:
+    rows = [(b"abc", "T", "k", 1, 0, 5, 7), (b"", "Tt", "", 2, -1, 6, 8)]
+    hb = Host("127.0.0.1", 10911).to_bytes()
+    args = list(_common_args(rows, hb, 0))
+    out = np.zeros(1000, np.uint8)
+    assert encode(out, 0, 0, 2, *args) == int(args[0].sum())
+    bad_sizes = args[0].copy()
+    bad_sizes[1] += 1
+    for i, v in [(0, bad_sizes), (3, [b"abc", "x"]), (3, [b"abc"]), (6, np.array([0, 2], np.int64))]:
+        a = list(args)
+        a[i] = v
+        buf = np.zeros(1000, np.uint8)
+        with pytest.raises((ValueError, TypeError)):
+            encode(buf, 0, 0, 2, *a)
+        assert not buf.any()
+
+
+def test_put_batch_native_encoder_equals_column_encoder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``put_batch`` and ``put_columns`` through the native list encoder write the bytes, queue
+    offsets and results of the column encoder (joined bodies, ``crc32_spans``), across segment
+    rolls, with generated and given unique keys."""
+    rng = np.random.default_rng(3)
+    msgs = [{"topic": ("A", "Bb")[i % 2], "body": rng.bytes(int(rng.integers(0, 1500))), "queue_id": i % 3,
+             "keys": f"k{i}", "tags": f"t{i % 4}"} for i in range(150)]
+    for m in msgs[100:120]:
+        m["uniq_key"] = f"U{m['keys']}"
+
+    def run(root: Path) -> list[PutResult]:
+        with MessageStore.open(root, StoreConfig(**SMALL)) as s:
+            s._uniq.set_counter(41)
+            s._uniq._hex_prefix = "0A0B0C0D1F2E00000042"
+            out = list(s.put_batch(msgs[:60])) + list(s.put_batch(msgs[60:100])) + list(s.put_batch(msgs[100:]))
+            out += list(s.put_columns("A", [b"x" * 700] * 30, 1, keys=[f"c{i}" for i in range(30)], tags="T"))
+            return out
+
+    import mqstore.api.rocketmq as api
+
+    if api.encode_common_into is None:
+        pytest.skip("native module not built")
+    fast = run(tmp_path / "fast")
+    monkeypatch.setattr(api, "encode_common_into", None)
+    ref = run(tmp_path / "ref")
+    _results_equal(fast, ref)
+    assert _commitlog(tmp_path / "fast") == _commitlog(tmp_path / "ref")

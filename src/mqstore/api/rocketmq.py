@@ -46,6 +46,7 @@ from mqstore.kernels.rocketmq.columns import (
     decode_fields,
 )
 from mqstore.kernels.rocketmq.put_one import ONE_V1_FIXED as _ONE_V1_FIXED
+from mqstore.kernels.rocketmq.put_one import encode_common_into
 from mqstore.storage.rocketmq.config import FLUSH_ASYNC, FLUSH_SYNC, StoreConfig, validate_topic
 from mqstore.storage.rocketmq.consumequeue import BOUNDARY_LOWER, BOUNDARY_UPPER
 from mqstore.storage.rocketmq.layout import resolve_config
@@ -273,6 +274,7 @@ _FAST_FIELDS = frozenset(("topic", "body", "queue_id", "keys", "tags", "properti
 _INT32 = 2**31
 _ODD_FIELDS = frozenset(("properties", "born_host", "sys_flag"))
 _TOPIC = itemgetter("topic")
+_EMPTY_U8 = np.zeros(0, np.uint8)
 _BODY = itemgetter("body")
 
 
@@ -854,11 +856,15 @@ class MessageStore:
         host[:4] = np.frombuffer(self._store_host_b[:4], np.uint8)
         host[16:] = np.frombuffer(self._store_host_b[4:], np.uint8)
         zeros = np.zeros(n, np.int64)
-        bodies = np.frombuffer(b"".join(body), np.uint8)
-        body_off = np.cumsum(body_len) - body_len
+        if encode_common_into is not None:  # the native encoder takes the list: no join, CRC while copying
+            bodies, body_off, body_crc = _EMPTY_U8, zeros, zeros
+        else:
+            bodies = np.frombuffer(b"".join(body), np.uint8)
+            body_off = np.cumsum(body_len) - body_len
+            body_crc = crc32_spans(bodies, body_off, body_len) & 0x7FFFFFFF  # one compiled pass, GIL released
         cols = RecordColumns(
-            bodies=bodies, body_off=body_off, body_len=body_len,
-            body_crc=crc32_spans(bodies, body_off, body_len) & 0x7FFFFFFF,  # one compiled pass, GIL released
+            bodies=bodies, body_off=body_off, body_len=body_len, body_crc=body_crc,
+            body_list=body if encode_common_into is not None else None,
             topics=np.frombuffer(topics_buf, np.uint8), topic_off=topic_off, topic_len=topic_len,
             props=props, props_off=props_off, props_len=props_len, v2=np.zeros(n, np.bool_), queue_id=qids, flag=flg, queue_offset=zeros,
             sys_flag=zeros, born_ts=born, born_hosts=np.tile(host, (n, 1)), born_v6=np.zeros(n, np.bool_),

@@ -43,6 +43,11 @@ class RecordColumns:
     ``*_off``/``*_len`` columns; ``born_hosts`` is ``(n, 20)`` ``uint8`` (4 or 16 address bytes
     then the big-endian port in the next 4) with ``born_v6`` saying which; ``store_host`` is the
     one store address of the batch in the same form.  ``sys_flag`` already carries the v6 bits.
+
+    ``body_list`` (optional): the bodies as a list of ``bytes``, set by a caller whose records
+    all have the common shape (magic v1, IPv4 born host = store host, SYSFLAG 0, RECONSUMETIMES 0,
+    PREPAREDTRANSACTIONOFFSET 0); ``bodies`` and ``body_crc`` may then be left empty and the store
+    encodes by the native ``put_one.encode_common_into`` (CRC computed while copying).
     """
 
     bodies: np.ndarray
@@ -67,6 +72,7 @@ class RecordColumns:
     store_v6: bool
     reconsume: np.ndarray
     prepared: np.ndarray
+    body_list: list[bytes] | None = None
 
     def __len__(self) -> int:
         return int(self.body_len.shape[0])

@@ -93,3 +93,100 @@ encode_one_v1 = encode_one_v1_native if encode_one_v1_native is not None else en
 
 
 register("rocketmq.encode_one_v1", encode_one_v1_struct, encode_one_v1_py, native=encode_one_v1_native)
+
+
+# ---------------------------------------------------------------- batches of the common shape
+#: the record size of the common batch shape without body, topic and properties
+COMMON_FIXED = 91
+
+
+def _check_common(out: object, pos: int, lo: int, hi: int, sizes: object, bodies: list[bytes], topic_len: object,
+                  props_len: object) -> int:
+    if type(bodies) is not list or not 0 <= lo <= hi <= len(bodies):
+        raise ValueError("encode_common_into: bad record range")
+    end = pos
+    for i in range(lo, hi):
+        b = bodies[i]
+        if type(b) is not bytes:
+            raise TypeError("encode_common_into: every body must be bytes")
+        tl, pl = int(topic_len[i]), int(props_len[i])  # type: ignore[index]
+        if not 1 <= tl <= 127 or not 0 <= pl <= 32767 or int(sizes[i]) != COMMON_FIXED + len(b) + tl + pl:  # type: ignore[index]
+            raise ValueError("encode_common_into: record column out of bounds")
+        end += int(sizes[i])  # type: ignore[index]
+    if pos < 0 or end > len(memoryview(out)):  # type: ignore[arg-type]
+        raise ValueError("encode_common_into: records do not fit in the output buffer")
+    return end
+
+
+def encode_common_into_numba(out: object, pos: int, lo: int, hi: int, sizes: object, phys: object, store_ts: int,
+                             bodies: list[bytes], topics: object, topic_off: object, topic_len: object, props: object,
+                             props_off: object, props_len: object, queue_id: object, flag: object,
+                             queue_offset: object, born_ts: object, host: bytes) -> int:
+    """:func:`encode_common_into` by the compiled column encoder (``put.encode_records_into``):
+    the bodies joined and their CRCs computed by ``crc32_spans`` first (the path without the
+    native module)."""
+    import numpy as np
+
+    from mqstore.kernels.crc import crc32_spans
+    from mqstore.kernels.rocketmq.put import RecordColumns, encode_records_into
+
+    _check_common(out, pos, lo, hi, sizes, bodies, topic_len, props_len)
+    n = len(bodies)
+    body_len = np.fromiter(map(len, bodies), np.int64, n)
+    body_off = np.cumsum(body_len) - body_len
+    joined = np.frombuffer(b"".join(bodies), np.uint8)
+    h = np.zeros(20, np.uint8)
+    h[:4] = np.frombuffer(host[:4], np.uint8)
+    h[16:] = np.frombuffer(host[4:], np.uint8)
+    zeros = np.zeros(n, np.int64)
+    cols = RecordColumns(
+        bodies=joined, body_off=body_off, body_len=body_len,
+        body_crc=crc32_spans(joined, body_off, body_len) & 0x7FFFFFFF if n else zeros,
+        topics=np.asarray(topics, np.uint8), topic_off=np.asarray(topic_off, np.int64),
+        topic_len=np.asarray(topic_len, np.int64), props=np.asarray(props, np.uint8),
+        props_off=np.asarray(props_off, np.int64), props_len=np.asarray(props_len, np.int64),
+        v2=np.zeros(n, np.bool_), queue_id=np.asarray(queue_id, np.int64), flag=np.asarray(flag, np.int64),
+        queue_offset=np.asarray(queue_offset, np.int64), sys_flag=zeros, born_ts=np.asarray(born_ts, np.int64),
+        born_hosts=np.tile(h, (n, 1)), born_v6=np.zeros(n, np.bool_), store_host=h, store_v6=False,
+        reconsume=zeros, prepared=zeros,
+    )  # fmt: skip
+    return encode_records_into(out, pos, cols, lo, hi, np.asarray(sizes, np.int64), np.asarray(phys, np.int64),
+                               store_ts)  # type: ignore[arg-type]
+
+
+def encode_common_into_py(out: object, pos: int, lo: int, hi: int, sizes: object, phys: object, store_ts: int,
+                          bodies: list[bytes], topics: object, topic_off: object, topic_len: object, props: object,
+                          props_off: object, props_len: object, queue_id: object, flag: object,
+                          queue_offset: object, born_ts: object, host: bytes) -> int:
+    """Twin of :func:`encode_common_into`: one :class:`MessageRecord` per record through the
+    record codec."""
+    end = _check_common(out, pos, lo, hi, sizes, bodies, topic_len, props_len)
+    h = Host.from_bytes(host)
+    tb, pb = bytes(memoryview(topics)), bytes(memoryview(props))  # type: ignore[arg-type]
+    mv = memoryview(out)  # type: ignore[arg-type]
+    p = pos
+    for i in range(lo, hi):
+        to, tl, po, pl = int(topic_off[i]), int(topic_len[i]), int(props_off[i]), int(props_len[i])  # type: ignore[index]
+        rec = MessageRecord(
+            topic=tb[to : to + tl].decode("utf-8"), body=bodies[i], queue_id=int(queue_id[i]),  # type: ignore[index]
+            flag=int(flag[i]), queue_offset=int(queue_offset[i]), commit_log_offset=int(phys[i]),  # type: ignore[index]
+            born_timestamp=int(born_ts[i]), born_host=h, store_timestamp=store_ts, store_host=h,  # type: ignore[index]
+            properties_text=pb[po : po + pl].decode("utf-8"), magic=MAGIC_V1,
+        )
+        data = encode_record(rec, max_message_size=2**31 - 1)
+        mv[p : p + len(data)] = data
+        p += len(data)
+    return end
+
+
+encode_common_into_native = _NAT_PUT.encode_common_into if _NAT_PUT is not None else None
+#: ``encode_common_into(out, pos, lo, hi, sizes, phys, store_ts, bodies, topics, topic_off, topic_len, props,
+#: props_off, props_len, queue_id, flag, queue_offset, born_ts, host) -> end``: records ``lo:hi`` of a batch
+#: of the common shape (magic v1, IPv4 born = store host ``host``, SYSFLAG 0) from the list of body
+#: ``bytes``, back to back into ``out`` from ``pos``; the native kernel copies each body and
+#: computes its CRC in the same pass and stores each TOTALSIZE last.  ``None`` without the
+#: native module: the store then takes the column encoder (``put.encode_records_into``).
+encode_common_into = encode_common_into_native
+
+register("rocketmq.encode_common_into", encode_common_into_numba, encode_common_into_py,
+         native=encode_common_into_native)

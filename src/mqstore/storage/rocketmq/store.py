@@ -553,8 +553,18 @@ class RocketMQStore:
             qo, updates = self._assign_queue_offsets(topics, cols.queue_id, cols.sys_flag)
             cols.queue_offset = qo
 
-            def write(out: np.ndarray, pos: int, lo: int, hi: int, phys: np.ndarray) -> int:
-                return put_kernels.encode_records_into(out, pos, cols, lo, hi, sizes, phys, now)
+            if cols.body_list is not None:  # the common shape from a list of bodies: the native encoder
+                from mqstore.kernels.rocketmq.put_one import encode_common_into
+
+                host = bytes(cols.store_host[:4]) + bytes(cols.store_host[16:20])
+                args = (cols.body_list, cols.topics, cols.topic_off, cols.topic_len, cols.props, cols.props_off,
+                        cols.props_len, cols.queue_id, cols.flag, qo, cols.born_ts, host)
+
+                def write(out: np.ndarray, pos: int, lo: int, hi: int, phys: np.ndarray) -> int:
+                    return encode_common_into(out, pos, lo, hi, sizes, phys, now, *args)  # type: ignore[misc]
+            else:
+                def write(out: np.ndarray, pos: int, lo: int, hi: int, phys: np.ndarray) -> int:
+                    return put_kernels.encode_records_into(out, pos, cols, lo, hi, sizes, phys, now)
 
             offsets = self.commit_log.append_encoded(sizes, write)
             self.queue_offsets.update(updates)
