@@ -25,18 +25,18 @@
 
 #define HEADER_WORDS 10
 #define ITEM_WORDS 5
-#define N_FIELDS 22
-#define MATCH_COLUMNS 23
-#define F_SEGMENT 22
-#define F_BODY_C_R_C 2
-#define F_PHYSICAL_OFFSET 6
-#define F_STORE_TIMESTAMP 11
-#define F_BODY_START 16
-#define F_BODY_LEN 17
-#define F_TOPIC_START 18
-#define F_TOPIC_LEN 19
-#define F_PROPS_START 20
-#define F_PROPS_LEN 21
+#define MATCH_COLUMNS (MQ_N_FIELDS + 1)
+#define F_SEGMENT MQ_N_FIELDS
+#define N_FIELDS MQ_N_FIELDS
+#define F_BODY_C_R_C MQ_F_BODY_CRC
+#define F_PHYSICAL_OFFSET MQ_F_PHYSICAL_OFFSET
+#define F_STORE_TIMESTAMP MQ_F_STORE_TIMESTAMP
+#define F_BODY_START MQ_F_BODY_START
+#define F_BODY_LEN MQ_F_BODY_LEN
+#define F_TOPIC_START MQ_F_TOPIC_START
+#define F_TOPIC_LEN MQ_F_TOPIC_LEN
+#define F_PROPS_START MQ_F_PROPS_START
+#define F_PROPS_LEN MQ_F_PROPS_LEN
 
 #define SEG_ADDR 0
 #define SEG_LIMIT 1
@@ -135,66 +135,6 @@ static int64_t select_files(const int64_t *files, int64_t nfiles, int64_t h, int
 
 /* ---------------------------------------------------------------- the record checks */
 
-/* columns.decode_one: the RECORD_FIELDS row of the record at pos of buf[0:nbuf]; 0 when invalid */
-static int decode_one(const uint8_t *buf, int64_t nbuf, int64_t pos, int64_t *o)
-{
-    if (pos < 0 || pos + 8 > nbuf) return 0;
-    int64_t total = mq_be32(buf + pos), magic = mq_be32(buf + pos + 4);
-    if ((magic != MQ_MAGIC_V1 && magic != MQ_MAGIC_V2) || total < MQ_FIXED_MIN || pos + total > nbuf) return 0;
-    int64_t rend = pos + total;
-    int64_t sys = mq_be32(buf + pos + 36);
-    int64_t bw = (sys & 0x10) ? 20 : 8, sw = (sys & 0x20) ? 20 : 8;
-    int64_t p = pos + 48 + bw + 8 + sw + 12;
-    if (p + 4 > rend) return 0;
-    int64_t body_len = mq_be32(buf + p);
-    p += 4;
-    if (body_len < 0 || p + body_len > rend) return 0;
-    int64_t bs = p, tl, tw;
-    p += body_len;
-    if (magic == MQ_MAGIC_V2) {
-        if (p + 2 > rend) return 0;
-        tl = mq_be16(buf + p);
-        p += 2;
-        tw = 2;
-    } else {
-        if (p + 1 > rend) return 0;
-        tl = (int8_t)buf[p];
-        p += 1;
-        tw = 1;
-    }
-    if (tl < 0 || p + tl > rend) return 0;
-    int64_t tps = p;
-    p += tl;
-    if (p + 2 > rend) return 0;
-    int64_t pl = mq_be16(buf + p);
-    p += 2;
-    if (pl < 0 || p + pl > rend) return 0;
-    if (48 + bw + 8 + sw + 12 + 4 + body_len + tw + tl + 2 + pl != total) return 0;
-    o[0] = total;
-    o[1] = magic;
-    o[2] = mq_be32(buf + pos + 8);
-    o[3] = mq_be32(buf + pos + 12);
-    o[4] = mq_be32(buf + pos + 16);
-    o[5] = mq_be64(buf + pos + 20);
-    o[6] = mq_be64(buf + pos + 28);
-    o[7] = sys;
-    o[8] = mq_be64(buf + pos + 40);
-    o[9] = pos + 48;
-    o[10] = bw;
-    o[11] = mq_be64(buf + pos + 48 + bw);
-    o[12] = pos + 56 + bw;
-    o[13] = sw;
-    o[14] = mq_be32(buf + pos + 56 + bw + sw);
-    o[15] = mq_be64(buf + pos + 60 + bw + sw);
-    o[16] = bs;
-    o[17] = body_len;
-    o[18] = tps;
-    o[19] = tl;
-    o[20] = p;
-    o[21] = pl;
-    return 1;
-}
-
 static inline int eq_at(const uint8_t *buf, int64_t a, const uint8_t *c, int64_t n)
 {
     return n == 0 || memcmp(buf + a, c, (size_t)n) == 0;
@@ -257,7 +197,7 @@ static int64_t check_candidates(int64_t *c, int64_t n, const int64_t *segs, int6
         const int64_t *sg = segs + s * 4;
         const uint8_t *buf = (const uint8_t *)(intptr_t)sg[SEG_ADDR];
         int64_t *o = out + m * MATCH_COLUMNS;
-        if (!decode_one(buf, sg[SEG_LIMIT], off - sg[SEG_BASE], o) || o[F_PHYSICAL_OFFSET] != off) return EXACT_UNCLEAN;
+        if (!mq_decode_record(buf, sg[SEG_LIMIT], off - sg[SEG_BASE], o) || o[F_PHYSICAL_OFFSET] != off) return EXACT_UNCLEAN;
         if (o[F_TOPIC_LEN] != tl || !eq_at(buf, o[F_TOPIC_START], topic, tl)) continue;
         int64_t ts = o[F_STORE_TIMESTAMP];
         if (ts < b || ts > e) continue;
