@@ -93,36 +93,12 @@ static PyObject *scan(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         if (hs != MQ_ST_OK) { state = hs; break; }
         int64_t rend = pos + total;
         int32_t magic = mq_be32(buf + pos + 4);
+        int64_t f[MQ_N_FIELDS];
+        int64_t computed = mq_record_spans(buf, pos, rend, magic, f);
+        if (computed < 0) { state = MQ_ST_BAD; break; }
+        int64_t bs = f[MQ_F_BODY_START], body_len = f[MQ_F_BODY_LEN], tps = f[MQ_F_TOPIC_START], tl = f[MQ_F_TOPIC_LEN];
+        int64_t pps = f[MQ_F_PROPS_START], pl = f[MQ_F_PROPS_LEN], bw = f[MQ_F_BORN_HOST_WIDTH];
         int32_t sys = mq_be32(buf + pos + 36);
-        int64_t bw = (sys & 0x10) ? 20 : 8, sw = (sys & 0x20) ? 20 : 8;
-        int64_t p = pos + 48 + bw + 8 + sw + 12;
-        if (p + 4 > rend) { state = MQ_ST_BAD; break; }
-        int64_t body_len = mq_be32(buf + p);
-        p += 4;
-        if (body_len < 0 || p + body_len > rend) { state = MQ_ST_BAD; break; }
-        int64_t bs = p;
-        p += body_len;
-        int64_t tl, tw;
-        if (magic == MQ_MAGIC_V2) {
-            if (p + 2 > rend) { state = MQ_ST_BAD; break; }
-            tl = mq_be16(buf + p);
-            p += 2;
-            tw = 2;
-        } else {
-            if (p + 1 > rend) { state = MQ_ST_BAD; break; }
-            tl = (int8_t)buf[p];
-            p += 1;
-            tw = 1;
-        }
-        if (tl < 0 || p + tl > rend) { state = MQ_ST_BAD; break; }
-        int64_t tps = p;
-        p += tl;
-        if (p + 2 > rend) { state = MQ_ST_BAD; break; }
-        int64_t pl = mq_be16(buf + p);
-        p += 2;
-        if (pl < 0 || p + pl > rend) { state = MQ_ST_BAD; break; }
-        int64_t pps = p;
-        int64_t computed = 48 + bw + 8 + sw + 12 + 4 + body_len + tw + tl + 2 + pl;
         if (computed != total && !skip_mismatch) { state = MQ_ST_BAD; break; }
         if (check_crc) {
             uint32_t crc = mq_crc32(0, buf + bs, (size_t)body_len);
@@ -278,35 +254,9 @@ static PyObject *valid_end(PyObject *self, PyObject *const *args, Py_ssize_t nar
         int hs = mq_rmq_head(buf, pos, end, MQ_FIXED_MIN, &total);
         if (hs != MQ_ST_OK) { state = hs; break; }
         int64_t rend = pos + total;
-        int32_t magic = mq_be32(buf + pos + 4);
-        int32_t sys = mq_be32(buf + pos + 36);
-        int64_t bw = (sys & 0x10) ? 20 : 8, sw = (sys & 0x20) ? 20 : 8;
-        int64_t p = pos + 48 + bw + 8 + sw + 12;
-        if (p + 4 > rend) { state = MQ_ST_BAD; break; }
-        int64_t body_len = mq_be32(buf + p);
-        p += 4;
-        if (body_len < 0 || p + body_len > rend) { state = MQ_ST_BAD; break; }
-        int64_t bs = p;
-        p += body_len;
-        int64_t tl, tw;
-        if (magic == MQ_MAGIC_V2) {
-            if (p + 2 > rend) { state = MQ_ST_BAD; break; }
-            tl = mq_be16(buf + p);
-            p += 2;
-            tw = 2;
-        } else {
-            if (p + 1 > rend) { state = MQ_ST_BAD; break; }
-            tl = (int8_t)buf[p];
-            p += 1;
-            tw = 1;
-        }
-        if (tl < 0 || p + tl > rend) { state = MQ_ST_BAD; break; }
-        p += tl;
-        if (p + 2 > rend) { state = MQ_ST_BAD; break; }
-        int64_t pl = mq_be16(buf + p);
-        p += 2;
-        if (pl < 0 || p + pl > rend) { state = MQ_ST_BAD; break; }
-        if (48 + bw + 8 + sw + 12 + 4 + body_len + tw + tl + 2 + pl != total) { state = MQ_ST_BAD; break; }
+        int64_t f[MQ_N_FIELDS];
+        if (mq_record_spans(buf, pos, rend, mq_be32(buf + pos + 4), f) != total) { state = MQ_ST_BAD; break; }
+        int64_t bs = f[MQ_F_BODY_START], body_len = f[MQ_F_BODY_LEN];
         if (check_crc) {
             uint32_t crc = mq_crc32(0, buf + bs, (size_t)body_len);
             if ((int64_t)(crc & 0x7FFFFFFFu) != (int64_t)mq_be32(buf + pos + 8)) { state = MQ_ST_BAD; break; }

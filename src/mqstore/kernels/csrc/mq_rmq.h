@@ -128,6 +128,50 @@ enum {
     MQ_F_BODY_START, MQ_F_BODY_LEN, MQ_F_TOPIC_START, MQ_F_TOPIC_LEN, MQ_F_PROPS_START, MQ_F_PROPS_LEN, MQ_N_FIELDS
 };
 
+/* The variable parts of the record at pos whose TOTALSIZE says it ends at rend (magic and
+ * TOTALSIZE already checked): fills the span columns of o (MQ_F_BORN_HOST_WIDTH,
+ * MQ_F_STORE_HOST_WIDTH, MQ_F_BODY_*, MQ_F_TOPIC_*, MQ_F_PROPS_*) and returns the length the fields
+ * add up to (the caller compares it with TOTALSIZE), or -1 when a field runs past rend. */
+static inline int64_t mq_record_spans(const uint8_t *buf, int64_t pos, int64_t rend, int32_t magic, int64_t *o)
+{
+    int64_t sys = mq_be32(buf + pos + 36);
+    int64_t bw = (sys & 0x10) ? 20 : 8, sw = (sys & 0x20) ? 20 : 8;
+    int64_t p = pos + 48 + bw + 8 + sw + 12;
+    if (p + 4 > rend) return -1;
+    int64_t body_len = mq_be32(buf + p);
+    p += 4;
+    if (body_len < 0 || p + body_len > rend) return -1;
+    int64_t bs = p, tl, tw;
+    p += body_len;
+    if (magic == MQ_MAGIC_V2) {
+        if (p + 2 > rend) return -1;
+        tl = mq_be16(buf + p);
+        p += 2;
+        tw = 2;
+    } else {
+        if (p + 1 > rend) return -1;
+        tl = (int8_t)buf[p];
+        p += 1;
+        tw = 1;
+    }
+    if (tl < 0 || p + tl > rend) return -1;
+    int64_t tps = p;
+    p += tl;
+    if (p + 2 > rend) return -1;
+    int64_t pl = mq_be16(buf + p);
+    p += 2;
+    if (pl < 0 || p + pl > rend) return -1;
+    o[MQ_F_BORN_HOST_WIDTH] = bw;
+    o[MQ_F_STORE_HOST_WIDTH] = sw;
+    o[MQ_F_BODY_START] = bs;
+    o[MQ_F_BODY_LEN] = body_len;
+    o[MQ_F_TOPIC_START] = tps;
+    o[MQ_F_TOPIC_LEN] = tl;
+    o[MQ_F_PROPS_START] = p;
+    o[MQ_F_PROPS_LEN] = pl;
+    return 48 + bw + 8 + sw + 12 + 4 + body_len + tw + tl + 2 + pl;
+}
+
 /* columns.decode_one: the row (MQ_F_*) of the record at pos of buf[0:nbuf]; 0 when pos is not a
  * valid message record inside the buffer */
 static int mq_decode_record(const uint8_t *buf, int64_t nbuf, int64_t pos, int64_t *o)
@@ -135,57 +179,22 @@ static int mq_decode_record(const uint8_t *buf, int64_t nbuf, int64_t pos, int64
     if (pos < 0 || pos + 8 > nbuf) return 0;
     int64_t total = mq_be32(buf + pos), magic = mq_be32(buf + pos + 4);
     if ((magic != MQ_MAGIC_V1 && magic != MQ_MAGIC_V2) || total < MQ_FIXED_MIN || pos + total > nbuf) return 0;
-    int64_t rend = pos + total;
-    int64_t sys = mq_be32(buf + pos + 36);
-    int64_t bw = (sys & 0x10) ? 20 : 8, sw = (sys & 0x20) ? 20 : 8;
-    int64_t p = pos + 48 + bw + 8 + sw + 12;
-    if (p + 4 > rend) return 0;
-    int64_t body_len = mq_be32(buf + p);
-    p += 4;
-    if (body_len < 0 || p + body_len > rend) return 0;
-    int64_t bs = p, tl, tw;
-    p += body_len;
-    if (magic == MQ_MAGIC_V2) {
-        if (p + 2 > rend) return 0;
-        tl = mq_be16(buf + p);
-        p += 2;
-        tw = 2;
-    } else {
-        if (p + 1 > rend) return 0;
-        tl = (int8_t)buf[p];
-        p += 1;
-        tw = 1;
-    }
-    if (tl < 0 || p + tl > rend) return 0;
-    int64_t tps = p;
-    p += tl;
-    if (p + 2 > rend) return 0;
-    int64_t pl = mq_be16(buf + p);
-    p += 2;
-    if (pl < 0 || p + pl > rend) return 0;
-    if (48 + bw + 8 + sw + 12 + 4 + body_len + tw + tl + 2 + pl != total) return 0;
-    o[0] = total;
-    o[1] = magic;
-    o[2] = mq_be32(buf + pos + 8);
-    o[3] = mq_be32(buf + pos + 12);
-    o[4] = mq_be32(buf + pos + 16);
-    o[5] = mq_be64(buf + pos + 20);
-    o[6] = mq_be64(buf + pos + 28);
-    o[7] = sys;
-    o[8] = mq_be64(buf + pos + 40);
-    o[9] = pos + 48;
-    o[10] = bw;
-    o[11] = mq_be64(buf + pos + 48 + bw);
-    o[12] = pos + 56 + bw;
-    o[13] = sw;
-    o[14] = mq_be32(buf + pos + 56 + bw + sw);
-    o[15] = mq_be64(buf + pos + 60 + bw + sw);
-    o[16] = bs;
-    o[17] = body_len;
-    o[18] = tps;
-    o[19] = tl;
-    o[20] = p;
-    o[21] = pl;
+    if (mq_record_spans(buf, pos, pos + total, (int32_t)magic, o) != total) return 0;
+    int64_t bw = o[MQ_F_BORN_HOST_WIDTH], sw = o[MQ_F_STORE_HOST_WIDTH];
+    o[MQ_F_SIZE] = total;
+    o[MQ_F_MAGIC] = magic;
+    o[MQ_F_BODY_CRC] = mq_be32(buf + pos + 8);
+    o[MQ_F_QUEUE_ID] = mq_be32(buf + pos + 12);
+    o[MQ_F_FLAG] = mq_be32(buf + pos + 16);
+    o[MQ_F_QUEUE_OFFSET] = mq_be64(buf + pos + 20);
+    o[MQ_F_PHYSICAL_OFFSET] = mq_be64(buf + pos + 28);
+    o[MQ_F_SYS_FLAG] = mq_be32(buf + pos + 36);
+    o[MQ_F_BORN_TIMESTAMP] = mq_be64(buf + pos + 40);
+    o[MQ_F_BORN_HOST_POS] = pos + 48;
+    o[MQ_F_STORE_TIMESTAMP] = mq_be64(buf + pos + 48 + bw);
+    o[MQ_F_STORE_HOST_POS] = pos + 56 + bw;
+    o[MQ_F_RECONSUME_TIMES] = mq_be32(buf + pos + 56 + bw + sw);
+    o[MQ_F_PREPARED_TRANSACTION_OFFSET] = mq_be64(buf + pos + 60 + bw + sw);
     return 1;
 }
 
