@@ -53,12 +53,15 @@ def steps(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> No
     """The default sizes and kernels, or tiny scan batches and IndexFile item slices (so the small
     stores here cross every step boundary) with the numpy twins of the IndexFile check kernels."""
     if request.param == "small-steps":
-        from mqstore.kernels.rocketmq import index_check
+        from mqstore.kernels.rocketmq import index_check, verify_check
 
         monkeypatch.setattr(verify_module, "_VERIFY_BATCH_RECORDS", 7)
         monkeypatch.setattr(verify_module, "_INDEX_ITEMS_PER_STEP", 5)
+        monkeypatch.setattr(verify_module, "_VERIFY_CHUNK", 3)
         monkeypatch.setattr(index_check, "check_items", index_check.check_items_py)
         monkeypatch.setattr(index_check, "locate", index_check.locate_py)
+        monkeypatch.setattr(verify_check, "check_units", verify_check.check_units_py)
+        monkeypatch.setattr(verify_check, "cut", verify_check.cut_py)
 
 
 def test_clean_store_gives_no_problem_in_both(base_store: Path, steps: None) -> None:
@@ -124,3 +127,44 @@ def test_index_count_past_the_capacity_is_a_verify_problem(base_store: Path, tmp
     fast = verify_store(root, _config())
     assert fast.problems == verify_store_reference(root, _config()).problems
     assert any("indexCount 1000000 outside 1..60" in p for p in fast.problems)
+
+
+def test_a_plain_store_is_checked_a_window_at_a_time(base_store: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No record table of the whole CommitLog for a store without RocksDB/timer/sidecar files."""
+    def no_table(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the whole-table check ran")
+
+    monkeypatch.setattr(verify_module, "_verify_table", no_table)
+    monkeypatch.setattr(verify_module, "_VERIFY_BATCH_RECORDS", 11)
+    assert verify_store(base_store, _config()).ok
+
+
+@pytest.mark.parametrize("what", ["cq", "index"])
+def test_units_and_items_out_of_offset_order(base_store: Path, tmp_path: Path, steps: None, what: str,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """Units/items pointing behind their file's cursor (swapped, or far ahead of the next ones)
+    are checked in a second scan: the same problems as the reference, in the same order."""
+    root = tmp_path / "copy"
+    shutil.copytree(base_store, root)
+    if what == "cq":
+        path, first, width = _files(root)["cq"][0], 0, 20
+    else:
+        path, first, width = _files(root)["index"][0], 40 + 16 * 4 + 20, 20
+    with open(path, "r+b") as fh:
+        fh.seek(first)
+        a, b = fh.read(width), fh.read(width)
+        fh.seek(first)
+        fh.write(b + a)  # two neighbours swapped
+        fh.seek(first + 3 * width + (0 if what == "cq" else 4))
+        fh.write((10**12).to_bytes(8, "big"))  # one far past the end, before lower ones
+    scans = []
+    windows = verify_module._windows
+
+    def counted(*args: object) -> object:
+        scans.append(1)
+        return windows(*args)
+
+    monkeypatch.setattr(verify_module, "_windows", counted)
+    _same(root)
+    assert len(scans) == 2  # the second scan for the ones behind
+    assert verify_store(root, _config()).problems

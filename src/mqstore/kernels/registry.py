@@ -60,6 +60,7 @@ KERNEL_MODULES = (
     "mqstore.kernels.rocketmq.columns",
     "mqstore.kernels.rocketmq.index_build",
     "mqstore.kernels.rocketmq.index_check",
+    "mqstore.kernels.rocketmq.verify_check",
     "mqstore.kernels.rocketmq.chain_walk",
     "mqstore.kernels.rocketmq.key_match",
     "mqstore.kernels.rocketmq.json_lines",

@@ -13,7 +13,7 @@ from mqstore.errors import MqStoreError
 from mqstore.formats.rocketmq.consumequeue import CQ_DTYPE, CQ_UNIT_SIZE, INT_MAX
 from mqstore.formats.rocketmq.consumequeue_ext import MAX_ADDR, undecorate
 from mqstore.formats.rocketmq.indexfile import time_diff_seconds
-from mqstore.kernels.rocketmq.scan import STOP_INVALID
+from mqstore.kernels.rocketmq.scan import STOP_INVALID, DispatchBatch
 from mqstore.storage.rocketmq.config_files import list_config_files
 from mqstore.storage.rocketmq.lmq import MultiDispatchRule, cq_units
 from mqstore.storage.rocketmq.store import RocketMQStore
@@ -84,48 +84,342 @@ def verify_store(root: str | Path, config=None, *, max_problems: int = 1000,
     Every check runs over columns (the CommitLog scan's, the ConsumeQueue units', the IndexFile
     items'): Python only formats the problems.  :func:`verify_store_reference` is the same
     verification one element at a time (the tests hold the two equal)."""
-    rep = VerifyReport()
     store = RocketMQStore(root, config, read_only=True)
+    try:
+        if _windowed_applies(store, Path(root)):
+            rep = VerifyReport()
+            try:
+                _verify_windowed(store, Path(root), rep, max_problems, progress)
+                return rep
+            except _Unordered:
+                pass  # records not in offset order: the whole-table check below handles any order
+        rep = VerifyReport()
+        _verify_table(store, Path(root), rep, max_problems, progress)
+    finally:
+        store.close()
+    return rep
+
+
+def _verify_table(store: RocketMQStore, root: Path, rep: VerifyReport, max_problems: int,
+                  progress: Callable[[int, int], None] | None) -> None:
+    """:func:`verify_store` with the whole CommitLog's record table in memory (its memory grows
+    with the store): the RocksDB ConsumeQueue, timer and time-index sidecar checks look records
+    up in any order, and a CommitLog whose scan is not in offset order."""
 
     def problem(text: str) -> None:
         if len(rep.problems) < max_problems:
             rep.problems.append(text)
 
-    try:
-        cl = store.commit_log
-        # what a broker with multi-dispatch on wrote (LMQ names at queue 0 unless the config says
-        # enableLmq is off)
-        recs = _scan_records(cl, rep, problem, progress, MultiDispatchRule(store.config.enable_lmq, True))
-        end = store.recovery.commit_log_end
-        if _is_dledger(cl):  # the DLedger files themselves: index units, fillers
-            for text in cl.problems(max_problems):
-                problem(text)
-        if store.rocksdb_cq is not None:  # the RocksDB ConsumeQueue (storeType=defaultRocksDB)
-            _verify_rocksdb_columns(store.rocksdb_cq, rep, problem, recs, cl.min_offset, end)
-        for (topic, qid), cq in sorted(store.consume_queues.items() if store.rocksdb_cq is None else ()):
-            for mf in cq.queue.files:
-                _check_cq_file(mf, topic, qid, cq, recs, cl.min_offset, end, rep, problem)
-        from mqstore.storage.rocketmq.timeindex import verify_sidecars
-
-        def times_at(offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-            i, ok = recs.find(np.asarray(offsets, np.int64))
-            return recs.store_ts[i], ok
-
-        for text in verify_sidecars(Path(root), store.consume_queues, times_at, cl.min_offset):
+    cl = store.commit_log
+    # what a broker with multi-dispatch on wrote (LMQ names at queue 0 unless the config says
+    # enableLmq is off)
+    recs = _scan_records(cl, rep, problem, progress, MultiDispatchRule(store.config.enable_lmq, True))
+    end = store.recovery.commit_log_end
+    if _is_dledger(cl):  # the DLedger files themselves: index units, fillers
+        for text in cl.problems(max_problems):
             problem(text)
-        for f in store.index.files:
-            _check_index_file(f, recs, cl.min_offset, rep, problem)
-        for text in store.index.verify_chains():
-            problem(f"index/{text}")
-        from mqstore.formats.rocketmq.timer import TIMER_TOPIC
+    if store.rocksdb_cq is not None:  # the RocksDB ConsumeQueue (storeType=defaultRocksDB)
+        _verify_rocksdb_columns(store.rocksdb_cq, rep, problem, recs, cl.min_offset, end)
+    for (topic, qid), cq in sorted(store.consume_queues.items() if store.rocksdb_cq is None else ()):
+        for mf in cq.queue.files:
+            _check_cq_file(mf, topic, qid, cq, recs, cl.min_offset, end, rep, problem)
+    from mqstore.storage.rocketmq.timeindex import verify_sidecars
 
-        n = recs.n
-        tid = recs.topics.get(TIMER_TOPIC, -1)
-        _verify_config_and_timer(Path(root), recs.starts[:n], recs.sizes[:n], recs.starts[:n][recs.topic_id[:n] == tid],
-                                 cl.min_offset, end, problem)
-    finally:
-        store.close()
-    return rep
+    def times_at(offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        i, ok = recs.find(np.asarray(offsets, np.int64))
+        return recs.store_ts[i], ok
+
+    for text in verify_sidecars(root, store.consume_queues, times_at, cl.min_offset):
+        problem(text)
+    for f in store.index.files:
+        _check_index_file(f, recs, cl.min_offset, rep, problem)
+    for text in store.index.verify_chains():
+        problem(f"index/{text}")
+    from mqstore.formats.rocketmq.timer import TIMER_TOPIC
+
+    n = recs.n
+    tid = recs.topics.get(TIMER_TOPIC, -1)
+    _verify_config_and_timer(root, recs.starts[:n], recs.sizes[:n], recs.starts[:n][recs.topic_id[:n] == tid],
+                             cl.min_offset, end, problem)
+
+
+class _Unordered(Exception):
+    """The CommitLog scan came out of offset order (the windowed check needs ascending records)."""
+
+
+def _windowed_applies(store: RocketMQStore, root: Path) -> bool:
+    """Whether every check can run a CommitLog window at a time: not for the RocksDB
+    ConsumeQueue, the timer files and the time-index sidecars (they look records up in any order)."""
+    from mqstore.storage.rocketmq.timeindex import timeindex_root
+    from mqstore.storage.rocketmq.timer import timer_files_present
+
+    return store.rocksdb_cq is None and not timer_files_present(root) and not timeindex_root(root).exists()
+
+
+#: ConsumeQueue units / IndexFile items read per step of the windowed check
+_VERIFY_CHUNK = 1 << 16
+
+
+class _Kept:
+    """The first ``limit`` (key, text) problems by key, of any number added in any order."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = max(limit, 0)
+        self.items: list[tuple[tuple[int, ...], str]] = []
+
+    def add(self, key: tuple[int, ...], text: str) -> None:
+        self.items.append((key, text))
+        if len(self.items) > 4 * self.limit + 256:
+            self._trim()
+
+    def _trim(self) -> None:
+        self.items.sort(key=lambda e: e[0])
+        del self.items[self.limit :]
+
+    def texts(self) -> list[str]:
+        self._trim()
+        return [t for _k, t in self.items]
+
+
+class _Stream:
+    """A cursor over the ConsumeQueue units of one queue (its files in order) or the items of one
+    IndexFile, read forwards a CommitLog window at a time."""
+
+    __slots__ = ("counts", "cq", "fi", "files", "index", "pos", "qid", "rank", "strays", "topic")
+
+    def __init__(self, rank: int, files: list, counts: list[int], *, topic: str = "", qid: int = 0, cq=None,
+                 index: bool = False) -> None:  # fmt: skip
+        self.rank, self.files, self.counts = rank, files, counts
+        self.topic, self.qid, self.cq, self.index = topic, qid, cq, index
+        self.fi = self.pos = 0
+        self.strays: list[tuple[int, np.ndarray, np.ndarray]] = []  # (file, rows, offsets) left behind
+
+    def raw(self, fi: int, start: int, count: int) -> np.ndarray:
+        """The bytes of rows ``start .. start + count`` of file ``fi`` (20 a row)."""
+        f = self.files[fi]
+        pos = f.buffer.item_position(1 + start) if self.index else start * CQ_UNIT_SIZE
+        return np.frombuffer(f.mm, np.uint8, count=count * 20, offset=pos)
+
+
+class _Window:
+    """The records of one scan batch (its columns as scanned: in offset order, which is checked),
+    their index keys grouped per record and their multi-dispatch units."""
+
+    def __init__(self, batch, rule: MultiDispatchRule, scan_problems: list[str] | None) -> None:
+        n = self.n = len(batch)
+        self.batch = batch
+        self.starts = batch.commit_log_offset
+        if n > 1 and not bool((self.starts[1:] > self.starts[:-1]).all()):
+            raise _Unordered
+        self.topic_index = {t: i for i, t in enumerate(batch.topics)}
+        if len(self.topic_index) != len(batch.topics):
+            raise _Unordered  # (a scan names each topic of a batch once)
+        krows = batch.key_row
+        if len(krows) > 1 and bool((krows[1:] < krows[:-1]).any()):
+            raise _Unordered
+        self.key_start = np.zeros(n + 1, np.int64)
+        np.cumsum(np.bincount(krows, minlength=n)[:n], out=self.key_start[1:])
+        self.keys = batch.key_hash.astype(np.int64)  # (the check compares the low 32 bits)
+        self.multi: dict[tuple[str, int], tuple[np.ndarray, np.ndarray]] = {}
+        if len(batch.multi_row):
+            u = cq_units(batch, rule)
+            if scan_problems is not None:
+                for off, what in u.problems:
+                    scan_problems.append(f"commitlog: record at offset {off}: {what}")
+            for t, q, grp in u.groups():
+                sel = grp[u.multi[grp]]
+                if len(sel):
+                    o, qo = u.commit_log_offset[sel].astype(np.int64), u.queue_offset[sel].astype(np.int64)
+                    if (t, q) in self.multi:
+                        o = np.concatenate([self.multi[(t, q)][0], o])
+                        qo = np.concatenate([self.multi[(t, q)][1], qo])
+                    srt = np.argsort(o, kind="stable")
+                    self.multi[(t, q)] = (o[srt], qo[srt])
+        self._table: _Records | None = None
+
+    def table(self) -> _Records:
+        """The window as a :class:`_Records` (columns with their sentinel row), for the problems' texts."""
+        if self._table is None:
+            b, n = self.batch, self.n
+
+            def col(a: np.ndarray) -> np.ndarray:
+                out = np.empty(n + 1, np.int64)
+                out[:n] = a
+                out[n] = -1
+                return out
+
+            t = _Records(col(b.commit_log_offset), col(b.size), col(b.topic_id), col(b.queue_id), col(b.queue_offset),
+                         col(b.tags_code), col(b.store_timestamp), dict(self.topic_index), np.empty(0, np.int64), n)  # fmt: skip
+            t.topic_id[n] = -2  # no topic
+            t.multi = self.multi
+            self._table = t
+        return self._table
+
+
+def _windows(cl, rule: MultiDispatchRule, rep: VerifyReport | None, scan_problems: list[str] | None,
+             progress: Callable[[int, int], None] | None):
+    """``(lo, hi, window)`` for each scan batch: its records, which are every record starting in
+    ``[lo, hi)`` (``lo`` the previous batch's end, ``None`` before the first and after the last,
+    where an empty window ends the run); counts and scan problems go to ``rep``/``scan_problems``
+    when given."""
+    lo: int | None = None
+    for batch in cl.scan_bounded(cl.min_offset, cl.max_offset, check_crc=True, skip_length_mismatch=False,
+                                 batch_records=_VERIFY_BATCH_RECORDS):  # fmt: skip
+        if rep is not None:
+            rep.messages += len(batch)
+            if progress is not None:
+                progress(batch.next_offset - cl.min_offset, cl.max_offset - cl.min_offset)
+        w = _Window(batch, rule, scan_problems)
+        if w.n and ((lo is not None and int(w.starts[0]) < lo) or int(w.starts[-1]) >= batch.next_offset):
+            raise _Unordered
+        if scan_problems is not None and batch.stop == STOP_INVALID:
+            scan_problems.append(f"commitlog: invalid record at offset {batch.next_offset}: {batch.error}")
+        hi = batch.next_offset
+        del batch
+        yield lo, hi, w
+        lo = hi
+    yield lo, None, _Window(DispatchBatch.empty(0), rule, None)
+
+
+_I64_MIN, _I64_MAX = -(2**63), 2**63 - 1
+
+
+def _verify_windowed(store: RocketMQStore, root: Path, rep: VerifyReport, max_problems: int,
+                     progress: Callable[[int, int], None] | None) -> None:
+    """:func:`verify_store` a CommitLog window (scan batch) at a time: the ConsumeQueue units and
+    IndexFile items pointing into the window are checked against its records as the scan passes
+    (native kernels), each queue and IndexFile read forwards by a cursor (they ascend in offset);
+    the few that point behind the window (out of order: a damaged file) are checked in a second
+    scan.  Memory is a window's records and the problems kept, whatever the store's size; the
+    problems come out in the order of :func:`_verify_table`."""
+    from mqstore.kernels.rocketmq.index_check import NOT_A_KEYED_RECORD, check_items
+    from mqstore.kernels.rocketmq.verify_check import BEFORE_WINDOW, check_units, cut
+
+    cl = store.commit_log
+    cl_min = cl.min_offset
+    end = store.recovery.commit_log_end
+    rule = MultiDispatchRule(store.config.enable_lmq, True)
+    streams: list[_Stream] = []
+    for (topic, qid), cq in sorted(store.consume_queues.items()):
+        files = list(cq.queue.files)
+        counts = [mf.wrote_position // CQ_UNIT_SIZE for mf in files]
+        rep.cq_units += sum(counts)
+        streams.append(_Stream(len(streams), files, counts, topic=topic, qid=qid, cq=cq))
+    for f in store.index.files:
+        count = max(min(f.header.index_count, f.buffer.index_num), 1) - 1  # items 1 .. count
+        rep.index_items += count
+        streams.append(_Stream(len(streams), [f], [count], index=True))
+    cq_kept, idx_kept = _Kept(max_problems), _Kept(max_problems)
+
+    def cq_problems(s: _Stream, fi: int, idx: np.ndarray, rows: np.ndarray, w: _Window) -> None:
+        mf = s.files[fi]
+        off = rows["offset"].astype(np.int64)
+        size = rows["size"].astype(np.int64)
+        tags = rows["tags_code"].astype(np.int64)
+        qoff = mf.file_from_offset // CQ_UNIT_SIZE + idx
+        last, sub = -1, 0
+        for i, text in _cq_problems(s.topic, s.qid, s.cq, w.table(), off, size, tags, qoff, np.ones(len(idx), bool),
+                                    end, rep):  # fmt: skip
+            sub = sub + 1 if i == last else 0
+            last = i
+            cq_kept.add((s.rank, fi, int(idx[i]), sub), text)
+
+    def item_problems(s: _Stream, idx: np.ndarray, items: np.ndarray, codes: np.ndarray) -> None:
+        for k, sub, text in _item_problems(s.files[0].name, items, codes, 0, idx + 1):
+            idx_kept.add((s.rank, int(idx[k]), sub), text)
+
+    def advance(s: _Stream, w: _Window, lo: int | None, hi: int | None) -> None:
+        # the stream's rows from its cursor up to the first pointing at ``hi`` or past
+        hi_v = _I64_MAX if hi is None else hi
+        while s.fi < len(s.files):
+            n = s.counts[s.fi]
+            if s.pos >= n:
+                s.fi, s.pos = s.fi + 1, 0
+                continue
+            cnt = min(_VERIFY_CHUNK, n - s.pos)
+            f = s.files[s.fi]
+            raw = s.raw(s.fi, s.pos, cnt)
+            if s.index:
+                k = cut(raw, cnt, 20, 4, hi_v)
+                if k:
+                    codes = check_items(raw, k, f.header.begin_timestamp, cl_min, w.starts, w.n, w.key_start, w.keys,
+                                        w.batch.store_timestamp, s.pos + 1)  # fmt: skip
+                    bad = np.flatnonzero(codes)
+                    if len(bad):
+                        items = np.frombuffer(raw, _ITEM_DTYPE, count=k)
+                        cand = bad[(codes[bad] & NOT_A_KEYED_RECORD) != 0]
+                        if lo is not None and len(cand):
+                            phy = items["phy"][cand].astype(np.int64)
+                            behind = cand[phy < lo]  # (a live item: its record is in an earlier window)
+                            if len(behind):
+                                codes[behind] &= ~np.uint8(7)  # its record checks wait for the second scan
+                                s.strays.append((s.fi, s.pos + behind, phy[phy < lo]))
+                        sel = np.flatnonzero(codes)
+                        item_problems(s, s.pos + sel, items[sel], codes[sel])
+            else:
+                m_off, m_qoff = w.multi.get((s.topic, s.qid), (None, None))
+                k, codes = check_units(raw, cnt, hi_v, _I64_MIN if lo is None else lo, cl_min,
+                                       f.file_from_offset // CQ_UNIT_SIZE + s.pos, w.starts, w.n, w.batch.size,
+                                       w.batch.topic_id, w.batch.queue_id, w.batch.queue_offset, w.batch.tags_code,
+                                       w.topic_index.get(s.topic, -1), s.qid, m_off, m_qoff)  # fmt: skip
+                bad = np.flatnonzero(codes)
+                if len(bad):
+                    rows = np.frombuffer(raw, CQ_DTYPE, count=k)[bad]
+                    behind = codes[bad] == BEFORE_WINDOW
+                    if behind.any():
+                        s.strays.append((s.fi, s.pos + bad[behind], rows["offset"][behind].astype(np.int64)))
+                    if not behind.all():
+                        cq_problems(s, s.fi, s.pos + bad[~behind], rows[~behind], w)
+            s.pos += k
+            if k < cnt:
+                break
+
+    scan_problems: list[str] = []
+    for lo, hi, w in _windows(cl, rule, rep, scan_problems, progress):
+        for s in streams:
+            advance(s, w, lo, hi)
+        del w
+    strays = [(s, fi, idx, off) for s in streams for fi, idx, off in s.strays]
+    if strays:  # a second scan for the units/items that point behind where their file's cursor was
+        owner = np.concatenate([np.full(len(idx), k, np.int64) for k, (_s, _fi, idx, _o) in enumerate(strays)])
+        rows_at = np.concatenate([idx for _s, _fi, idx, _o in strays])
+        offs = np.concatenate([o for _s, _fi, _idx, o in strays])
+        order = np.argsort(offs, kind="stable")
+        owner, rows_at, offs = owner[order], rows_at[order], offs[order]
+        for lo, hi, w in _windows(cl, rule, None, None, None):
+            a = 0 if lo is None else int(np.searchsorted(offs, lo))
+            b = len(offs) if hi is None else int(np.searchsorted(offs, hi))
+            for k in np.unique(owner[a:b]).tolist():
+                s, fi, _idx, _o = strays[k]
+                at = rows_at[np.flatnonzero(owner[a:b] == k) + a]
+                if not s.index:
+                    cq_problems(s, fi, at, np.frombuffer(s.files[fi].mm, CQ_DTYPE, count=s.counts[fi])[at], w)
+                    continue
+                f = s.files[0]
+                for i in at.tolist():  # (item numbers need not follow each other here: one at a time)
+                    raw = s.raw(0, i, 1)
+                    code = check_items(raw, 1, f.header.begin_timestamp, cl_min, w.starts, w.n, w.key_start, w.keys,
+                                       w.batch.store_timestamp, i + 1) & 7  # fmt: skip
+                    item_problems(s, np.array([i], np.int64), np.frombuffer(raw, _ITEM_DTYPE), code)
+    del strays
+
+    def problem(text: str) -> None:
+        if len(rep.problems) < max_problems:
+            rep.problems.append(text)
+
+    for text in scan_problems:
+        problem(text)
+    if _is_dledger(cl):  # the DLedger files themselves: index units, fillers
+        for text in cl.problems(max_problems):
+            problem(text)
+    for text in cq_kept.texts():
+        problem(text)
+    for text in idx_kept.texts():
+        problem(text)
+    for text in store.index.verify_chains():
+        problem(f"index/{text}")
+    empty = np.empty(0, np.int64)
+    _verify_config_and_timer(root, empty, empty, empty, cl_min, end, problem)
 
 
 #: records per scanned batch of verify (bounded batches: the scan's own arrays stay small, the
@@ -233,12 +527,21 @@ def _check_cq_file(mf, topic: str, qid: int, cq, recs: _Records, cl_min: int, en
     tags = units["tags_code"].astype(np.int64)
     del units
     live = ~((off == 0) & (size == INT_MAX)) & (off >= cl_min)
+    first = mf.file_from_offset // CQ_UNIT_SIZE
+    qoff = first + np.arange(n, dtype=np.int64)
+    for _i, text in _cq_problems(topic, qid, cq, recs, off, size, tags, qoff, live, end, rep):
+        problem(text)
+
+
+def _cq_problems(topic: str, qid: int, cq, recs: _Records, off: np.ndarray, size: np.ndarray, tags: np.ndarray,
+                 qoff: np.ndarray, live: np.ndarray, end: int, rep: VerifyReport) -> list[tuple[int, str]]:
+    """The problems of ConsumeQueue units (``off``/``size``/``tags`` columns, ``qoff`` their queue
+    offsets, ``live`` those to check) against the records ``recs``: ``(unit row, text)`` in order
+    (up to two texts a unit).  Counts the ConsumeQueueExt units in ``rep``."""
     ri, found = recs.find(off)
     is_rec = live & found & (recs.sizes[ri] == size)
     ext = is_rec & (tags <= MAX_ADDR)
     rep.ext_units += int(ext.sum())
-    first = mf.file_from_offset // CQ_UNIT_SIZE
-    qoff = first + np.arange(n, dtype=np.int64)
     tid = recs.topics.get(topic, -1)
     same = (recs.topic_id[ri] == tid) & (recs.queue_id[ri] == qid) & (recs.queue_offset[ri] == qoff)
     lmq = recs.multi.get((topic, qid))
@@ -247,32 +550,37 @@ def _check_cq_file(mf, topic: str, qid: int, cq, recs: _Records, cl_min: int, en
         j = np.minimum(np.searchsorted(m_off, off), len(m_off) - 1)
         same |= (m_off[j] == off) & (m_qoff[j] == qoff)
     wrong = is_rec & ~ext & ~(same & (recs.tags_code[ri] == tags))
+    bad = np.nonzero((live & ~is_rec) | ext | wrong)[0].tolist()
+    out: list[tuple[int, str]] = []
+    if not bad:
+        return out
     names = {v: k for k, v in recs.topics.items()}
-    for i in np.nonzero((live & ~is_rec) | ext | wrong)[0].tolist():
-        o, sz, tag, q, r = int(off[i]), int(size[i]), int(tags[i]), first + i, int(ri[i])
+    for i in bad:
+        o, sz, tag, q, r = int(off[i]), int(size[i]), int(tags[i]), int(qoff[i]), int(ri[i])
         where = f"consumequeue/{topic}/{qid}: unit {q}"
         if not is_rec[i]:
-            problem(f"consumequeue/{topic}/{qid}: unit {q} points at offset {o} size {sz}, "
-                    f"which is not a record of the CommitLog (valid end {end})")
+            out.append((i, f"consumequeue/{topic}/{qid}: unit {q} points at offset {o} size {sz}, "
+                           f"which is not a record of the CommitLog (valid end {end})"))
             continue
         if ext[i]:
             try:
                 e = cq.ext.get(tag) if cq.ext is not None else None
             except MqStoreError as exc:
-                problem(f"{where}: ext address {tag} (ext offset {undecorate(tag)}): {exc.message}")
+                out.append((i, f"{where}: ext address {tag} (ext offset {undecorate(tag)}): {exc.message}"))
                 continue
             if e is None:
-                problem(f"{where}: tags code {tag} is a ConsumeQueueExt address but the store has no "
-                        f"consumequeue_ext/{topic}/{qid} files")
+                out.append((i, f"{where}: tags code {tag} is a ConsumeQueueExt address but the store has no "
+                               f"consumequeue_ext/{topic}/{qid} files"))
                 continue
             if e.msg_store_time != int(recs.store_ts[r]):
-                problem(f"{where}: ext unit at {undecorate(tag)} has store time {e.msg_store_time}, "
-                        f"the message at offset {o} {int(recs.store_ts[r])}")
+                out.append((i, f"{where}: ext unit at {undecorate(tag)} has store time {e.msg_store_time}, "
+                               f"the message at offset {o} {int(recs.store_ts[r])}"))
             tag = e.tags_code
         if not same[i] or int(recs.tags_code[r]) != tag:
-            problem(f"{where} (tags code {tag}) points at offset {o}, a record of "
-                    f"{names[int(recs.topic_id[r])]}/{int(recs.queue_id[r])} queue offset "
-                    f"{int(recs.queue_offset[r])} tags code {int(recs.tags_code[r])}")
+            out.append((i, f"{where} (tags code {tag}) points at offset {o}, a record of "
+                           f"{names[int(recs.topic_id[r])]}/{int(recs.queue_id[r])} queue offset "
+                           f"{int(recs.queue_offset[r])} tags code {int(recs.tags_code[r])}"))
+    return out
 
 
 #: IndexFile items checked per step (an IndexFile holds up to 20 M items: their columns and the
@@ -294,33 +602,45 @@ def _check_index_file(f, recs: _Records, cl_min: int, rep: VerifyReport, problem
 
 def _check_index_items(name: str, items: np.ndarray, first_item: int, begin_ts: int, recs: _Records, cl_min: int,
                        problem: Callable[[str], None]) -> None:
+    from mqstore.kernels.rocketmq.index_check import check_items
+
+    raw = items.view(np.uint8)
+    codes = check_items(raw, len(items), begin_ts, cl_min, recs.starts, recs.n, recs.key_start, recs.pair_keys,
+                        recs.store_ts, first_item)  # fmt: skip
+    del raw
+    for _k, _sub, text in _item_problems(name, items, codes, first_item):
+        problem(text)
+
+
+def _item_problems(name: str, items: np.ndarray, codes: np.ndarray, first_item: int,
+                   numbers: np.ndarray | None = None) -> list[tuple[int, int, str]]:
+    """``(row, sub, text)`` of the items' non-zero check codes, in order: ``sub`` 0 the record
+    check's text, 1 the link's, 2 the time difference's.  The items are numbered from
+    ``first_item``, or by ``numbers``."""
     from mqstore.kernels.rocketmq.index_check import (
         BAD_LINK,
         HASH_NOT_A_KEY,
         NEGATIVE_DIFF,
         NOT_A_KEYED_RECORD,
         TIME_MISMATCH,
-        check_items,
     )
 
-    raw = items.view(np.uint8)
-    codes = check_items(raw, len(items), begin_ts, cl_min, recs.starts, recs.n, recs.key_start, recs.pair_keys,
-                        recs.store_ts, first_item)  # fmt: skip
-    del raw
+    out: list[tuple[int, int, str]] = []
     for k in np.flatnonzero(codes).tolist():
-        c, item = int(codes[k]), first_item + k
+        c, item = int(codes[k]), first_item + k if numbers is None else int(numbers[k])
         key_hash, p, d, prev = (int(items[k][f]) for f in ("hash", "phy", "diff", "prev"))
         if c & NOT_A_KEYED_RECORD:
-            problem(f"index/{name}: item {item} points at offset {p}, which is not a record start")
+            out.append((k, 0, f"index/{name}: item {item} points at offset {p}, which is not a record start"))
         elif c & HASH_NOT_A_KEY:
-            problem(f"index/{name}: item {item} hash {key_hash} matches no key of the message at {p}")
+            out.append((k, 0, f"index/{name}: item {item} hash {key_hash} matches no key of the message at {p}"))
         elif c & TIME_MISMATCH:
-            problem(f"index/{name}: item {item} time difference {d} s does not match the store time "
-                    f"of the message at {p}")
+            out.append((k, 0, f"index/{name}: item {item} time difference {d} s does not match the store time "
+                              f"of the message at {p}"))
         if c & BAD_LINK:
-            problem(f"index/{name}: item {item} links to item {prev} (must be older)")
+            out.append((k, 1, f"index/{name}: item {item} links to item {prev} (must be older)"))
         if c & NEGATIVE_DIFF:
-            problem(f"index/{name}: item {item} has a negative time difference")
+            out.append((k, 2, f"index/{name}: item {item} has a negative time difference"))
+    return out
 
 
 def verify_store_reference(root: str | Path, config=None, *, max_problems: int = 1000,
