@@ -27,7 +27,7 @@ import numpy as np
 from mqstore.errors import CorruptIndexError, FlushError, GeometryMismatchError, ReadOnlyStoreError
 from mqstore.formats.rocketmq.indexfile import IndexFileBuffer, index_file_size
 from mqstore.formats.rocketmq.javahash import index_key_hash
-from mqstore.storage.mapped import MappedFile, msync_range, size_file
+from mqstore.storage.mapped import MappedFile, msync_range, populate_write, size_file
 from mqstore.storage.rocketmq.index_roll import keys_per_file, roll_plan
 from mqstore.storage.rocketmq.layout import (
     index_tmp_name,
@@ -708,21 +708,22 @@ def _bulk_put(f: IndexFile, key_hash: np.ndarray, phy: np.ndarray, ts: np.ndarra
     return n
 
 
-_MADV_POPULATE_WRITE = 23  # Linux 5.14+: map the pages writable in one call instead of one fault each
 _POPULATE_MIN_KEYS = 1 << 16
 
 
 def _populate(f: IndexFile, hash_slot_num: int, index_count: int, keys: int) -> None:
-    """Before a large bulk put, pre-fault the slot table and the item range it will write."""
+    """Before a large bulk put, pre-fault the slot table and the item range it will write (the GIL
+    released: the rebuild's other stages run meanwhile)."""
     if keys < _POPULATE_MIN_KEYS or f.read_only:
         return
     page = mmap.PAGESIZE
     items = 40 + hash_slot_num * 4
     end = min(len(f.mm), items + (index_count + keys) * 20)
-    for a, b in ((0, items), (items + index_count * 20, end)):
-        a -= a % page
-        if b > a:
-            try:
-                f.mm.madvise(_MADV_POPULATE_WRITE, a, b - a)
-            except (OSError, ValueError):  # older kernels: the pages fault in one by one
-                return
+    view = np.frombuffer(f.mm, np.uint8)
+    try:
+        for a, b in ((0, items), (items + index_count * 20, end)):
+            a -= a % page
+            if b > a and not populate_write(view, a, b - a):
+                return  # older kernels: the pages fault in one by one
+    finally:
+        del view  # the export of the mapping ends here: close() can unmap it
