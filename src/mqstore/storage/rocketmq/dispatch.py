@@ -189,7 +189,7 @@ class IndexWriters:
                 cq = self.consume_queue(topic, qid, create=True)
                 assert cq is not None
                 cq.put_units(units.commit_log_offset[r], units.size[r], units.tags_code[r], units.queue_offset[r],
-                             units.store_timestamp[r])
+                             units.store_timestamp[r] if cq.ext_write else None)  # (the times: ext units only)
                 if self.time_index_on:
                     self.sync_time_index((cq.topic, cq.queue_id), self._batch_times(batch), tail_only=True)
             self.last_logic_store_ts = int(units.store_timestamp[-1])
