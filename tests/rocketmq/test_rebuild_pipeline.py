@@ -167,3 +167,45 @@ def test_keep_freed_memory_is_harmless() -> None:
     assert keep_freed_memory() in (True, False)
     a = np.ones(1 << 20)
     del a
+
+
+KILL_CHILD = r"""
+import os, signal, sys
+from mqstore import StoreConfig
+import mqstore.storage.rocketmq.commitlog as cl
+from mqstore.storage.rocketmq.index import IndexService
+from mqstore.storage.rocketmq.rebuild import rebuild_indexes
+
+scan = cl.CommitLog.scan_bounded
+cl.CommitLog.scan_bounded = lambda self, s, e=None, **kw: scan(self, s, e, **{**kw, "batch_records": 4_000})
+build = IndexService.build
+calls = [0]
+
+def killing(self, batch):
+    calls[0] += 1
+    if calls[0] == 5:  # mid-rebuild: IndexFile and ConsumeQueue files half written
+        os.kill(os.getpid(), signal.SIGKILL)
+    return build(self, batch)
+
+IndexService.build = killing
+rebuild_indexes(sys.argv[1], config=StoreConfig(commit_log_file_size=4 << 20, hash_slot_num=4099, index_num=90_001))
+"""
+
+
+def test_kill9_mid_in_place_rebuild_leaves_the_store_and_the_next_rebuild_completes(many_keys: Path,
+                                                                                  tmp_path: Path) -> None:
+    import shutil
+    import subprocess
+    import sys
+
+    store = tmp_path / "store"
+    shutil.copytree(many_keys, store)
+    r = subprocess.run([sys.executable, "-c", KILL_CHILD, str(store)], capture_output=True)
+    assert r.returncode == -9, r.stderr.decode()
+    stale = list(store.glob(".rebuild-*"))
+    assert stale and any((d / "index").is_dir() for d in stale)  # the killed build, beside the store's files
+    assert compare_trees(many_keys, store) == []  # which it never touched
+    stats = rebuild_indexes(store, config=StoreConfig(commit_log_file_size=4 << 20, **GEOMETRY))
+    assert stats.messages == 40_000
+    assert not list(store.glob(".rebuild-*"))  # the next in-place rebuild removed it
+    assert compare_trees(many_keys, store) == []

@@ -59,6 +59,18 @@ def rebuild_target(root: Path, out: str | os.PathLike[str] | None) -> tuple[bool
     return in_place, target
 
 
+def remove_stale_targets(root: Path) -> int:
+    """Remove the build directories an in-place rebuild killed before its swap left in the store
+    (``.rebuild-*``: the store's own files were never touched by it; with the store locked no
+    rebuild is running).  Returns how many."""
+    n = 0
+    for d in root.glob(".rebuild-*"):
+        if d.is_dir() and not d.is_symlink() and not d.name.startswith(".rebuild-bcq-"):
+            shutil.rmtree(d, ignore_errors=True)
+            n += 1
+    return n
+
+
 def swap_in(root: Path, target: Path) -> None:
     """Replace the store's ``consumequeue/``, ``consumequeue_ext/``, ``consumequeue_timeindex/``,
     ``index/`` and checkpoint by the rebuilt ones (sidecars of the old ConsumeQueues never survive
@@ -212,6 +224,7 @@ def rebuild_indexes(store: str | os.PathLike[str], out: str | os.PathLike[str] |
     if out is None or Path(out).resolve() == root.resolve():
         # in place: no writer nor dispatcher may run while the files are rebuilt and swapped (StoreLockedError)
         with StoreLock(root), StoreLock(root, DISPATCH_LOCK_FILE):
+            remove_stale_targets(root)
             return _rebuild(root, None, cfg, progress, check_crc, nthreads, time_index)
     return _rebuild(root, out, cfg, progress, check_crc, nthreads, time_index)
 
