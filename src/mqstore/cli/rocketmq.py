@@ -301,7 +301,6 @@ class _BulkJsonLines:
     def __init__(self) -> None:
         import sys
 
-        self.scratch: list = []
         enc = (getattr(sys.stdout, "encoding", None) or "").lower().replace("-", "")
         self.stream = getattr(sys.stdout, "buffer", None) if enc == "utf8" else None
 
@@ -310,6 +309,7 @@ class _BulkJsonLines:
         made; returns how many of the records (a prefix of ``offs``) were written: the caller
         takes the per-record path for the rest."""
         import sys
+        from contextlib import closing
 
         from mqstore.kernels.rocketmq.json_lines import json_line_chunks
 
@@ -321,9 +321,10 @@ class _BulkJsonLines:
             return 0
         sys.stdout.flush()
         done = 0
-        for data, records in json_line_chunks(mf.array[: mf.wrote_position], base, offs - base):
-            self.stream.write(data)
-            done += records
+        with closing(json_line_chunks(mf.array[: mf.wrote_position], base, offs - base)) as pieces:
+            for data, records in pieces:  # (closed at once on an error: the running calls end first)
+                self.stream.write(data)
+                done += records
         self.stream.flush()
         return done
 
