@@ -50,3 +50,20 @@ def test_ordered_map_waits_for_running_calls_when_stopped_early() -> None:
     started = len(ended)
     time.sleep(0.05)
     assert len(ended) == started  # nothing was still running after close()
+
+
+def test_ordered_map_raises_the_error_of_a_call_in_order() -> None:
+    import pytest
+
+    from mqstore.kernels.threads import ordered_map
+
+    def fn(item: int, slot: int) -> int:
+        if item == 5:
+            raise ValueError("five")
+        return item
+
+    got = []
+    with pytest.raises(ValueError, match="five"):
+        for item in ordered_map(fn, list(range(10)), 2):
+            got.append(item)
+    assert got == [0, 1, 2, 3, 4]
