@@ -8,7 +8,7 @@
 -C /tmp/old``).  The functions of the path being measured are taken from its text and executed over
 this tree's modules, so both versions run in the same process on the same data and the ratio does
 not depend on the machine's load at the time of each run: ``put`` swaps ``MessageStore.put``;
-``query`` swaps ``MessageStore._query_by_key`` (with the old eager ``_messages_of_matches``),
+``query`` swaps ``MessageStore.query_by_key`` and ``_query_by_key`` (with the old eager ``_messages_of_matches``),
 ``IndexService.exact_matches`` and ``RocketMQStore.dispatch_pending``.  Rounds alternate old/new;
 the figures are medians (query: CPU time of the thread; put: wall and process CPU of fresh stores
 under ``/tmp``, async flush, background services on, 1 KiB bodies, KEYS + TAGS + generated
@@ -121,6 +121,7 @@ def bench_query(base: Path, root: str, seg: int, rounds: int) -> None:
     ans.update({"_" + k: getattr(columns, k) for k in ("F_BODY_START", "F_BODY_LEN", "F_PROPS_START", "F_PROPS_LEN")})
     ans["parse_properties"] = properties.parse_properties
     for start, stop in (("def _message_of(", "_MESSAGE_FIELDS = ("), ("def _messages_of_matches(", "class KeyOffsets:"),
+                        ("    def query_by_key(self, topic: str", "    def iter_query_by_key("),
                         ("    def _query_by_key(self, topic: str", "    def _query_by_key_records(")):
         grab(base / "mqstore/api/rocketmq.py", start, stop, ans)
     ins = dict(vars(index_mod))
@@ -135,14 +136,15 @@ def bench_query(base: Path, root: str, seg: int, rounds: int) -> None:
     grab(base / "mqstore/storage/rocketmq/index.py", "    def exact_matches(self, topic: str", "    def _make_plan(", ins)
     sns = grab(base / "mqstore/storage/rocketmq/store.py", "    def dispatch_pending(self)", "    def _dispatch_range(",
                dict(vars(store_mod)))
-    impls = {"old": (ans["_query_by_key"], ins["exact_matches"], sns["dispatch_pending"]),
-             "new": (MessageStore._query_by_key, index_mod.IndexService.exact_matches,
+    impls = {"old": (ans["query_by_key"], ans["_query_by_key"], ins["exact_matches"], sns["dispatch_pending"]),
+             "new": (MessageStore.query_by_key, MessageStore._query_by_key, index_mod.IndexService.exact_matches,
                      store_mod.RocketMQStore.dispatch_pending)}
 
     pools: list[Any] = []
 
     def use(name: str) -> None:
-        q, em, dp = impls[name]
+        qk, q, em, dp = impls[name]
+        MessageStore.query_by_key = qk  # type: ignore[method-assign]
         MessageStore._query_by_key = q  # type: ignore[method-assign]
         index_mod.IndexService.exact_matches = em  # type: ignore[method-assign]
         store_mod.RocketMQStore.dispatch_pending = dp  # type: ignore[method-assign]

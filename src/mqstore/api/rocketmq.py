@@ -467,7 +467,17 @@ def _native_builder() -> Any:
             except TypeError:  # pragma: no cover - a model the C builder cannot fill
                 build = None
         _NAT_BUILD.append(build)
+        _NAT_QUERY.append(key_match.query_native if build is not None else None)
     return _NAT_BUILD[0]
+
+
+def _native_query() -> Any:
+    """``key_match.query_native`` (the whole single-key query in C), bound with :func:`_native_builder`."""
+    _native_builder()
+    return _NAT_QUERY[0]
+
+
+_NAT_QUERY: list[Any] = []  # [the native whole query (key_match.query_native), or None], bound with _NAT_BUILD
 
 
 def _messages_of_matches(rows: list[list[int]], segments: list[Any], topic: str) -> list[Message]:
@@ -1082,29 +1092,30 @@ class MessageStore:
                      max_num: int | None = None) -> list[Message]:
         """Messages of ``topic`` whose KEYS contain ``key`` or whose unique key is ``key``, with a
         store time in [begin, end] (ms, inclusive), newest first; no cap unless ``max_num``."""
-        return self._query_by_key(topic, key, begin, end, max_num)
-
-    def iter_query_by_key(self, topic: str, key: str, begin: int | None = None, end: int | None = None,
-                          max_num: int | None = None) -> Iterator[Message]:
-        yield from self._query_by_key(topic, key, begin, end, max_num)
-
-    def _query_by_key(self, topic: str, key: str, begin: int | None, end: int | None,
-                      max_num: int | None) -> list[Message]:
         if type(topic) is not str or topic not in _QUERY_TOPICS_OK:
             _check_query_topic(topic)
-        if not isinstance(key, str) or not key:
-            raise InvalidKeyError("key must be a non-empty string")
+        if type(key) is not str or not key:
+            if not isinstance(key, str) or not key:
+                raise InvalidKeyError("key must be a non-empty string")
         b = 0 if begin is None else int(begin)
         e = LONG_MAX if end is None else int(end)
         if max_num is not None and max_num <= 0:
             raise InvalidArgumentError("max_num must be positive")
-        self._sync()
         engine = self._engine
-        build = _NAT_BUILD[0] if _NAT_BUILD else _native_builder()
-        if build is not None:  # one native call for the query, one for the messages of the matches
-            msgs = engine.index.exact_matches(topic, key, b, e, engine.commit_log, build)
+        if engine._closed:
+            engine.check_open()
+        engine.dispatch_pending()
+        q = _NAT_QUERY[0] if _NAT_QUERY else _native_query()
+        if q is not None:
+            if max_num is None or type(max_num) is int:  # the whole query in one native call
+                msgs = engine.index.exact_query(topic, key, b, e, engine.commit_log, -1 if max_num is None else max_num,
+                                                q)  # fmt: skip
+            else:  # one native call for the query, one for the messages of the matches
+                msgs = engine.index.exact_matches(topic, key, b, e, engine.commit_log, _NAT_BUILD[0])
+                if msgs is not None:
+                    msgs = msgs[:max_num]
             if msgs is not None:
-                return msgs if max_num is None else msgs[:max_num]
+                return msgs  # type: ignore[no-any-return]
             return self._query_by_key_records(topic, key, b, e, max_num)
         got = engine.index.exact_matches(topic, key, b, e, engine.commit_log)
         if got is not None:  # one compiled call: chain walk + record checks; Messages for the matches only
@@ -1113,6 +1124,12 @@ class MessageStore:
                 rows = rows[:max_num]
             return _messages_of_matches(rows, segments, topic)
         return self._query_by_key_records(topic, key, b, e, max_num)
+
+    _query_by_key = query_by_key  # (what iter_query_by_key calls)
+
+    def iter_query_by_key(self, topic: str, key: str, begin: int | None = None, end: int | None = None,
+                          max_num: int | None = None) -> Iterator[Message]:
+        yield from self._query_by_key(topic, key, begin, end, max_num)
 
     def _query_by_key_records(self, topic: str, key: str, b: int, e: int, max_num: int | None) -> list[Message]:
         """:meth:`query_by_key` through the candidate offsets (the path when the compiled one does
