@@ -40,6 +40,7 @@ from mqstore.formats.rocketmq.properties import (
 )
 from mqstore.formats.rocketmq.record import MAGIC_V1, Host, MessageRecord, body_crc, choose_magic
 from mqstore.kernels.crc import crc32_spans
+from mqstore.kernels.rocketmq import put_one as _put_one
 from mqstore.kernels.rocketmq.columns import F_SEGMENT as _F_SEGMENT
 from mqstore.kernels.rocketmq.columns import (
     RECORD_FIELDS,
@@ -95,6 +96,22 @@ def _put_result(o: int, qo: int, ts: int, size: int, msg_id: str, uniq: str | No
     _set_id(r, msg_id)
     _set_uk(r, uniq)
     return r
+
+
+def _put_result_py(o: int, qo: int, ts: int, size: int, prefix: str, uniq: str | None) -> PutResult:
+    """Twin of the native ``put_result``: the result with the offset message id ``prefix`` + hex."""
+    return _put_result(o, qo, ts, size, f"{prefix}{o:016X}", uniq)
+
+
+#: the result of a single put from (offset, queue offset, store time, size, message id prefix,
+#: unique key): one C call when the native put module is built
+_make_put_result = _put_result_py
+if _put_one.put_result_native is not None:
+    try:
+        if _put_one.bind_put_result(PutResult, tuple(PutResult.__dict__[f.name] for f in fields(PutResult))):
+            _make_put_result = _put_one.put_result_native
+    except TypeError:  # pragma: no cover - a model the C builder cannot fill
+        pass
 
 
 class PutBatchResult(Sequence[PutResult]):
@@ -686,29 +703,14 @@ class MessageStore:
                 size = _ONE_V1_FIXED + len(body) + len(tf) + len(keys) + 32 + len(tags)
                 got = self._engine.append_common(topic, tf, body, keys, uniq, tags, queue_id, now, size)
                 if got is not None:
-                    o, qo, ts = got
-                    r = _new(PutResult)
-                    _set_off(r, o)
-                    _set_qo(r, qo)
-                    _set_ts(r, ts)
-                    _set_size(r, size)
-                    _set_id(r, f"{self._msgid_prefix}{o:016X}")
-                    _set_uk(r, uniq)
-                    return r
+                    return _make_put_result(got[0], got[1], got[2], size, self._msgid_prefix, uniq)
             try:  # the properties in the Java HashMap order of KEYS, TAGS, UNIQ_KEY (see _TEMPLATES)
                 props = f"KEYS\x01{keys}\x02UNIQ_KEY\x01{uniq}\x02TAGS\x01{tags}\x02".encode()
             except UnicodeEncodeError:
                 props = None  # lone surrogates: the checked path reports them
             if props is not None:
                 o, size, qo, ts = self._engine.append_one(topic, tf, body, props, queue_id, 0, now)
-                r = _new(PutResult)
-                _set_off(r, o)
-                _set_qo(r, qo)
-                _set_ts(r, ts)
-                _set_size(r, size)
-                _set_id(r, f"{self._msgid_prefix}{o:016X}")
-                _set_uk(r, uniq)
-                return r
+                return _make_put_result(o, qo, ts, size, self._msgid_prefix, uniq)
         return self._put_checked(topic, body, queue_id, keys, tags, properties, flag, born_host, born_timestamp,
                                  uniq_key, sys_flag)
 
@@ -727,7 +729,7 @@ class MessageStore:
             props, uniq = self._fast_props(keys, tags, uniq_key, now)
             o, size, qo, ts = eng.append_one(topic, tf, body, props.encode("utf-8"), queue_id, flag,
                                              now if born_timestamp is None else int(born_timestamp))
-            return _put_result(o, qo, ts, size, f"{self._msgid_prefix}{o:016X}", uniq)
+            return _make_put_result(o, qo, ts, size, self._msgid_prefix, uniq)
         return self.put_batch([dict(topic=topic, body=body, queue_id=queue_id, keys=keys, tags=tags,
                                     properties=properties, flag=flag, born_host=born_host,
                                     born_timestamp=born_timestamp, uniq_key=uniq_key, sys_flag=sys_flag)])[0]
@@ -822,7 +824,7 @@ class MessageStore:
         kcol = tcol = None
         if uniq_key.count(None) == n:  # generated unique keys: built with the properties, in the kernel
             kcol, tcol = _text_column(keys), _text_column(tags)
-        from mqstore.kernels.rocketmq.put import (  # (numba: the batch put loads it)
+        from mqstore.kernels.rocketmq.put import (  # (native kernels when built: no numba)
             RecordColumns,
             build_common_props,
         )

@@ -534,7 +534,7 @@ class RocketMQStore:
         with a bad record raises before anything is written.  Returns ``(commit log offsets,
         sizes, queue offsets, store timestamp)``."""
         self._check_writable()
-        from mqstore.kernels.rocketmq import put as put_kernels  # numba: loaded by the first put
+        from mqstore.kernels.rocketmq import put as put_kernels  # (numba-free facade)
 
         cfg = self.config
         n = len(cols)
@@ -597,7 +597,7 @@ class RocketMQStore:
         else:
             tid = {t: i for i, t in enumerate(names)}
             codes = np.fromiter(map(tid.__getitem__, topics), np.int64, n) * width + q
-        from mqstore.kernels.rocketmq.put import queue_ranks  # numba: a put loads it, a read-only command not
+        from mqstore.kernels.rocketmq.put import queue_ranks  # native when built (numba otherwise)
 
         rank, counts = queue_ranks(codes, takes, nslots)
         slots = np.flatnonzero(counts).tolist()
