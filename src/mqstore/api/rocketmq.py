@@ -879,7 +879,8 @@ class MessageStore:
             body_list=body if encode_common_into is not None else None,
             topics=np.frombuffer(topics_buf, np.uint8), topic_off=topic_off, topic_len=topic_len,
             props=props, props_off=props_off, props_len=props_len, v2=np.zeros(n, np.bool_), queue_id=qids, flag=flg, queue_offset=zeros,
-            sys_flag=zeros, born_ts=born, born_hosts=np.tile(host, (n, 1)), born_v6=np.zeros(n, np.bool_),
+            sys_flag=zeros, born_ts=born, born_v6=np.zeros(n, np.bool_),
+            born_hosts=np.broadcast_to(host, (n, 20)) if encode_common_into is not None else np.tile(host, (n, 1)),
             store_host=host, store_v6=False, reconsume=zeros, prepared=zeros,
         )
         offsets, sizes, qo, ts = eng.append_columns(cols, topic)

@@ -511,8 +511,9 @@ class RocketMQStore:
                 mf = self._roll_for(size)
                 pos = mf.wrote_position
             phys = mf.file_from_offset + pos
-            _encode_one_v1(mf.mm, pos, body, topic_field, keys, uniq, tags, queue_id, 0, qo, phys, born_timestamp, now,
-                           self._store_host_b)
+            mm = mf._mm  # (the property's check only when it is closed: mf.mm raises then)
+            _encode_one_v1(mm if mm is not None else mf.mm, pos, body, topic_field, keys, uniq, tags, queue_id, 0, qo,
+                           phys, born_timestamp, now, self._store_host_b)  # fmt: skip
             mf.wrote_position = pos + size
             self.queue_offsets[key] = qo + 1
             if now != self._last_put_ts:
