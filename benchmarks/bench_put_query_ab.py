@@ -15,7 +15,9 @@ under ``/tmp``, async flush, background services on, 1 KiB bodies, KEYS + TAGS +
 UNIQ_KEY, 8 queues).  ``query`` first checks that both give equal results on 500 keys.
 ``put-batch`` (``put_batch`` of 1000 dicts) compares the store's two batch encoders in this tree:
 old = the column encoder (bodies joined, ``crc32_spans``, ``put.encode_records_into``; what every
-batch took before the native list encoder), new = ``put_one.encode_common_into``.
+batch took before the native list encoder), new = ``put_one.encode_common_into``.  ``put-batch-base`` compares ``put_batch`` of the base version
+(its ``_put_fast`` text, ``build_common_props`` and ``queue_ranks`` on numba, as they were) with this
+tree's (native properties and queue ranks), both on the native encoder.
 """
 
 from __future__ import annotations
@@ -113,6 +115,45 @@ def bench_put_batch(n: int, rounds: int) -> None:
           f"per process CPU-s old {oc:,.0f}, new {nc:,.0f} ({nc / oc:.2f}x); {rounds} rounds of {n:,}")
 
 
+def bench_put_batch_base(base: Path, n: int, rounds: int) -> None:
+    import numpy as np
+
+    from mqstore.kernels.rocketmq import put as put_mod
+
+    old_fast = grab(base / "mqstore/api/rocketmq.py", "    def _put_fast(self, topic: list[Any]", "    def put_batch(",
+                    dict(vars(api)))["_put_fast"]
+    new_fast = MessageStore._put_fast
+    kernels = {"old": (put_mod.build_common_props_numba, put_mod.queue_ranks_numba),
+               "new": (put_mod.build_common_props, put_mod.queue_ranks)}
+    body = np.random.default_rng(5).bytes(1024)
+    dicts = [{"topic": "BenchTopic", "body": body, "queue_id": i & 7, "keys": f"order-{i} user-{i % 977}",
+              "tags": "TagA"} for i in range(n)]
+    res: dict[str, list[tuple[float, float]]] = {"old": [], "new": []}
+    saved = kernels["new"]
+    for r in range(rounds):
+        for mode in ("old", "new") if r % 2 == 0 else ("new", "old"):
+            MessageStore._put_fast = old_fast if mode == "old" else new_fast  # type: ignore[method-assign]
+            put_mod.build_common_props, put_mod.queue_ranks = kernels[mode]  # type: ignore[assignment]
+            d = Path(tempfile.mkdtemp(prefix="mqstore-ab-", dir="/tmp"))
+            try:
+                with MessageStore.open(d / "store", StoreConfig(hash_slot_num=500_000, index_num=2_000_000)) as s:
+                    s.put_batch(dicts[:4])
+                    s.flush()
+                    s.engine.commit_log.warm_ahead()
+                    t, c = time.perf_counter(), time.process_time()
+                    for i in range(0, n, 1000):
+                        s.put_batch(dicts[i : i + 1000])
+                    res[mode].append((n / (time.perf_counter() - t), n / (time.process_time() - c)))
+            finally:
+                MessageStore._put_fast = new_fast  # type: ignore[method-assign]
+                put_mod.build_common_props, put_mod.queue_ranks = saved  # type: ignore[assignment]
+                shutil.rmtree(d, ignore_errors=True)
+    ow, nw = (statistics.median(x[0] for x in res[m]) for m in ("old", "new"))
+    oc, nc = (statistics.median(x[1] for x in res[m]) for m in ("old", "new"))
+    print(f"put_batch vs base, 1000 dicts (1 KiB, async): old {ow:,.0f} msgs/s, new {nw:,.0f} msgs/s wall "
+          f"({nw / ow:.2f}x); per process CPU-s old {oc:,.0f}, new {nc:,.0f} ({nc / oc:.2f}x); {rounds} rounds of {n:,}")
+
+
 def bench_query(base: Path, root: str, seg: int, rounds: int) -> None:
     from mqstore.formats.rocketmq import properties
     from mqstore.kernels.rocketmq import chain_walk, columns, key_match
@@ -194,6 +235,9 @@ def main() -> None:
     pb = sub.add_parser("put-batch")
     pb.add_argument("--messages", type=int, default=200_000)
     pb.add_argument("--rounds", type=int, default=6)
+    pbb = sub.add_parser("put-batch-base")
+    pbb.add_argument("--messages", type=int, default=200_000)
+    pbb.add_argument("--rounds", type=int, default=6)
     q = sub.add_parser("query")
     q.add_argument("store")
     q.add_argument("segment_bytes", type=int)
@@ -203,6 +247,8 @@ def main() -> None:
         bench_put(args.base_src, args.messages, args.rounds)
     elif args.what == "put-batch":
         bench_put_batch(args.messages, args.rounds)
+    elif args.what == "put-batch-base":
+        bench_put_batch_base(args.base_src, args.messages, args.rounds)
     else:
         bench_query(args.base_src, args.store, args.segment_bytes, args.rounds)
 
