@@ -359,6 +359,8 @@ static PyTypeObject *msg_type = NULL;
 static Py_ssize_t msg_off[N_MSG_FIELDS];
 static PyObject *host_cache = NULL, *host_of = NULL;
 
+static void clear_recent_hosts(void);
+
 static PyObject *bind_messages(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)self;
@@ -386,11 +388,49 @@ static PyObject *bind_messages(PyObject *self, PyObject *const *args, Py_ssize_t
     Py_XSETREF(host_cache, args[2]);
     Py_INCREF(args[3]);
     Py_XSETREF(host_of, args[3]);
+    clear_recent_hosts();
     Py_RETURN_NONE;
 }
 
-/* the Host of the raw address bytes p[0:n] (cache, else host_of(raw)); a new reference */
+/* the last hosts seen (raw bytes -> the object the host cache gave): a query's messages mostly
+ * share one store host and few born hosts, so most lookups end here without a bytes object */
+#define N_RECENT_HOSTS 4
+static uint8_t recent_raw[N_RECENT_HOSTS][20];
+static int64_t recent_len[N_RECENT_HOSTS];
+static PyObject *recent_obj[N_RECENT_HOSTS];
+static int recent_next = 0;
+
+static void clear_recent_hosts(void)
+{
+    for (int i = 0; i < N_RECENT_HOSTS; i++) {
+        Py_CLEAR(recent_obj[i]);
+        recent_len[i] = 0;
+    }
+}
+
+static PyObject *host_lookup(const uint8_t *p, int64_t n);
+
+/* the Host of the raw address bytes p[0:n] (the recent hosts, else host_lookup); a new reference */
 static PyObject *host_obj(const uint8_t *p, int64_t n)
+{
+    if (n <= 20) {
+        for (int i = 0; i < N_RECENT_HOSTS; i++)
+            if (recent_obj[i] && recent_len[i] == n && memcmp(recent_raw[i], p, (size_t)n) == 0)
+                return Py_NewRef(recent_obj[i]);
+    }
+    PyObject *h = host_lookup(p, n);
+    if (h && n <= 20) {
+        int i = recent_next;
+        recent_next = (recent_next + 1) % N_RECENT_HOSTS;
+        memcpy(recent_raw[i], p, (size_t)n);
+        recent_len[i] = n;
+        Py_XSETREF(recent_obj[i], Py_NewRef(h));
+    }
+    return h;
+}
+
+/* the Host of the raw address bytes p[0:n] (the host cache, else host_of(raw)); a new reference */
+static PyObject *host_lookup(const uint8_t *p, int64_t n)
 {
     PyObject *raw = PyBytes_FromStringAndSize((const char *)p, (Py_ssize_t)n);
     if (!raw) return NULL;
