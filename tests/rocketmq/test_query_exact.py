@@ -319,3 +319,9 @@ def test_query_by_key_cycle_and_unclean(tmp_path: Path) -> None:
             s.query_by_key("TopicA", "k1")
         u8[at : at + 4] = saved
         assert s.query_by_key("TopicA", "k1") == exp
+
+
+def test_chain_select_constants_agree() -> None:
+    from mqstore.kernels.rocketmq import chain_select, chain_walk
+
+    assert chain_select._SELECT_CYCLE == chain_walk.SELECT_CYCLE

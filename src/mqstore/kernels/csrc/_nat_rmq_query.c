@@ -674,6 +674,69 @@ done:
     return res;
 }
 
+
+/* ---------------------------------------------------------------- many keys of one file (chain_walk.select_many) */
+
+/* select_many(buf, slots, index_num, begin_ts, ic, hashes, max_num, begin, end, out, splits, states) -> k
+ * The native twin of chain_walk._select_few / select_range over one file's bytes buf (its size
+ * checked by the caller): for key i (hashes: int32), the phyOffsets of its chain (walk_chain with
+ * limit = ic) newest first into out[splits[i]:splits[i+1]] (out int64, splits int64[n+1], states
+ * int8[n]: 0, 1 = the chain loops, 2 = it points past the file).  Returns k = splits[n], or -1
+ * when out is too small (the caller grows it and calls again). */
+static PyObject *select_many(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (nargs != 12) {
+        PyErr_SetString(PyExc_TypeError,
+                        "select_many(buf, slots, index_num, begin_ts, ic, hashes, max_num, begin, end, out, splits, states)");
+        return NULL;
+    }
+    int64_t prm[8];
+    static const int pidx[8] = {1, 2, 3, 4, 6, 7, 8, 0};
+    for (int j = 0; j < 7; j++)
+        if ((prm[j] = mq_i64(args[pidx[j]])) == -1 && PyErr_Occurred()) return NULL;
+    int64_t slots = prm[0], index_num = prm[1], begin_ts = prm[2], ic = prm[3], max_num = prm[4], begin = prm[5],
+            end = prm[6];
+    static const int vidx[5] = {0, 5, 9, 10, 11};
+    static const Py_ssize_t isz[5] = {1, 4, 8, 8, 1};
+    static const char *what[5] = {"buf", "hashes", "out", "splits", "states"};
+    Py_buffer v[5];
+    int got = 0;
+    PyObject *ret = NULL;
+    for (; got < 5; got++)
+        if (mq_view(args[vidx[got]], &v[got], isz[got], got >= 2, what[got]) < 0) goto done;
+    int64_t n = v[1].len / 4, cap = v[2].len / 8;
+    if (v[3].len / 8 != n + 1 || v[4].len != n || slots <= 0 || index_num <= 0) {
+        PyErr_SetString(PyExc_ValueError, "select_many: splits needs n + 1 slots, states n, the geometry > 0");
+        goto done;
+    }
+    const uint8_t *p = v[0].buf;
+    const int32_t *hashes = v[1].buf;
+    int64_t *out = v[2].buf, *splits = v[3].buf;
+    int8_t *states = v[4].buf;
+    int64_t nb = v[0].len, k = 0;
+    int room = 0;
+    Py_BEGIN_ALLOW_THREADS
+    splits[0] = 0;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t g;
+        int st = walk_chain(p, nb, slots, index_num, begin_ts, ic, ic, (int64_t)hashes[i], max_num, begin, end, out,
+                            cap, k, &g, NULL, 0);
+        if (st == WALK_ROOM) {
+            room = 1;
+            break;
+        }
+        states[i] = st == WALK_CYCLE ? 1 : st == WALK_OUT_OF_FILE ? 2 : 0;
+        k += g;
+        splits[i + 1] = k;
+    }
+    Py_END_ALLOW_THREADS
+    ret = PyLong_FromLongLong(room ? -1 : (long long)k);
+done:
+    for (int j = 0; j < got; j++) PyBuffer_Release(&v[j]);
+    return ret;
+}
+
 static PyMethodDef methods[] = {
     MQ_BIND_CHECKSUMS_METHOD,
     {"exact_key_files", (PyCFunction)(void (*)(void))exact_key_files, METH_FASTCALL,
@@ -682,6 +745,8 @@ static PyMethodDef methods[] = {
      "bind_messages(cls, member descriptors, hosts, host_of): the class messages() builds"},
     {"messages", (PyCFunction)(void (*)(void))messages, METH_FASTCALL,
      "messages(out, n, segs, topic) -> list of the messages of the match rows"},
+    {"select_many", (PyCFunction)(void (*)(void))select_many, METH_FASTCALL,
+     "select_many(buf, slots, index_num, begin_ts, ic, hashes, max_num, begin, end, out, splits, states) -> k | -1"},
     {"query", (PyCFunction)(void (*)(void))query, METH_FASTCALL,
      "query(index_plan, index_files, segment_plan, segments, topic, key, begin, end, max_num) -> list | int"},
     {NULL, NULL, 0, NULL},
