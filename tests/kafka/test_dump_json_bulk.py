@@ -155,3 +155,27 @@ def test_threaded_parts_are_byte_identical() -> None:
             for threads in (1, 2, 3):
                 got, done = fn(buf, pos, prefix, True, [], threads=threads)
                 assert (bytes(got), done) == (bytes(want[0]), want[1])
+
+
+@pytest.mark.parametrize("impl", twins("kafka.json_lines"))
+def test_json_line_chunks_pipeline(impl: Any) -> None:
+    """``json_line_chunks``: the pieces joined are the twin's lines on any chunk size and thread
+    count; a batch the reader rejects ends the pieces with exactly the lines before it."""
+    from mqstore.kernels.kafka.json_lines import json_line_chunks
+
+    blist = [encode_batch([SimpleRecord(value=bytes(range(i % 200)), key=b"k" * (i % 40), headers=(("h", b"x"),))
+                           for _ in range(1 + i % 3)], base_offset=i * 3) for i in range(300)]  # fmt: skip
+    pos = np.cumsum([0, *map(len, blist[:-1])]).astype(np.int64)
+    prefix = line_prefix("p.log")
+    for damaged in (None, 170):
+        bl = list(blist)
+        if damaged is not None:
+            bl[damaged] = _corrupt_record_area(bl[damaged], 0, 0x7F)
+        buf = np.frombuffer(b"".join(bl), np.uint8)
+        want, want_done = json_lines_py(buf, pos, prefix, True)
+        for chunk, threads in ((7, 1), (7, 2), (64, 3), (1000, 2)):
+            got, done = b"", 0
+            for piece, k in json_line_chunks(buf, pos, prefix, True, threads=threads, chunk=chunk, impl=impl):
+                got += bytes(piece)  # (a view of a reused buffer: copied before the next piece)
+                done += k
+            assert (got, done) == (bytes(want), want_done)

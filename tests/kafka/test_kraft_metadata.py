@@ -22,7 +22,8 @@ from mqstore.cli.main import cli
 from mqstore.formats.kafka import SimpleRecord, encode_batch
 from mqstore.formats.kafka.metadata_records import type_name
 from mqstore.formats.kafka.quorum_state import encode_quorum_state
-from mqstore.storage.kafka.internal import snapshot_id, snapshot_kind, verify_snapshot
+from mqstore.storage.kafka.internal import verify_snapshot
+from mqstore.storage.kafka.layout import snapshot_id, snapshot_kind
 
 QS_V1 = {"leaderId": 1, "leaderEpoch": 3, "votedId": -1, "votedDirectoryId": DIR_ID, "data_version": 1}
 QS_V0 = {"clusterId": "", "leaderId": 2, "leaderEpoch": 7, "votedId": 2, "appliedOffset": 0,

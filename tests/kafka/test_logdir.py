@@ -11,7 +11,8 @@ from click.testing import CliRunner
 from logdir_support import DIRECTORY_ID, TOPIC_ID, build_log_dir, tree_hash
 
 from mqstore.cli.main import cli
-from mqstore.storage.kafka.logdir import is_log_dir, scan_log_dir, verify_log_dir
+from mqstore.storage.kafka.layout import is_log_dir
+from mqstore.storage.kafka.logdir import scan_log_dir, verify_log_dir
 
 
 def run(*args: str) -> tuple[int, str, str]:

@@ -213,3 +213,7 @@ def test_commands_do_not_import_numba(partitions: dict[str, Path], tmp_path: Pat
     assert "mqstore.storage.kafka.layout" in modules  # (modules imported by importlib.import_module are not listed; numba is imported by statements)
     loaded = [m for m in modules if re.match(r"(numba|llvmlite)(\.|$)", m)]
     assert not loaded, f"{command} imported {loaded[:5]}"
+    if command in ("verify", "verify-bare", "rebuild-index"):  # a plain partition: no KRaft or internal-topic readers
+        extra = {"mqstore.storage.kafka.internal", "mqstore.storage.kafka.logdir",
+                 "mqstore.formats.kafka.coordinator_records", "mqstore.formats.kafka.metadata_records"}
+        assert not extra & set(modules), f"{command} imported {sorted(extra & set(modules))}"

@@ -150,3 +150,73 @@ def test_json_lines_on_several_threads_is_byte_identical() -> None:
     broken[positions[7000] + 4] ^= 0xFF  # a bad magic in the last part: the whole batch declines
     for _, fn in impls.items():
         assert fn(np.frombuffer(bytes(broken), np.uint8), 0, pos, [], threads=3) is None
+
+
+def _records(n: int, body_len: Any = lambda i: i % 50) -> tuple[np.ndarray, np.ndarray]:
+    from mqstore.formats.rocketmq.record import MessageRecord, encode_record
+
+    buf = bytearray()
+    positions = []
+    for i in range(n):
+        body = bytes((i * 31 + k * 7) & 0xFF for k in range(body_len(i)))
+        rec = MessageRecord(topic=f"T{i % 7}", body=body, queue_id=i % 4, queue_offset=i, commit_log_offset=len(buf),
+                            properties_text=f"KEYS\x01k{i} s\x02TAGS\x01t{i % 3}\x02", flag=-i * 1_000_003,
+                            born_timestamp=10 ** (i % 19))  # fmt: skip
+        positions.append(len(buf))
+        buf += encode_record(rec)
+    return np.frombuffer(bytes(buf), np.uint8), np.array(positions, np.int64)
+
+
+@pytest.mark.parametrize("impl", twins("rocketmq.json_lines"))
+def test_bodies_of_every_length_and_integers_of_every_width(impl: Any) -> None:
+    """base64 of bodies of 0..200 bytes (the 24-byte vector steps, the 6- and 3-byte steps and
+    the padded tail) and integers of 1..19 digits, either sign: the same bytes as the twin."""
+    from mqstore.kernels.rocketmq.json_lines import json_lines_py
+
+    u8, pos = _records(201, lambda i: i)
+    assert bytes(impl(u8, 0, pos)) == bytes(json_lines_py(u8, 0, pos))  # type: ignore[arg-type]
+
+
+def test_scalar_base64_path_gives_the_same_bytes() -> None:
+    """The native kernel without its AVX2 steps (``MQSTORE_NO_AVX2``, read at import) writes the
+    same lines."""
+    import hashlib
+    import os
+    import subprocess
+    import sys
+
+    from mqstore.kernels.rocketmq.json_lines import json_lines_py
+
+    code = ("import sys, hashlib; sys.path.insert(0, sys.argv[1]); import numpy as np\n"
+            "from test_dump_json_bulk import _records\n"
+            "from mqstore.kernels.rocketmq.json_lines import json_lines\n"
+            "u8, pos = _records(201, lambda i: i)\n"
+            "print(hashlib.sha256(bytes(json_lines(u8, 0, pos))).hexdigest())")  # fmt: skip
+    here = str(Path(__file__).parent)
+    out = subprocess.run([sys.executable, "-c", code, here], capture_output=True, text=True, check=True,
+                         env={**os.environ, "MQSTORE_NO_AVX2": "1", "PYTHONPATH": str(Path(here).parent)})
+    u8, pos = _records(201, lambda i: i)
+    assert out.stdout.strip() == hashlib.sha256(bytes(json_lines_py(u8, 0, pos))).hexdigest()  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("impl", twins("rocketmq.json_lines"))
+def test_json_line_chunks_pipeline(impl: Any) -> None:
+    """``json_line_chunks``: the pieces joined are the lines of the whole batch on any chunk size
+    and thread count; a record that needs the per-record path stops the pieces before its chunk."""
+    from mqstore.kernels.rocketmq.json_lines import json_line_chunks, json_lines_py
+
+    u8, pos = _records(300)
+    want = bytes(json_lines_py(u8, 0, pos))  # type: ignore[arg-type]
+    for chunk, threads in ((7, 1), (7, 2), (64, 3), (1000, 2)):
+        got, rows = b"", 0
+        for p, k in json_line_chunks(u8, 0, pos, threads=threads, chunk=chunk, impl=impl):
+            got += bytes(p)  # (a piece is a view of a reused buffer: copied before the next)
+            rows += k
+        assert got == want and rows == len(pos)
+    broken = pos.copy()
+    broken[150] += 1  # not a record
+    got, rows = b"", 0
+    for p, k in json_line_chunks(u8, 0, broken, threads=2, chunk=16, impl=impl):
+        got += bytes(p)
+        rows += k
+    assert rows == 144 and got == bytes(json_lines_py(u8, 0, pos[:144]))  # type: ignore[arg-type]

@@ -38,8 +38,12 @@ _DUMP_SUFFIXES = (".log", ".index", ".timeindex", ".txnindex", ".snapshot")
 
 
 def _files_for_dump(p: Path) -> list[Path]:
-    from mqstore.storage.kafka.layout import log_of, remote_index_base_offset, segment_files
-    from mqstore.storage.kafka.logdir import REMOTE_INDEX_CACHE
+    from mqstore.storage.kafka.layout import (
+        REMOTE_INDEX_CACHE,
+        log_of,
+        remote_index_base_offset,
+        segment_files,
+    )
 
     if p.is_dir() and p.name == REMOTE_INDEX_CACHE:  # tiered storage: <startOffset>_<segmentId>.index ...
         return sorted(f for f in p.iterdir() if f.suffix in (".index", ".timeindex")
@@ -175,8 +179,8 @@ _DUMPED_KINDS = ("log", "index", "timeindex", "txnindex", "snapshot")
 def _dump_other_files(p: Path, as_json: bool) -> None:
     """A partition directory's files other than segments and their indexes, each with its kind
     (nothing is skipped silently; ``unknown`` for what is not Kafka's)."""
-    from mqstore.storage.kafka.layout import classify_partition_file
-    from mqstore.storage.kafka.logdir import REMOTE_INDEX_CACHE, scan_log_dir
+    from mqstore.storage.kafka.layout import REMOTE_INDEX_CACHE, classify_partition_file
+    from mqstore.storage.kafka.logdir import scan_log_dir
 
     rows = []
     if p.name == REMOTE_INDEX_CACHE:
@@ -275,8 +279,8 @@ def inspect(path: str, as_json: bool) -> None:
     a partition (or __cluster_metadata, or remote-log-index-cache) directory one line per file
     with its kind and size, segments included.  Files that are not Kafka's are named as unknown,
     never skipped."""
-    from mqstore.storage.kafka.layout import classify_partition_file
-    from mqstore.storage.kafka.logdir import REMOTE_INDEX_CACHE, is_log_dir, scan_log_dir
+    from mqstore.storage.kafka.layout import REMOTE_INDEX_CACHE, classify_partition_file, is_log_dir
+    from mqstore.storage.kafka.logdir import scan_log_dir
 
     p = _existing(path)
     if not p.is_dir():
@@ -327,7 +331,7 @@ def dump(path: str, print_data: bool, isolation: str, from_time: str | None, to_
     With a record filter (--from-time/--to-time/--key/--header) only the matching records are
     printed, each after its batch line, and index files are left out."""
     from mqstore.cli.filters import check_decoder, check_time_range, parse_header_filter, parse_time
-    from mqstore.storage.kafka.logdir import is_log_dir
+    from mqstore.storage.kafka.layout import is_log_dir
     from mqstore.storage.kafka.tools import dump_index, dump_log, dump_snapshot, dump_txn_index
 
     lo, hi = parse_time(from_time, "--from-time"), parse_time(to_time, "--to-time")
@@ -500,7 +504,7 @@ def _committed_filter(p: Path) -> Callable[[Any], Iterator[dict[str, Any]]]:
 @handle_errors
 def verify(path: str, strict: bool, as_json: bool) -> None:
     """Check log CRCs and both indexes against the log (non-zero exit on any problem)."""
-    from mqstore.storage.kafka.logdir import is_log_dir
+    from mqstore.storage.kafka.layout import is_log_dir
     from mqstore.storage.kafka.rebuild import shared_analyses
     from mqstore.storage.kafka.tools import verify_path
 
@@ -592,11 +596,13 @@ def rebuild_index(path: str, out_dir: str | None, index_interval_bytes: int, max
     from mqstore.formats.kafka.keyindex import check_header_name
 
     check_header_name(key_header)
-    from mqstore.storage.kafka.logdir import is_log_dir, scan_log_dir
+    from mqstore.storage.kafka.layout import is_log_dir
 
     p = _existing(path)
     jobs: list[tuple[Path, str | None]] = []
     if is_log_dir(p):
+        from mqstore.storage.kafka.logdir import scan_log_dir
+
         # every partition Kafka loads (live and -future); -delete/-stray ones are left alone
         for info in scan_log_dir(p).partitions:
             if info.name.state in ("delete", "stray"):
@@ -742,9 +748,8 @@ def query_key(path: str, keys: tuple[str, ...], header: str | None, from_time: s
     reading the records.  Segments without a key index are scanned (noted on stderr)."""
     from mqstore.cli.filters import check_time_range, parse_time
     from mqstore.formats.kafka.keyindex import check_header_name
-    from mqstore.storage.kafka.layout import partition_dirs, segment_logs
+    from mqstore.storage.kafka.layout import is_log_dir, partition_dirs, segment_logs
     from mqstore.storage.kafka.log import PartitionLog
-    from mqstore.storage.kafka.logdir import is_log_dir
 
     lo, hi = parse_time(from_time, "--from-time"), parse_time(to_time, "--to-time")
     check_time_range(lo, hi)

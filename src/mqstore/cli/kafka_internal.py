@@ -23,13 +23,13 @@ decoder_option = click.option(
 
 def is_extra_file(p: Path) -> bool:
     """A Kafka 4.x metadata file ``dump`` shows besides segments: snapshots and quorum-state."""
-    from mqstore.storage.kafka.internal import QUORUM_STATE, snapshot_kind
+    from mqstore.storage.kafka.layout import QUORUM_STATE, snapshot_kind
 
     return p.name == QUORUM_STATE or snapshot_kind(p.name) is not None
 
 
 def extra_files(directory: Path) -> list[Path]:
-    from mqstore.storage.kafka.internal import QUORUM_STATE, snapshot_files
+    from mqstore.storage.kafka.layout import QUORUM_STATE, snapshot_files
 
     out = snapshot_files(directory)
     if (directory / QUORUM_STATE).is_file():
@@ -39,7 +39,7 @@ def extra_files(directory: Path) -> list[Path]:
 
 def resolve_decoder(decoder: str, f: Path) -> str:
     """The decoder for the records of file ``f`` (``auto`` -> from its directory or kind)."""
-    from mqstore.storage.kafka.internal import snapshot_kind
+    from mqstore.storage.kafka.layout import snapshot_kind
 
     if decoder != "auto":
         return check_decoder(decoder)
@@ -60,7 +60,8 @@ def annotate(objs: Iterable[dict[str, Any]], decoder: str) -> Iterator[dict[str,
 
 def dump_extra(f: Path, print_data: bool) -> Iterator[dict[str, Any]]:
     """Dump objects of a snapshot (as a segment) or of quorum-state (one object)."""
-    from mqstore.storage.kafka.internal import QUORUM_STATE, read_quorum_state, snapshot_id
+    from mqstore.storage.kafka.internal import read_quorum_state
+    from mqstore.storage.kafka.layout import QUORUM_STATE, snapshot_id
     from mqstore.storage.kafka.tools import dump_log
 
     if f.name == QUORUM_STATE:
@@ -110,10 +111,14 @@ def extra_text_line(obj: dict[str, Any]) -> str | None:
 
 
 def verify_extra(p: Path, report: Any) -> None:
-    """Snapshot checks for a snapshot file or for the snapshots of a directory; quorum-state parse."""
-    from mqstore.storage.kafka.internal import verify_kraft_files
+    """Snapshot checks for a snapshot file or for the snapshots of a directory; quorum-state parse
+    (the KRaft readers are loaded only when the path has such files)."""
+    from mqstore.storage.kafka.layout import has_kraft_files
 
-    verify_kraft_files(p, report)
+    if has_kraft_files(p):
+        from mqstore.storage.kafka.internal import verify_kraft_files
+
+        verify_kraft_files(p, report)
 
 
 def register(group: click.Group) -> None:

@@ -30,6 +30,10 @@ def main() -> None:
         sys.stdout.write(f"mqstore, version {__version__}\n")
         _end_process(0)
         return
+    # numpy's bundled OpenBLAS starts one thread per CPU when numpy is imported (~50 ms of a
+    # one-shot command on this project's 2-core machine); mqstore does no linear algebra, so a
+    # command runs it single-threaded unless the user set the variable.
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     from mqstore.cli.app import cli
 
     try:

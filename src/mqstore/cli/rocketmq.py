@@ -234,6 +234,8 @@ def dump(store: Path, topic: str | None, from_offset: int, limit: int | None, fr
         with _open(store) as s:
             dump_timer(store, s.engine, as_json, limit, timer_all)
         return
+    from contextlib import ExitStack
+
     from mqstore.cli.filters import check_decoder, check_time_range, parse_time
     from mqstore.storage.rocketmq.dump import candidate_rows, matches
 
@@ -244,7 +246,7 @@ def dump(store: Path, topic: str | None, from_offset: int, limit: int | None, fr
 
     selected = parse_sub_expression(tag)  # a consumer's subscription rule ("*": every tag)
     tags = sorted(selected) if selected is not None else None
-    with _open(store) as s, progress("dump") as prog:
+    with _open(store) as s, progress("dump") as prog, ExitStack() as stack:
         cl = s.engine.commit_log
         out: list = []
         n = 0
@@ -253,14 +255,18 @@ def dump(store: Path, topic: str | None, from_offset: int, limit: int | None, fr
         # JSON lines without an exact per-record filter: written in bulk by compiled passes
         bulk = as_json and key is None and tags is None and decode is None and not hasattr(cl, "entry_at")
         sink = _BulkJsonLines() if bulk else None
-        for batch in cl.scan(start, cl.max_offset, max_records=1 << 16):
+        # the bulk path scans the next batch in a worker thread while this one is written
+        batches = (cl.scan_bounded(start, cl.max_offset) if sink is not None and hasattr(cl, "scan_bounded")
+                   else cl.scan(start, cl.max_offset, max_records=1 << 16))
+        stack.callback(batches.close)  # (the read-ahead ends before the store is closed)
+        for batch in batches:
             offs = batch.commit_log_offset[candidate_rows(batch, topic, lo, hi, key, tags)]
             if sink is not None:
                 if limit is not None:
                     offs = offs[: limit - n]
-                if sink.write(cl, offs):
-                    n += len(offs)
-                    offs = offs[:0]
+                done = sink.write(cl, offs)  # the rest (from a record that needs it): per record
+                n += done
+                offs = offs[done:]
             for off in offs.tolist():
                 rec = cl.read_record(off)
                 if not matches(rec, key, tags):
@@ -295,31 +301,32 @@ class _BulkJsonLines:
     def __init__(self) -> None:
         import sys
 
-        self.scratch: list = []
         enc = (getattr(sys.stdout, "encoding", None) or "").lower().replace("-", "")
         self.stream = getattr(sys.stdout, "buffer", None) if enc == "utf8" else None
 
-    def write(self, cl, offs) -> bool:  # type: ignore[no-untyped-def]
-        """Write the lines of the records at ``offs`` (one batch of a scan); False (nothing
-        written) when the caller must take the per-record path."""
+    def write(self, cl, offs) -> int:  # type: ignore[no-untyped-def]
+        """Write the lines of the records at ``offs`` (one batch of a scan) in pieces as they are
+        made; returns how many of the records (a prefix of ``offs``) were written: the caller
+        takes the per-record path for the rest."""
         import sys
+        from contextlib import closing
 
-        from mqstore.kernels.rocketmq.json_lines import json_lines
+        from mqstore.kernels.rocketmq.json_lines import json_line_chunks
 
         if self.stream is None or not len(offs):
-            return self.stream is not None
+            return 0
         mf = cl.segment_for(int(offs[0]))
         base = mf.file_from_offset
         if int(offs[-1]) >= mf.end_offset:  # a batch never spans segments; be safe
-            return False
-        data = json_lines(mf.array[: mf.wrote_position], base, offs - base,
-                          self.scratch)  # fmt: skip
-        if data is None:
-            return False
+            return 0
         sys.stdout.flush()
-        self.stream.write(data)
+        done = 0
+        with closing(json_line_chunks(mf.array[: mf.wrote_position], base, offs - base)) as pieces:
+            for data, records in pieces:  # (closed at once on an error: the running calls end first)
+                self.stream.write(data)
+                done += records
         self.stream.flush()
-        return True
+        return done
 
 
 def _json_message(m, decode: str | None) -> dict:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
@@ -147,3 +147,32 @@ def fill_in_parts(scratch: list[Any], parts: Sequence[Any], measure: Callable[[A
         if not complete:
             break
     return memoryview(out)[:cursor], kept, done
+
+
+def ordered_map(fn: Callable[[Any, int], Any], items: Sequence[Any], depth: int) -> Iterator[Any]:
+    """``fn(item, slot)`` for every item, up to ``depth`` of them at once on the thread pool, the
+    results yielded in item order as each is ready (a pipeline: the caller consumes result k — e.g.
+    writes it — while the next ones are computed).  ``slot`` is in ``range(depth + 1)`` and no two
+    calls whose results may be alive at the same time share one, so ``fn`` can write into a buffer
+    per slot that stays valid until the caller asks for the next result.  ``depth <= 1`` runs
+    everything in the calling thread.  When the caller stops early, the calls still running are
+    waited for (their buffers and inputs stay valid until they end)."""
+    if depth <= 1 or len(items) <= 1:
+        for k, item in enumerate(items):
+            yield fn(item, k & 1)
+        return
+    pool = _get_pool(depth)
+    pending: list[Future[Any]] = []
+    try:
+        for k, item in enumerate(items):
+            if len(pending) >= depth:
+                yield pending.pop(0).result()
+            pending.append(pool.submit(fn, item, k % (depth + 1)))
+        while pending:
+            yield pending.pop(0).result()
+    finally:
+        for f in pending:
+            f.cancel()
+        for f in pending:
+            if not f.cancelled():
+                f.exception()  # wait for it; its error (if any) is of no use to a caller that stopped

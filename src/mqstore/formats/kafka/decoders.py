@@ -12,8 +12,10 @@ import re
 from typing import Any
 
 from mqstore.errors import CorruptDataError, InvalidArgumentError
-from mqstore.formats.kafka.coordinator_records import DECODER_BY_TOPIC, decode_coordinator_record
-from mqstore.formats.kafka.metadata_records import decode_metadata_record
+
+# The record schemas (coordinator_records, metadata_records) are imported by the functions that
+# decode: the CLI builds its ``--decoder`` option from ``DECODERS`` in every kafka command, and a
+# command that decodes nothing (verify, rebuild-index) should not load the schema tables.
 
 DECODERS = ("cluster-metadata", "offsets", "transaction", "share-state", "none")
 
@@ -22,6 +24,8 @@ _PARTITION_DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
 
 def decoder_for_topic(topic: str) -> str:
     """The decoder Kafka's own tools would use for a topic (``none`` for ordinary topics)."""
+    from mqstore.formats.kafka.coordinator_records import DECODER_BY_TOPIC
+
     return DECODER_BY_TOPIC.get(topic, "none")
 
 
@@ -41,6 +45,9 @@ def decode_record(decoder: str, key: bytes | None, value: bytes | None) -> dict[
     """Decode the key/value of one data record with ``decoder``; ``None`` for ``none``."""
     if decoder == "none":
         return None
+    from mqstore.formats.kafka.coordinator_records import decode_coordinator_record
+    from mqstore.formats.kafka.metadata_records import decode_metadata_record
+
     try:
         if decoder == "cluster-metadata":
             return decode_metadata_record(value)

@@ -28,14 +28,6 @@ from mqstore.errors import CorruptDataError
 
 _WS = re.compile(r"\s+")
 
-OFFSET_CHECKPOINT_FILES = (
-    "recovery-point-offset-checkpoint",
-    "log-start-offset-checkpoint",
-    "replication-offset-checkpoint",
-    "cleaner-offset-checkpoint",
-)
-
-
 @dataclass(frozen=True)
 class OffsetCheckpoint:
     """An offset checkpoint file: ``offsets[(topic, partition)] = offset``."""

@@ -186,9 +186,9 @@ static PyObject *lines(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             o = PUT_LIT(o, ",\"value\":"); o = put_bytes_or_null(o, val, vlen);
             o = PUT_LIT(o, ",\"headers\":[");
             hp = r;
-            for (int64_t j = 0; j < nh; j++) {
-                int64_t hk, hvl;
-                const uint8_t *hv;
+            for (int64_t j = 0; j < nh; j++) {  /* (checked by the first loop) */
+                int64_t hk = 0, hvl = -1;
+                const uint8_t *hv = NULL;
                 varint(&hp, rend, 5, 32, &hk);
                 if (j) *o++ = ',';
                 o = PUT_LIT(o, "{\"key\":");

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import base64
 import json
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -27,7 +28,7 @@ from mqstore.formats.kafka.dump_fields import batch_fields, record_fields
 from mqstore.kernels.backend import native, numba_module
 from mqstore.kernels.buffers import as_u8
 from mqstore.kernels.registry import register
-from mqstore.kernels.threads import fill_in_parts, resolve_threads, split_even
+from mqstore.kernels.threads import fill_in_parts, ordered_map, resolve_threads, split_even
 
 _NAT: Any = native("_nat_kafka_json")
 _EMPTY = np.empty(0, np.uint8)
@@ -136,4 +137,32 @@ def json_lines_py(buf: object, positions: np.ndarray, prefix: bytes, print_data:
 
 
 json_lines = json_lines_native if _NAT is not None else json_lines_numba
+
+CHUNK_BATCHES = 128  # batches per call of json_line_chunks with print_data (~2.8 MB of lines of 1 KiB records)
+
+
+def json_line_chunks(buf: object, positions: np.ndarray, prefix: bytes, print_data: bool, *,
+                     threads: int | None = None, chunk: int | None = None,
+                     impl: Any = None) -> Iterator[tuple[memoryview | bytes, int]]:
+    """The lines of :func:`json_lines` in pieces, in order: ``(lines, done)`` for consecutive runs
+    of ``chunk`` batches, each written by one call of ``impl`` (default :func:`json_lines`),
+    ``threads`` calls at a time on the thread pool while the caller consumes the previous piece
+    (a pipeline: each output stays small enough for the CPU caches, and no pass measures or
+    moves the lines).  ``done`` is the batches of the run the lines cover; a run with a batch
+    the reader rejects (``done`` short of the run) is the last piece.  A piece is valid until the
+    next one is asked for."""
+    impl = json_lines if impl is None else impl
+    pos = np.ascontiguousarray(positions, np.int64)
+    nt = resolve_threads(threads)
+    step = max(1, chunk if chunk is not None else CHUNK_BATCHES if print_data else 32 * CHUNK_BATCHES)
+    runs = [pos[a : a + step] for a in range(0, len(pos), step)]
+    scratch: list[list[np.ndarray]] = [[] for _ in range(nt + 1)]
+    pieces = ordered_map(lambda run, slot: impl(buf, run, prefix, print_data, scratch[slot], threads=1), runs, nt)
+    try:
+        for run, (lines, done) in zip(runs, pieces, strict=False):
+            yield lines, done
+            if done < len(run):
+                return
+    finally:
+        pieces.close()  # waits for the calls still running
 register("kafka.json_lines", json_lines_numba, json_lines_py, native=json_lines_native if _NAT is not None else None)

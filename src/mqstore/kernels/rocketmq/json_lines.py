@@ -21,6 +21,7 @@ record).
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -29,7 +30,7 @@ from mqstore.formats.rocketmq.record import check_record
 from mqstore.kernels.backend import native, numba_module
 from mqstore.kernels.buffers import as_u8
 from mqstore.kernels.registry import register
-from mqstore.kernels.threads import fill_in_parts, resolve_threads, split_even
+from mqstore.kernels.threads import fill_in_parts, ordered_map, resolve_threads, split_even
 
 _NAT: Any = native("_nat_rmq_json")
 
@@ -158,4 +159,30 @@ def json_lines_py(buf: object, file_from_offset: int, positions: np.ndarray,
 
 
 json_lines = json_lines_native if _NAT is not None else json_lines_numba
+
+CHUNK_RECORDS = 2048  # records per call of json_line_chunks: ~2.6 MB of lines of 1 KiB messages, in cache
+
+
+def json_line_chunks(buf: object, file_from_offset: int, positions: np.ndarray, *, threads: int | None = None,
+                     chunk: int = CHUNK_RECORDS, impl: Any = None) -> Iterator[tuple[memoryview | bytes, int]]:
+    """The lines of :func:`json_lines` in pieces, in order: ``(lines, records)`` for consecutive
+    runs of ``chunk`` records, each written by one call of ``impl`` (default :func:`json_lines`),
+    ``threads`` calls at a time on the thread pool while the caller consumes the previous piece
+    (a pipeline: each output stays small enough for the CPU caches, and no pass over the records
+    measures or moves the lines).  It stops before the first run with a record that needs the
+    per-record path, so the records covered may be fewer than ``positions``.  A piece is valid
+    until the next one is asked for."""
+    impl = json_lines if impl is None else impl
+    pos = np.ascontiguousarray(positions, np.int64)
+    nt = resolve_threads(threads)
+    runs = [pos[a : a + chunk] for a in range(0, len(pos), max(1, chunk))]
+    scratch: list[list[np.ndarray]] = [[] for _ in range(nt + 1)]
+    pieces = ordered_map(lambda run, slot: impl(buf, file_from_offset, run, scratch[slot], threads=1), runs, nt)
+    try:
+        for run, lines in zip(runs, pieces, strict=False):
+            if lines is None:
+                return
+            yield lines, len(run)
+    finally:
+        pieces.close()  # waits for the calls still running
 register("rocketmq.json_lines", json_lines_numba, json_lines_py, native=json_lines_native if _NAT is not None else None)

@@ -15,7 +15,6 @@
 from __future__ import annotations
 
 import os
-import re
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -31,31 +30,17 @@ from mqstore.formats.kafka.batch import (
     decode_batch_header,
     iter_records,
 )
-from mqstore.formats.kafka.coordinator_records import METADATA_TOPIC, OFFSETS_TOPIC, decode_coordinator_record
+from mqstore.formats.kafka.coordinator_records import OFFSETS_TOPIC, decode_coordinator_record
 from mqstore.formats.kafka.metadata_records import decode_metadata_record
 from mqstore.formats.kafka.quorum_state import decode_quorum_state
+from mqstore.storage.kafka.layout import (  # the KRaft file names live in layout
+    METADATA_TOPIC,
+    QUORUM_STATE,
+    snapshot_files,
+    snapshot_kind,
+)
 from mqstore.storage.kafka.rebuild import MappedLog, analyze_log
 from mqstore.storage.kafka.tools import VerifyReport
-
-SNAPSHOT_NAME = re.compile(r"^(?P<offset>\d{20})-(?P<epoch>\d{10})\.checkpoint(?P<state>\.part|\.deleted)?$")
-BOOTSTRAP_CHECKPOINT = "bootstrap.checkpoint"
-QUORUM_STATE = "quorum-state"
-
-
-def snapshot_kind(name: str) -> str | None:
-    """``snapshot``, ``snapshot_part``, ``snapshot_deleted``, ``bootstrap`` or ``None``."""
-    if name == BOOTSTRAP_CHECKPOINT:
-        return "bootstrap"
-    m = SNAPSHOT_NAME.match(name)
-    if m is None:
-        return None
-    return {None: "snapshot", ".part": "snapshot_part", ".deleted": "snapshot_deleted"}[m.group("state")]
-
-
-def snapshot_id(name: str) -> tuple[int, int] | None:
-    """``(end offset, epoch)`` from a snapshot file name."""
-    m = SNAPSHOT_NAME.match(name)
-    return (int(m.group("offset")), int(m.group("epoch"))) if m else None
 
 
 def read_quorum_state(path: str | os.PathLike[str]) -> dict[str, Any]:
@@ -213,11 +198,6 @@ def _verify_metadata_segment(f: Path, report: VerifyReport) -> None:
                                     "is not known to mqstore (left undecoded)")
     if bad > 20:
         report.add("metadata_record", lp, None, f"{bad - 20} more invalid metadata records")
-
-
-def snapshot_files(directory: Path) -> list[Path]:
-    """KRaft snapshot files of a directory, by name."""
-    return sorted(f for f in directory.iterdir() if f.is_file() and snapshot_kind(f.name) is not None)
 
 
 def verify_kraft_files(path: str | os.PathLike[str], report: VerifyReport) -> None:

@@ -40,7 +40,12 @@ CLEAN_SHUTDOWN = ".kafka_cleanshutdown"
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 PARTITION_METADATA = "partition.metadata"
 _SEGMENT_FILE = re.compile(r"^(\d{20})\.(log|index|timeindex|txnindex|keyindex|snapshot)(\.(deleted|cleaned|swap))?$")
-_KRAFT_SNAPSHOT = re.compile(r"^(\d{20})-(\d{10})\.checkpoint(\.part|\.deleted)?$")
+#: a KRaft metadata snapshot: ``<end offset>-<epoch>.checkpoint`` (``.part`` while written, ``.deleted``)
+SNAPSHOT_NAME = re.compile(r"^(?P<offset>\d{20})-(?P<epoch>\d{10})\.checkpoint(?P<state>\.part|\.deleted)?$")
+BOOTSTRAP_CHECKPOINT = "bootstrap.checkpoint"
+QUORUM_STATE = "quorum-state"
+#: the KRaft metadata topic (its partition directory is ``__cluster_metadata-0``)
+METADATA_TOPIC = "__cluster_metadata"
 REMOTE_INDEX_NAME = re.compile(r"^(\d+)_([A-Za-z0-9_-]{22})\.(index|timeindex|txnindex)(\.deleted|\.tmp)?$")
 _SPECIAL_DIR = re.compile(r"^(\S+)-(\S+)\.(\S+)-(delete|future|stray)$")
 
@@ -208,9 +213,9 @@ def classify_partition_file(name: str) -> FileKind:
     if m:
         base, suffix, _, temp = m.groups()
         return FileKind(temp or suffix, int(base), "." + suffix)
-    m = _KRAFT_SNAPSHOT.match(name)
+    m = SNAPSHOT_NAME.match(name)
     if m:
-        extra = m.group(3)
+        extra = m.group("state")
         kind = {None: "kraft_snapshot", ".part": "kraft_snapshot_partial", ".deleted": "kraft_snapshot_deleted"}[extra]
         return FileKind(kind, int(m.group(1)))
     if name == LEADER_EPOCH_CHECKPOINT:
@@ -219,7 +224,7 @@ def classify_partition_file(name: str) -> FileKind:
         return FileKind("partition_metadata")
     if name in (LEADER_EPOCH_CHECKPOINT + ".tmp", PARTITION_METADATA + ".tmp"):
         return FileKind("checkpoint_tmp")
-    if name == "quorum-state":
+    if name == QUORUM_STATE:
         return FileKind("quorum_state")
     if name == "recovery-point-offset-checkpoint":
         return FileKind("mqstore_recovery_point")
@@ -237,3 +242,95 @@ def remote_index_base_offset(name: str) -> int | None:
     """Start offset of a ``remote-log-index-cache`` file name (``<startOffset>_<segmentId>.<kind>``)."""
     m = REMOTE_INDEX_NAME.match(name)
     return int(m.group(1)) if m else None
+
+
+# ------------------------------------------------------------------------------- KRaft files
+def snapshot_kind(name: str) -> str | None:
+    """``snapshot``, ``snapshot_part``, ``snapshot_deleted``, ``bootstrap`` or ``None``."""
+    if name == BOOTSTRAP_CHECKPOINT:
+        return "bootstrap"
+    m = SNAPSHOT_NAME.match(name)
+    if m is None:
+        return None
+    return {None: "snapshot", ".part": "snapshot_part", ".deleted": "snapshot_deleted"}[m.group("state")]
+
+
+def snapshot_id(name: str) -> tuple[int, int] | None:
+    """``(end offset, epoch)`` from a snapshot file name."""
+    m = SNAPSHOT_NAME.match(name)
+    return (int(m.group("offset")), int(m.group("epoch"))) if m else None
+
+
+def snapshot_files(directory: Path) -> list[Path]:
+    """KRaft snapshot files of a directory, by name."""
+    return sorted(f for f in directory.iterdir() if f.is_file() and snapshot_kind(f.name) is not None)
+
+
+def has_kraft_files(path: str | os.PathLike[str]) -> bool:
+    """Whether the KRaft checks have anything to read at ``path`` (a partition directory or one
+    file): a snapshot, ``quorum-state``, or the metadata topic's partition directory."""
+    p = Path(path)
+    if not p.is_dir():
+        return p.name == QUORUM_STATE or snapshot_kind(p.name) is not None
+    if p.name.rpartition("-")[0] == METADATA_TOPIC or (p / QUORUM_STATE).is_file():
+        return True
+    return any(snapshot_kind(f.name) is not None for f in p.iterdir())
+
+
+# ------------------------------------------------------------------------- log directory entries
+META_PROPERTIES = "meta.properties"
+REMOTE_INDEX_CACHE = "remote-log-index-cache"
+#: the offset checkpoint files at the top of a log directory, by the kind ``classify_log_dir_entry`` gives
+_CHECKPOINT_KIND = {
+    "recovery-point-offset-checkpoint": "recovery_point_checkpoint",
+    "log-start-offset-checkpoint": "log_start_offset_checkpoint",
+    "replication-offset-checkpoint": "replication_offset_checkpoint",
+    "cleaner-offset-checkpoint": "cleaner_offset_checkpoint",
+}
+OFFSET_CHECKPOINT_FILES = tuple(_CHECKPOINT_KIND)
+
+LOG_DIR_FILE_KINDS = {
+    "recovery_point_checkpoint": "recovery-point-offset-checkpoint",
+    "log_start_offset_checkpoint": "log-start-offset-checkpoint",
+    "replication_offset_checkpoint": "replication-offset-checkpoint (high watermarks)",
+    "cleaner_offset_checkpoint": "cleaner-offset-checkpoint",
+    "checkpoint_tmp": "temporary of an interrupted checkpoint write",
+    "meta_properties": "meta.properties",
+    "clean_shutdown": ".kafka_cleanshutdown",
+    "lock": ".lock (the broker's directory lock)",
+    "kraft_bootstrap": "bootstrap.checkpoint (KRaft bootstrap metadata)",
+    "partition_dir": "partition directory",
+    "remote_index_cache": "remote-log-index-cache (tiered storage)",
+    "lost_found": "lost+found (file system)",
+    "unknown": "not a Kafka file",
+}
+
+
+def classify_log_dir_entry(name: str, is_dir: bool) -> str:
+    """Kind of one entry at the top of a log directory."""
+    if is_dir:
+        if name == REMOTE_INDEX_CACHE:
+            return "remote_index_cache"
+        if name == "lost+found":
+            return "lost_found"
+        return "partition_dir" if parse_partition_dir_name(name) is not None else "unknown"
+    if name in _CHECKPOINT_KIND:
+        return _CHECKPOINT_KIND[name]
+    if name.endswith(".tmp") and name[:-4] in (*OFFSET_CHECKPOINT_FILES, META_PROPERTIES):
+        return "checkpoint_tmp"
+    return {META_PROPERTIES: "meta_properties", CLEAN_SHUTDOWN: "clean_shutdown", ".lock": "lock",
+            BOOTSTRAP_CHECKPOINT: "kraft_bootstrap"}.get(name, "unknown")
+
+
+def is_log_dir(path: Path) -> bool:
+    """A directory of partitions (``log.dirs`` entry) rather than one partition directory."""
+    if not path.is_dir():
+        return False
+    has_marker = False
+    for f in path.iterdir():
+        if f.is_file() and classify_partition_file(f.name).kind == "log":
+            return False
+        kind = classify_log_dir_entry(f.name, f.is_dir())
+        if kind not in ("unknown", "lost_found", "checkpoint_tmp") and not (kind == "lock"):
+            has_marker = True
+    return has_marker

@@ -29,7 +29,6 @@ from mqstore.errors import (
     StoreNotFoundError,
 )
 from mqstore.formats.kafka.logdir_files import (
-    OFFSET_CHECKPOINT_FILES,
     CleanShutdown,
     LeaderEpochCheckpoint,
     MetaProperties,
@@ -46,72 +45,20 @@ from mqstore.storage.kafka.index import OffsetIndex, TimeIndex
 from mqstore.storage.kafka.layout import (  # the partition name rules live in layout (re-exported here)
     CLEAN_SHUTDOWN,
     LEADER_EPOCH_CHECKPOINT,
+    LOG_DIR_FILE_KINDS,
+    META_PROPERTIES,
+    OFFSET_CHECKPOINT_FILES,
     PARTITION_METADATA,
+    REMOTE_INDEX_CACHE,
     REMOTE_INDEX_NAME,
     FileKind,
     PartitionDirName,
+    classify_log_dir_entry,
     classify_partition_file,
     parse_partition_dir_name,
 )
 
-META_PROPERTIES = "meta.properties"
-REMOTE_INDEX_CACHE = "remote-log-index-cache"
 TXN_ENTRY_SIZE = 34
-
-# ---------------------------------------------------------------------------------------- names
-
-LOG_DIR_FILE_KINDS = {
-    "recovery_point_checkpoint": "recovery-point-offset-checkpoint",
-    "log_start_offset_checkpoint": "log-start-offset-checkpoint",
-    "replication_offset_checkpoint": "replication-offset-checkpoint (high watermarks)",
-    "cleaner_offset_checkpoint": "cleaner-offset-checkpoint",
-    "checkpoint_tmp": "temporary of an interrupted checkpoint write",
-    "meta_properties": "meta.properties",
-    "clean_shutdown": ".kafka_cleanshutdown",
-    "lock": ".lock (the broker's directory lock)",
-    "kraft_bootstrap": "bootstrap.checkpoint (KRaft bootstrap metadata)",
-    "partition_dir": "partition directory",
-    "remote_index_cache": "remote-log-index-cache (tiered storage)",
-    "lost_found": "lost+found (file system)",
-    "unknown": "not a Kafka file",
-}
-
-_CHECKPOINT_KIND = {
-    "recovery-point-offset-checkpoint": "recovery_point_checkpoint",
-    "log-start-offset-checkpoint": "log_start_offset_checkpoint",
-    "replication-offset-checkpoint": "replication_offset_checkpoint",
-    "cleaner-offset-checkpoint": "cleaner_offset_checkpoint",
-}
-
-
-def classify_log_dir_entry(name: str, is_dir: bool) -> str:
-    """Kind of one entry at the top of a log directory."""
-    if is_dir:
-        if name == REMOTE_INDEX_CACHE:
-            return "remote_index_cache"
-        if name == "lost+found":
-            return "lost_found"
-        return "partition_dir" if parse_partition_dir_name(name) is not None else "unknown"
-    if name in _CHECKPOINT_KIND:
-        return _CHECKPOINT_KIND[name]
-    if name.endswith(".tmp") and name[:-4] in (*OFFSET_CHECKPOINT_FILES, META_PROPERTIES):
-        return "checkpoint_tmp"
-    return {META_PROPERTIES: "meta_properties", CLEAN_SHUTDOWN: "clean_shutdown", ".lock": "lock",
-            "bootstrap.checkpoint": "kraft_bootstrap"}.get(name, "unknown")
-
-
-def is_log_dir(path: Path) -> bool:
-    """A directory of partitions (``log.dirs`` entry) rather than one partition directory."""
-    if not path.is_dir():
-        return False
-    has_marker = False
-    for f in path.iterdir():
-        if f.is_file() and classify_partition_file(f.name).kind == "log":
-            return False
-        kind = classify_log_dir_entry(f.name, f.is_dir())
-        if kind not in ("unknown", "lost_found", "checkpoint_tmp") and not (kind == "lock"):
-            has_marker = True
-    return has_marker
 
 
 # ---------------------------------------------------------------------------------------- layout

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator
+from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -507,14 +508,13 @@ def dump_log_lines(log_path: Path, *, print_data: bool = False) -> Iterator[memo
     ``{"file": ..., **fields}``; a view valid until the next item is asked for), every other batch
     as :func:`dump_log`'s dicts (without ``file``); the same lines, in the same order, as
     ``to_json`` of every dict of :func:`dump_log`."""
-    from mqstore.kernels.kafka.json_lines import json_lines, line_prefix
+    from mqstore.kernels.kafka.json_lines import json_line_chunks, line_prefix
 
     lp = str(log_path)
     prefix = line_prefix(lp)
-    scratch: list[Any] = []
     with MappedLog(log_path) as ml:
         mm = ml.mm
-        a = analyze_log(mm)
+        a = ml.analysis()  # (read with pread in parts on the pool: the mapping is faulted in by the lines)
         scan = a.scan
         n = scan["count"]
         fast = ((scan["magic"][:n] == 2) & (scan["size"][:n] >= 61) & a.crc_ok[:n]
@@ -526,21 +526,19 @@ def dump_log_lines(log_path: Path, *, print_data: bool = False) -> Iterator[memo
                 i += 1
                 continue
             j = i
-            while j < n and fast[j] and j - i < _LINES_PER_CALL:
+            while j < n and fast[j]:
                 j += 1
-            data, done = json_lines(mm, scan["position"][i:j], prefix, print_data, scratch)
-            if len(data):
-                yield data  # a view of the kernel's buffer: valid until the next item
-            i += done
+            with closing(json_line_chunks(mm, scan["position"][i:j], prefix, print_data)) as pieces:
+                for data, done in pieces:  # (closed before the mapping: the running calls end first)
+                    if len(data):
+                        yield data  # a view of the kernel's buffer: valid until the next item
+                    i += done
             if i < j:  # the reader rejects this batch's records: its per-record path raises why
                 yield from _batch_dicts(mm, a, i, lp, print_data)
                 i += 1
         tail = _tail_dict(a)
         if tail is not None:
             yield tail
-
-
-_LINES_PER_CALL = 4096  # batches per kernel call (the lines of one call are held in memory)
 
 
 def _batch_dicts(mm: Any, a: Any, i: int, lp: str, print_data: bool) -> Iterator[dict[str, Any]]:
