@@ -15,7 +15,7 @@ import numpy as np
 
 from mqstore.errors import CorruptIndexError, InvalidArgumentError
 from mqstore.formats.rocketmq.indexfile import check_geometry, index_file_size
-from mqstore.kernels.backend import native
+from mqstore.kernels.backend import native, numba_module
 from mqstore.kernels.buffers import as_u8
 from mqstore.kernels.rocketmq.index_build import H_BEGIN_TS, H_INDEX_COUNT
 
@@ -71,9 +71,8 @@ def select_many_native(
 
 
 def _select_many_numba(*args: Any, **kwargs: Any) -> tuple[np.ndarray, np.ndarray]:
-    from mqstore.kernels.rocketmq.chain_walk import select_many as numba_select_many
-
-    return numba_select_many(*args, **kwargs)  # type: ignore[no-any-return]
+    # (chain_walk registers this module's native kernel as its twin: loaded by name, no import cycle)
+    return numba_module("mqstore.kernels.rocketmq.chain_walk").select_many(*args, **kwargs)  # type: ignore[no-any-return]
 
 
 if _NAT is None:
