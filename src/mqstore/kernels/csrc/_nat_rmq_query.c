@@ -719,6 +719,22 @@ static PyObject *select_many(PyObject *self, PyObject *const *args, Py_ssize_t n
     Py_BEGIN_ALLOW_THREADS
     splits[0] = 0;
     for (int64_t i = 0; i < n; i++) {
+        /* keys ahead: the slot of key i + 16 starts loading, the head item of key i + 8 (its slot
+         * loaded by now) too, so that the walks' first misses overlap */
+        if (i + 16 < n) {
+            int64_t s16 = (int64_t)hashes[i + 16] % slots;
+            if (s16 < 0) s16 += slots;
+            if ((HEADER_WORDS + s16 + 1) * 4 <= nb) __builtin_prefetch(p + (HEADER_WORDS + s16) * 4);
+        }
+        if (i + 8 < n) {
+            int64_t s8 = (int64_t)hashes[i + 8] % slots;
+            if (s8 < 0) s8 += slots;
+            if ((HEADER_WORDS + s8 + 1) * 4 <= nb) {
+                int64_t head = mq_be32(p + (HEADER_WORDS + s8) * 4);
+                int64_t at = (HEADER_WORDS + slots + head * ITEM_WORDS) * 4;
+                if (head > 0 && at + ITEM_WORDS * 4 <= nb) __builtin_prefetch(p + at);
+            }
+        }
         int64_t g;
         int st = walk_chain(p, nb, slots, index_num, begin_ts, ic, ic, (int64_t)hashes[i], max_num, begin, end, out,
                             cap, k, &g, NULL, 0);
