@@ -478,8 +478,9 @@ def rebuild_index(store: Path, out: Path | None, commitlog_file_size: int | None
     from mqstore.storage.rocketmq.batch_consumequeue import rebuild_store_batch_queues
     from mqstore.storage.rocketmq.config import STORE_TYPE_ROCKSDB
     from mqstore.storage.rocketmq.layout import store_type_of
-    from mqstore.storage.rocketmq.rebuild import rebuild_indexes
+    from mqstore.storage.rocketmq.rebuild import keep_freed_memory, rebuild_indexes
 
+    keep_freed_memory()  # a one-shot process: the batches reuse freed memory (no page faults)
     cfg = _config(store, commitlog_file_size, slots, items, cq_file_size)
     if to is None and store_type_of(store, cfg) == STORE_TYPE_ROCKSDB:
         raise RocksDBError(f"{store} keeps its ConsumeQueue in RocksDB (storeType=defaultRocksDB), which mqstore "

@@ -174,9 +174,11 @@ class IndexWriters:
             cq.load()
             self.consume_queues[(topic, qid)] = cq
 
-    def apply(self, batch: DispatchBatch) -> int:
+    def apply(self, batch: DispatchBatch, *, index: bool = True) -> int:
         """Write the ConsumeQueue units (NOT/COMMIT messages, grouped per queue, vectorised) and
-        the index keys of a batch; replayed batches write nothing twice."""
+        the index keys of a batch; replayed batches write nothing twice.  ``index=False`` leaves
+        the keys to the caller (``self.index.build(batch)``, which touches no ConsumeQueue: the
+        offline rebuild runs it in another thread, overlapped with the next batch's units)."""
         if len(batch) == 0:
             return 0
         units = cq_units(batch, self.multi_dispatch)
@@ -187,11 +189,11 @@ class IndexWriters:
                 cq = self.consume_queue(topic, qid, create=True)
                 assert cq is not None
                 cq.put_units(units.commit_log_offset[r], units.size[r], units.tags_code[r], units.queue_offset[r],
-                             units.store_timestamp[r])
+                             units.store_timestamp[r] if cq.ext_write else None)  # (the times: ext units only)
                 if self.time_index_on:
                     self.sync_time_index((cq.topic, cq.queue_id), self._batch_times(batch), tail_only=True)
             self.last_logic_store_ts = int(units.store_timestamp[-1])
-        if self.index is not None:
+        if index and self.index is not None:
             self.index.build(batch)
         return len(batch)
 
@@ -213,15 +215,16 @@ class IndexWriters:
 
         return times_of
 
-    def release_full_files(self) -> None:
+    def release_full_files(self, *, index: bool = True) -> None:
         """Flush the ConsumeQueue and IndexFile files that are full and drop their pages from this
         process's mapping (``MADV_DONTNEED``; the page cache keeps them, dirty pages stay dirty):
-        a bulk rebuild's resident memory then does not grow with the number of messages."""
+        a bulk rebuild's resident memory then does not grow with the number of messages.
+        ``index=False``: the ConsumeQueue files only (an index build is running in another thread)."""
         import mmap
 
         files = [mf for cq in self.consume_queues.values() for mf in cq.queue.files[:-1]]
         files += [mf for cq in self.consume_queues.values() if cq.ext is not None for mf in cq.ext.queue.files[:-1]]
-        if self.index is not None:
+        if index and self.index is not None:
             files += self.index.files[:-1]
         for f in files:
             if f.path in self._released:

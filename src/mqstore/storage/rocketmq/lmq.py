@@ -197,6 +197,9 @@ def cq_units(batch: DispatchBatch, rule: MultiDispatchRule | None = None) -> CQU
     problems: list[tuple[int, str]] = []
     extra = _multi_entries(batch, rule, cq, problems) if rule is not None else []
     topics = list(batch.topics)
+    if not extra and len(rows) == len(cq):  # every record gets its unit (the usual batch): the columns as they are
+        return CQUnits(topics, batch.topic_id, batch.queue_id, batch.commit_log_offset, batch.size, batch.tags_code,
+                       batch.queue_offset, batch.store_timestamp, np.zeros(len(rows), np.bool_), problems)
     if not extra:
         return CQUnits(topics, batch.topic_id[rows], batch.queue_id[rows], batch.commit_log_offset[rows],
                        batch.size[rows], batch.tags_code[rows], batch.queue_offset[rows],
