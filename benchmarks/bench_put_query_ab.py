@@ -8,14 +8,16 @@
 -C /tmp/old``).  The functions of the path being measured are taken from its text and executed over
 this tree's modules, so both versions run in the same process on the same data and the ratio does
 not depend on the machine's load at the time of each run: ``put`` swaps ``MessageStore.put``;
-``query`` swaps ``MessageStore._query_by_key`` (with the old eager ``_messages_of_matches``),
+``query`` swaps ``MessageStore.query_by_key`` and ``_query_by_key`` (with the old eager ``_messages_of_matches``),
 ``IndexService.exact_matches`` and ``RocketMQStore.dispatch_pending``.  Rounds alternate old/new;
 the figures are medians (query: CPU time of the thread; put: wall and process CPU of fresh stores
 under ``/tmp``, async flush, background services on, 1 KiB bodies, KEYS + TAGS + generated
 UNIQ_KEY, 8 queues).  ``query`` first checks that both give equal results on 500 keys.
 ``put-batch`` (``put_batch`` of 1000 dicts) compares the store's two batch encoders in this tree:
 old = the column encoder (bodies joined, ``crc32_spans``, ``put.encode_records_into``; what every
-batch took before the native list encoder), new = ``put_one.encode_common_into``.
+batch took before the native list encoder), new = ``put_one.encode_common_into``.  ``put-batch-base`` compares ``put_batch`` of the base version
+(its ``_put_fast`` text, ``build_common_props`` and ``queue_ranks`` on numba, as they were) with this
+tree's (native properties and queue ranks), both on the native encoder.
 """
 
 from __future__ import annotations
@@ -113,6 +115,45 @@ def bench_put_batch(n: int, rounds: int) -> None:
           f"per process CPU-s old {oc:,.0f}, new {nc:,.0f} ({nc / oc:.2f}x); {rounds} rounds of {n:,}")
 
 
+def bench_put_batch_base(base: Path, n: int, rounds: int) -> None:
+    import numpy as np
+
+    from mqstore.kernels.rocketmq import put as put_mod
+
+    old_fast = grab(base / "mqstore/api/rocketmq.py", "    def _put_fast(self, topic: list[Any]", "    def put_batch(",
+                    dict(vars(api)))["_put_fast"]
+    new_fast = MessageStore._put_fast
+    kernels = {"old": (put_mod.build_common_props_numba, put_mod.queue_ranks_numba),
+               "new": (put_mod.build_common_props, put_mod.queue_ranks)}
+    body = np.random.default_rng(5).bytes(1024)
+    dicts = [{"topic": "BenchTopic", "body": body, "queue_id": i & 7, "keys": f"order-{i} user-{i % 977}",
+              "tags": "TagA"} for i in range(n)]
+    res: dict[str, list[tuple[float, float]]] = {"old": [], "new": []}
+    saved = kernels["new"]
+    for r in range(rounds):
+        for mode in ("old", "new") if r % 2 == 0 else ("new", "old"):
+            MessageStore._put_fast = old_fast if mode == "old" else new_fast  # type: ignore[method-assign]
+            put_mod.build_common_props, put_mod.queue_ranks = kernels[mode]  # type: ignore[assignment]
+            d = Path(tempfile.mkdtemp(prefix="mqstore-ab-", dir="/tmp"))
+            try:
+                with MessageStore.open(d / "store", StoreConfig(hash_slot_num=500_000, index_num=2_000_000)) as s:
+                    s.put_batch(dicts[:4])
+                    s.flush()
+                    s.engine.commit_log.warm_ahead()
+                    t, c = time.perf_counter(), time.process_time()
+                    for i in range(0, n, 1000):
+                        s.put_batch(dicts[i : i + 1000])
+                    res[mode].append((n / (time.perf_counter() - t), n / (time.process_time() - c)))
+            finally:
+                MessageStore._put_fast = new_fast  # type: ignore[method-assign]
+                put_mod.build_common_props, put_mod.queue_ranks = saved  # type: ignore[assignment]
+                shutil.rmtree(d, ignore_errors=True)
+    ow, nw = (statistics.median(x[0] for x in res[m]) for m in ("old", "new"))
+    oc, nc = (statistics.median(x[1] for x in res[m]) for m in ("old", "new"))
+    print(f"put_batch vs base, 1000 dicts (1 KiB, async): old {ow:,.0f} msgs/s, new {nw:,.0f} msgs/s wall "
+          f"({nw / ow:.2f}x); per process CPU-s old {oc:,.0f}, new {nc:,.0f} ({nc / oc:.2f}x); {rounds} rounds of {n:,}")
+
+
 def bench_query(base: Path, root: str, seg: int, rounds: int) -> None:
     from mqstore.formats.rocketmq import properties
     from mqstore.kernels.rocketmq import chain_walk, columns, key_match
@@ -121,6 +162,7 @@ def bench_query(base: Path, root: str, seg: int, rounds: int) -> None:
     ans.update({"_" + k: getattr(columns, k) for k in ("F_BODY_START", "F_BODY_LEN", "F_PROPS_START", "F_PROPS_LEN")})
     ans["parse_properties"] = properties.parse_properties
     for start, stop in (("def _message_of(", "_MESSAGE_FIELDS = ("), ("def _messages_of_matches(", "class KeyOffsets:"),
+                        ("    def query_by_key(self, topic: str", "    def iter_query_by_key("),
                         ("    def _query_by_key(self, topic: str", "    def _query_by_key_records(")):
         grab(base / "mqstore/api/rocketmq.py", start, stop, ans)
     ins = dict(vars(index_mod))
@@ -135,14 +177,15 @@ def bench_query(base: Path, root: str, seg: int, rounds: int) -> None:
     grab(base / "mqstore/storage/rocketmq/index.py", "    def exact_matches(self, topic: str", "    def _make_plan(", ins)
     sns = grab(base / "mqstore/storage/rocketmq/store.py", "    def dispatch_pending(self)", "    def _dispatch_range(",
                dict(vars(store_mod)))
-    impls = {"old": (ans["_query_by_key"], ins["exact_matches"], sns["dispatch_pending"]),
-             "new": (MessageStore._query_by_key, index_mod.IndexService.exact_matches,
+    impls = {"old": (ans["query_by_key"], ans["_query_by_key"], ins["exact_matches"], sns["dispatch_pending"]),
+             "new": (MessageStore.query_by_key, MessageStore._query_by_key, index_mod.IndexService.exact_matches,
                      store_mod.RocketMQStore.dispatch_pending)}
 
     pools: list[Any] = []
 
     def use(name: str) -> None:
-        q, em, dp = impls[name]
+        qk, q, em, dp = impls[name]
+        MessageStore.query_by_key = qk  # type: ignore[method-assign]
         MessageStore._query_by_key = q  # type: ignore[method-assign]
         index_mod.IndexService.exact_matches = em  # type: ignore[method-assign]
         store_mod.RocketMQStore.dispatch_pending = dp  # type: ignore[method-assign]
@@ -192,6 +235,9 @@ def main() -> None:
     pb = sub.add_parser("put-batch")
     pb.add_argument("--messages", type=int, default=200_000)
     pb.add_argument("--rounds", type=int, default=6)
+    pbb = sub.add_parser("put-batch-base")
+    pbb.add_argument("--messages", type=int, default=200_000)
+    pbb.add_argument("--rounds", type=int, default=6)
     q = sub.add_parser("query")
     q.add_argument("store")
     q.add_argument("segment_bytes", type=int)
@@ -201,6 +247,8 @@ def main() -> None:
         bench_put(args.base_src, args.messages, args.rounds)
     elif args.what == "put-batch":
         bench_put_batch(args.messages, args.rounds)
+    elif args.what == "put-batch-base":
+        bench_put_batch_base(args.base_src, args.messages, args.rounds)
     else:
         bench_query(args.base_src, args.store, args.segment_bytes, args.rounds)
 

@@ -599,3 +599,79 @@ def test_put_batch_native_encoder_equals_column_encoder(tmp_path: Path, monkeypa
     ref = run(tmp_path / "ref")
     _results_equal(fast, ref)
     assert _commitlog(tmp_path / "fast") == _commitlog(tmp_path / "ref")
+
+
+# ----------------------------------------------------------------------------- native put path
+def test_native_put_batch_put_and_query_import_no_numba(tmp_path: Path) -> None:
+    """put_batch (properties and queue ranks in C), put and query_by_key on the native kernels
+    load no numba module; the same store written under MQSTORE_KERNELS=numba is byte-identical."""
+    import os
+    import subprocess
+    import sys
+
+    from mqstore.kernels import backend
+
+    if backend.built("_nat_put") is None or backend.built("_nat_rmq_query") is None:
+        pytest.skip("native kernels not built")
+    code = (
+        "import sys; from mqstore import MessageStore, StoreConfig\n"
+        "cfg = StoreConfig(commit_log_file_size=16384, hash_slot_num=100, index_num=400, background_services=False,"
+        " clock=lambda: 1_700_000_000_123)\n"
+        "with MessageStore.open(sys.argv[1], cfg) as s:\n"
+        "    for j in range(3):\n"
+        "        s.put_batch([{'topic': 'T' if i % 3 else 'U', 'body': bytes([i]) * (i % 90), 'queue_id': i % 4,\n"
+        "                      'keys': f'k{i} j{j}', 'tags': 'A' if i % 2 else None} for i in range(40)])\n"
+        "    s.flush()\n"
+        "    print(len(s.query_by_key('T', 'k5')), any(m == 'numba' or m.startswith('numba.') for m in sys.modules))\n"
+    )
+    outs = []
+    for mode, d in (("auto", tmp_path / "nat"), ("numba", tmp_path / "nb")):
+        r = subprocess.run([sys.executable, "-c", code, str(d)], capture_output=True, text=True, check=False,
+                           env={**os.environ, "MQSTORE_KERNELS": mode})
+        assert r.returncode == 0, r.stderr
+        outs.append(r.stdout.split())
+    assert outs[0] == ["3", "False"] and outs[1] == ["3", "True"]
+    # the unique keys hold the pid: compare the stores with their unique-key values masked
+    import re
+
+    def masked(root: Path) -> bytes:
+        return re.sub(rb"UNIQ_KEY\x01[0-9A-F]{32}", b"UNIQ_KEY\x01" + b"#" * 32, _commitlog(root))
+
+    assert masked(tmp_path / "nat") == masked(tmp_path / "nb") and b"UNIQ_KEY" in _commitlog(tmp_path / "nat")
+
+
+def test_native_put_kernels_reject_out_of_range_columns() -> None:
+    from mqstore.kernels.backend import native
+
+    nat = native("_nat_put")
+    if nat is None:
+        pytest.skip("native kernels not built")
+    z = np.zeros(2, np.int64)
+    head = b"0" * 28
+    out = np.zeros(200, np.uint8)
+    keys = np.frombuffer(b"abc", np.uint8)
+    with pytest.raises(ValueError, match="out of bounds"):  # a key span past its buffer
+        nat.build_common_props(keys, z, np.array([2, 4], np.int64), keys, z, np.array([-1, -1], np.int64), head, 0,
+                               out, np.array([0, 60], np.int64))
+    with pytest.raises(ValueError, match="out of bounds"):  # an output span past the buffer
+        nat.build_common_props(keys, z, np.array([1, 1], np.int64), keys, z, np.array([-1, -1], np.int64), head, 0,
+                               out, np.array([0, 190], np.int64))
+    with pytest.raises(ValueError):  # a bad unique-key head
+        nat.build_common_props(keys, z, z, keys, z, z, b"0", 0, out, z)
+    with pytest.raises(ValueError, match="out of range"):
+        nat.queue_ranks(np.array([0, -1], np.int64), np.ones(2, np.bool_), np.zeros(2, np.int64), np.zeros(3, np.int64))
+    with pytest.raises(TypeError):
+        nat.queue_ranks(np.array([0, 1], np.int64), np.ones(2, np.bool_), np.zeros(2, np.int64))
+
+
+@pytest.mark.parametrize("offset", [0, 1, 0x7FFF_FFFF_FFFF_FFFF, 1_234_567_890_123])
+def test_native_put_result_is_the_python_one(offset: int) -> None:
+    import pickle
+
+    from mqstore.api import rocketmq as api
+
+    exp = api._put_result_py(offset, 7, 1_700_000_000_123, 1100, "0A0B0C0D00002A9F", "UK")
+    got = api._make_put_result(offset, 7, 1_700_000_000_123, 1100, "0A0B0C0D00002A9F", "UK")
+    assert type(got) is type(exp) and got == exp and repr(got) == repr(exp) and hash(got) == hash(exp)
+    assert pickle.loads(pickle.dumps(got)) == exp
+    assert api._make_put_result(offset, 0, 0, 0, "P", None).uniq_key is None

@@ -220,3 +220,108 @@ def test_native_messages_are_the_python_builders(tmp_path: Path) -> None:
             assert got == s._query_by_key_records(topic, key, 0, LONG_MAX, None)
             del got, exp
         assert sys.getrefcount(topic) == refs
+
+
+def _native_query() -> Any:
+    from mqstore.api import rocketmq as api
+
+    q = api._native_query()
+    if q is None:
+        pytest.skip("the native query module is not built or not selected")
+    return q
+
+
+def test_native_query_follows_new_files_and_segments(tmp_path: Path) -> None:
+    """The whole query in one native call (``IndexService.exact_query``) against the record path
+    while puts add CommitLog segments and IndexFiles between the queries (stale plans are
+    detected by the call and made again), on odd keys (non-ASCII, U+FFFD, a lone surrogate)."""
+    import sys
+
+    q = _native_query()
+    with _store(tmp_path) as s:
+        idx, cl = s.engine.index, s.engine.commit_log
+        keys = [*KEYS, "a\ufffdb", "\ud800x", "k" * 300]
+        for i in range(700):
+            s.put("TopicA", b"y" * (i % 40), keys=[f"k{i % 31}", f"u{i}"] + (["a\ufffdb"] if i % 7 == 0 else []))
+            if i % 97 == 0:
+                for key in keys:
+                    got = s.query_by_key("TopicA", key)  # (dispatches first)
+                    assert got == s._query_by_key_records("TopicA", key, 0, LONG_MAX, None)
+                    assert s.query_by_key("TopicA", key, max_num=1) == got[:1]
+        assert len(idx.files) > 10 and len(cl.queue.files) >= 2
+        topic = "".join(["Topic", "A"])
+        s.query_by_key(topic, "k1")
+        refs = sys.getrefcount(topic)
+        for key in keys:
+            for b, e in _windows(s):
+                exp = s._query_by_key_records(topic, key, b, e, None)
+                got = idx.exact_query(topic, key, b, e, cl, -1, q)
+                if key in ("a\ufffdb", "\ud800x"):  # keys the compiled comparison leaves to Python
+                    assert got is None
+                else:
+                    assert got == exp
+                assert s.query_by_key(topic, key, b, e) == exp
+                assert list(s.iter_query_by_key(topic, key, b, e, max_num=2)) == exp[:2]
+            del got, exp
+        assert sys.getrefcount(topic) == refs
+        segs = list(cl.queue.files)
+        ixf = list(idx.files)
+    assert all(f._mm is None for f in segs)  # the native query holds no mapping after it returns
+    assert all(f._words is None for f in ixf)
+
+
+def test_native_query_stale_plans_and_bad_arguments(tmp_path: Path) -> None:
+    from mqstore.kernels.rocketmq import key_match
+
+    q = _native_query()
+    with _store(tmp_path) as s:
+        _fill(s, 200)
+        s.dispatch()
+        idx, cl = s.engine.index, s.engine.commit_log
+        args = ("TopicA", "k1", 0, LONG_MAX, -1)
+        assert q(None, idx.files, None, cl.queue.files, *args) == key_match.QUERY_NEED_INDEX_PLAN
+        idx._make_plan()
+        assert q(idx._plan, idx.files, None, cl.queue.files, *args) == key_match.QUERY_NEED_SEGMENT_PLAN
+        cl.segment_table()
+        got = q(idx._plan, idx.files, cl._seg_plan, cl.queue.files, *args)
+        assert got == s._query_by_key_records("TopicA", "k1", 0, LONG_MAX, None) and got
+        assert q(idx._plan, idx.files[:-1], cl._seg_plan, cl.queue.files, *args) == key_match.QUERY_NEED_INDEX_PLAN
+        assert q(idx._plan, idx.files, cl._seg_plan, [*cl.queue.files, None], *args) == key_match.QUERY_NEED_SEGMENT_PLAN
+        assert q(idx._plan, idx.files, cl._seg_plan, cl.queue.files, "TopicA", "k1", 0, LONG_MAX, 1) == got[:1]
+        with pytest.raises(TypeError):
+            q(idx._plan, idx.files, cl._seg_plan, cl.queue.files, "TopicA", b"k1", 0, LONG_MAX, -1)
+        with pytest.raises(TypeError):
+            q(idx._plan, idx.files, cl._seg_plan, cl.queue.files, "TopicA", "k1", 0, LONG_MAX)
+        with pytest.raises(OverflowError):
+            q(idx._plan, idx.files, cl._seg_plan, cl.queue.files, "TopicA", "k1", 0, 2**64, -1)
+
+
+def test_query_by_key_cycle_and_unclean(tmp_path: Path) -> None:
+    """A looping chain raises ``CorruptIndexError`` naming the file, from the native query as from
+    the record path; a candidate that is no record start sends the query down the record path."""
+    from mqstore.errors import CorruptIndexError
+
+    with _store(tmp_path) as s:
+        _fill(s, 700)
+        s.dispatch()
+        exp = s._query_by_key_records("TopicA", "k1", 0, LONG_MAX, None)
+        for row in range(len(s.engine.index.files)):
+            u8, items, head = _chain_head(s, "TopicA", "k1", row)
+            prev_at = items + head * 20 + 16
+            prev = int.from_bytes(u8[prev_at : prev_at + 4].tobytes(), "big") if head > 0 else 0
+            if prev > 0:
+                break
+        at = items + prev * 20 + 16
+        saved = u8[at : at + 4].copy()
+        u8[at : at + 4] = np.frombuffer(head.to_bytes(4, "big"), np.uint8)
+        name = s.engine.index.files[len(s.engine.index.files) - 1 - row].name
+        with pytest.raises(CorruptIndexError, match=name):
+            s.query_by_key("TopicA", "k1")
+        u8[at : at + 4] = saved
+        assert s.query_by_key("TopicA", "k1") == exp
+
+
+def test_chain_select_constants_agree() -> None:
+    from mqstore.kernels.rocketmq import chain_select, chain_walk
+
+    assert chain_select._SELECT_CYCLE == chain_walk.SELECT_CYCLE

@@ -40,6 +40,7 @@ from mqstore.formats.rocketmq.properties import (
 )
 from mqstore.formats.rocketmq.record import MAGIC_V1, Host, MessageRecord, body_crc, choose_magic
 from mqstore.kernels.crc import crc32_spans
+from mqstore.kernels.rocketmq import put_one as _put_one
 from mqstore.kernels.rocketmq.columns import F_SEGMENT as _F_SEGMENT
 from mqstore.kernels.rocketmq.columns import (
     RECORD_FIELDS,
@@ -95,6 +96,22 @@ def _put_result(o: int, qo: int, ts: int, size: int, msg_id: str, uniq: str | No
     _set_id(r, msg_id)
     _set_uk(r, uniq)
     return r
+
+
+def _put_result_py(o: int, qo: int, ts: int, size: int, prefix: str, uniq: str | None) -> PutResult:
+    """Twin of the native ``put_result``: the result with the offset message id ``prefix`` + hex."""
+    return _put_result(o, qo, ts, size, f"{prefix}{o:016X}", uniq)
+
+
+#: the result of a single put from (offset, queue offset, store time, size, message id prefix,
+#: unique key): one C call when the native put module is built
+_make_put_result = _put_result_py
+if _put_one.put_result_native is not None:
+    try:
+        if _put_one.bind_put_result(PutResult, tuple(PutResult.__dict__[f.name] for f in fields(PutResult))):
+            _make_put_result = _put_one.put_result_native
+    except TypeError:  # pragma: no cover - a model the C builder cannot fill
+        pass
 
 
 class PutBatchResult(Sequence[PutResult]):
@@ -467,7 +484,17 @@ def _native_builder() -> Any:
             except TypeError:  # pragma: no cover - a model the C builder cannot fill
                 build = None
         _NAT_BUILD.append(build)
+        _NAT_QUERY.append(key_match.query_native if build is not None else None)
     return _NAT_BUILD[0]
+
+
+def _native_query() -> Any:
+    """``key_match.query_native`` (the whole single-key query in C), bound with :func:`_native_builder`."""
+    _native_builder()
+    return _NAT_QUERY[0]
+
+
+_NAT_QUERY: list[Any] = []  # [the native whole query (key_match.query_native), or None], bound with _NAT_BUILD
 
 
 def _messages_of_matches(rows: list[list[int]], segments: list[Any], topic: str) -> list[Message]:
@@ -676,29 +703,14 @@ class MessageStore:
                 size = _ONE_V1_FIXED + len(body) + len(tf) + len(keys) + 32 + len(tags)
                 got = self._engine.append_common(topic, tf, body, keys, uniq, tags, queue_id, now, size)
                 if got is not None:
-                    o, qo, ts = got
-                    r = _new(PutResult)
-                    _set_off(r, o)
-                    _set_qo(r, qo)
-                    _set_ts(r, ts)
-                    _set_size(r, size)
-                    _set_id(r, f"{self._msgid_prefix}{o:016X}")
-                    _set_uk(r, uniq)
-                    return r
+                    return _make_put_result(got[0], got[1], got[2], size, self._msgid_prefix, uniq)
             try:  # the properties in the Java HashMap order of KEYS, TAGS, UNIQ_KEY (see _TEMPLATES)
                 props = f"KEYS\x01{keys}\x02UNIQ_KEY\x01{uniq}\x02TAGS\x01{tags}\x02".encode()
             except UnicodeEncodeError:
                 props = None  # lone surrogates: the checked path reports them
             if props is not None:
                 o, size, qo, ts = self._engine.append_one(topic, tf, body, props, queue_id, 0, now)
-                r = _new(PutResult)
-                _set_off(r, o)
-                _set_qo(r, qo)
-                _set_ts(r, ts)
-                _set_size(r, size)
-                _set_id(r, f"{self._msgid_prefix}{o:016X}")
-                _set_uk(r, uniq)
-                return r
+                return _make_put_result(o, qo, ts, size, self._msgid_prefix, uniq)
         return self._put_checked(topic, body, queue_id, keys, tags, properties, flag, born_host, born_timestamp,
                                  uniq_key, sys_flag)
 
@@ -717,7 +729,7 @@ class MessageStore:
             props, uniq = self._fast_props(keys, tags, uniq_key, now)
             o, size, qo, ts = eng.append_one(topic, tf, body, props.encode("utf-8"), queue_id, flag,
                                              now if born_timestamp is None else int(born_timestamp))
-            return _put_result(o, qo, ts, size, f"{self._msgid_prefix}{o:016X}", uniq)
+            return _make_put_result(o, qo, ts, size, self._msgid_prefix, uniq)
         return self.put_batch([dict(topic=topic, body=body, queue_id=queue_id, keys=keys, tags=tags,
                                     properties=properties, flag=flag, born_host=born_host,
                                     born_timestamp=born_timestamp, uniq_key=uniq_key, sys_flag=sys_flag)])[0]
@@ -812,7 +824,7 @@ class MessageStore:
         kcol = tcol = None
         if uniq_key.count(None) == n:  # generated unique keys: built with the properties, in the kernel
             kcol, tcol = _text_column(keys), _text_column(tags)
-        from mqstore.kernels.rocketmq.put import (  # (numba: the batch put loads it)
+        from mqstore.kernels.rocketmq.put import (  # (native kernels when built: no numba)
             RecordColumns,
             build_common_props,
         )
@@ -867,7 +879,8 @@ class MessageStore:
             body_list=body if encode_common_into is not None else None,
             topics=np.frombuffer(topics_buf, np.uint8), topic_off=topic_off, topic_len=topic_len,
             props=props, props_off=props_off, props_len=props_len, v2=np.zeros(n, np.bool_), queue_id=qids, flag=flg, queue_offset=zeros,
-            sys_flag=zeros, born_ts=born, born_hosts=np.tile(host, (n, 1)), born_v6=np.zeros(n, np.bool_),
+            sys_flag=zeros, born_ts=born, born_v6=np.zeros(n, np.bool_),
+            born_hosts=np.broadcast_to(host, (n, 20)) if encode_common_into is not None else np.tile(host, (n, 1)),
             store_host=host, store_v6=False, reconsume=zeros, prepared=zeros,
         )
         offsets, sizes, qo, ts = eng.append_columns(cols, topic)
@@ -1082,29 +1095,30 @@ class MessageStore:
                      max_num: int | None = None) -> list[Message]:
         """Messages of ``topic`` whose KEYS contain ``key`` or whose unique key is ``key``, with a
         store time in [begin, end] (ms, inclusive), newest first; no cap unless ``max_num``."""
-        return self._query_by_key(topic, key, begin, end, max_num)
-
-    def iter_query_by_key(self, topic: str, key: str, begin: int | None = None, end: int | None = None,
-                          max_num: int | None = None) -> Iterator[Message]:
-        yield from self._query_by_key(topic, key, begin, end, max_num)
-
-    def _query_by_key(self, topic: str, key: str, begin: int | None, end: int | None,
-                      max_num: int | None) -> list[Message]:
         if type(topic) is not str or topic not in _QUERY_TOPICS_OK:
             _check_query_topic(topic)
-        if not isinstance(key, str) or not key:
-            raise InvalidKeyError("key must be a non-empty string")
+        if type(key) is not str or not key:
+            if not isinstance(key, str) or not key:
+                raise InvalidKeyError("key must be a non-empty string")
         b = 0 if begin is None else int(begin)
         e = LONG_MAX if end is None else int(end)
         if max_num is not None and max_num <= 0:
             raise InvalidArgumentError("max_num must be positive")
-        self._sync()
         engine = self._engine
-        build = _NAT_BUILD[0] if _NAT_BUILD else _native_builder()
-        if build is not None:  # one native call for the query, one for the messages of the matches
-            msgs = engine.index.exact_matches(topic, key, b, e, engine.commit_log, build)
+        if engine._closed:
+            engine.check_open()
+        engine.dispatch_pending()
+        q = _NAT_QUERY[0] if _NAT_QUERY else _native_query()
+        if q is not None:
+            if max_num is None or type(max_num) is int:  # the whole query in one native call
+                msgs = engine.index.exact_query(topic, key, b, e, engine.commit_log, -1 if max_num is None else max_num,
+                                                q)  # fmt: skip
+            else:  # one native call for the query, one for the messages of the matches
+                msgs = engine.index.exact_matches(topic, key, b, e, engine.commit_log, _NAT_BUILD[0])
+                if msgs is not None:
+                    msgs = msgs[:max_num]
             if msgs is not None:
-                return msgs if max_num is None else msgs[:max_num]
+                return msgs  # type: ignore[no-any-return]
             return self._query_by_key_records(topic, key, b, e, max_num)
         got = engine.index.exact_matches(topic, key, b, e, engine.commit_log)
         if got is not None:  # one compiled call: chain walk + record checks; Messages for the matches only
@@ -1113,6 +1127,12 @@ class MessageStore:
                 rows = rows[:max_num]
             return _messages_of_matches(rows, segments, topic)
         return self._query_by_key_records(topic, key, b, e, max_num)
+
+    _query_by_key = query_by_key  # (what iter_query_by_key calls)
+
+    def iter_query_by_key(self, topic: str, key: str, begin: int | None = None, end: int | None = None,
+                          max_num: int | None = None) -> Iterator[Message]:
+        yield from self._query_by_key(topic, key, begin, end, max_num)
 
     def _query_by_key_records(self, topic: str, key: str, b: int, e: int, max_num: int | None) -> list[Message]:
         """:meth:`query_by_key` through the candidate offsets (the path when the compiled one does

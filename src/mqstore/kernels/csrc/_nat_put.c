@@ -8,6 +8,7 @@
  * TOTALSIZE is stored last, after a compiler barrier: a process killed in the middle of the call
  * leaves 0 there, which recovery never takes for a record. */
 #include "mq_common.h"
+#include "structmember.h"
 
 #define MAGIC_V1 ((int32_t)0xDAA320A7)
 
@@ -263,8 +264,219 @@ done:
     return ret;
 }
 
+/* ---------------------------------------------------------------- batch columns: properties, queue ranks */
+
+/* build_common_props(keys, keys_off, keys_len, tags, tags_off, tags_len, uniq_head, counter0, out, out_off)
+ * -> None: the native twin of put_nb._build_props.  Message i's properties text
+ * [KEYS\x01k\x02]UNIQ_KEY\x01<head><4 hex of (counter0 + i) & 0xFFFF>\x02[TAGS\x01t\x02] (KEYS/TAGS
+ * absent when their length is < 0) is written at out[out_off[i]:]. keys/tags/out: uint8 buffers,
+ * the offset and length columns: int64, uniq_head: 28 bytes.  ValueError "record column out of bounds" when a span
+ * lies outside its buffer. */
+static PyObject *build_common_props(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (nargs != 10) {
+        PyErr_SetString(PyExc_TypeError, "build_common_props(keys, keys_off, keys_len, tags, tags_off, tags_len, "
+                                         "uniq_head, counter0, out, out_off)");
+        return NULL;
+    }
+    static const int idx[9] = {0, 1, 2, 3, 4, 5, 6, 8, 9};
+    static const Py_ssize_t isz[9] = {1, 8, 8, 1, 8, 8, 1, 1, 8};
+    static const char *what[9] = {"keys", "keys_off", "keys_len", "tags", "tags_off", "tags_len", "uniq_head", "out",
+                                  "out_off"};
+    Py_buffer v[9];
+    int got = 0;
+    PyObject *ret = NULL;
+    for (; got < 9; got++)
+        if (mq_view(args[idx[got]], &v[got], isz[got], idx[got] == 8, what[got]) < 0) goto done;
+    int64_t c0 = mq_i64(args[7]);
+    if (c0 == -1 && PyErr_Occurred()) goto done;
+    int64_t n = v[2].len / 8;
+    if (v[1].len / 8 != n || v[4].len / 8 != n || v[5].len / 8 != n || v[8].len / 8 != n || v[6].len != 28) {
+        PyErr_SetString(PyExc_ValueError, "build_common_props: columns of different lengths or a bad unique-key head");
+        goto done;
+    }
+    const uint8_t *keys = v[0].buf, *tags = v[3].buf, *head = v[6].buf;
+    const int64_t *ko = v[1].buf, *kl = v[2].buf, *to = v[4].buf, *tl = v[5].buf, *oo = v[8].buf;
+    uint8_t *out = v[7].buf;
+    int64_t nk = v[0].len, nt = v[3].len, no = v[7].len;
+    static const char hexd[] = "0123456789ABCDEF";
+    int bad = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (int64_t i = 0; i < n; i++) {
+        int64_t k = kl[i], t = tl[i], p = oo[i];
+        int64_t len = (k >= 0 ? k + 6 : 0) + 9 + 28 + 5 + (t >= 0 ? t + 6 : 0);
+        if (p < 0 || p + len > no || (k >= 0 && (ko[i] < 0 || ko[i] + k > nk)) || (t >= 0 && (to[i] < 0 || to[i] + t > nt))) {
+            bad = 1;
+            break;
+        }
+        uint8_t *q = out + p;
+        if (k >= 0) {
+            memcpy(q, "KEYS\x01", 5);
+            memcpy(q + 5, keys + ko[i], (size_t)k);
+            q += 5 + k;
+            *q++ = 2;
+        }
+        memcpy(q, "UNIQ_KEY\x01", 9);
+        memcpy(q + 9, head, 28);
+        q += 37;
+        int64_t c = (c0 + i) & 0xFFFF;
+        for (int d = 0; d < 4; d++) q[d] = (uint8_t)hexd[(c >> (12 - 4 * d)) & 0xF];
+        q[4] = 2;
+        q += 5;
+        if (t >= 0) {
+            memcpy(q, "TAGS\x01", 5);
+            memcpy(q + 5, tags + to[i], (size_t)t);
+            q[5 + t] = 2;
+        }
+    }
+    Py_END_ALLOW_THREADS
+    if (bad) {
+        PyErr_SetString(PyExc_ValueError, "record column out of bounds");
+        goto done;
+    }
+    ret = Py_NewRef(Py_None);
+done:
+    for (int k = 0; k < got; k++) PyBuffer_Release(&v[k]);
+    return ret;
+}
+
+/* queue_ranks(codes, takes, rank, seen) -> None: the native twin of put_nb._queue_ranks.  For
+ * codes (int64) in [0, len(seen)): rank[i] = the number of earlier records j with codes[j] ==
+ * codes[i] and takes[j] (0 where not takes[i]); seen[c] += the number of records of code c that
+ * take (seen given zeroed).  takes: one byte per record (bool); rank, seen: int64, writable.
+ * ValueError "queue code out of range" for a code outside [0, len(seen)) (nothing written). */
+static PyObject *queue_ranks(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "queue_ranks(codes, takes, rank, seen)");
+        return NULL;
+    }
+    static const Py_ssize_t isz[4] = {8, 1, 8, 8};
+    static const char *what[4] = {"codes", "takes", "rank", "seen"};
+    Py_buffer v[4];
+    int got = 0;
+    PyObject *ret = NULL;
+    for (; got < 4; got++)
+        if (mq_view(args[got], &v[got], isz[got], got >= 2, what[got]) < 0) goto done;
+    int64_t n = v[0].len / 8, nslots = v[3].len / 8;
+    if (v[1].len != n || v[2].len / 8 != n) {
+        PyErr_SetString(PyExc_ValueError, "queue_ranks: columns of different lengths");
+        goto done;
+    }
+    const int64_t *codes = v[0].buf;
+    const uint8_t *takes = v[1].buf;
+    int64_t *rank = v[2].buf, *seen = v[3].buf;
+    for (int64_t i = 0; i < n; i++)
+        if (codes[i] < 0 || codes[i] >= nslots) {
+            PyErr_SetString(PyExc_ValueError, "queue code out of range");
+            goto done;
+        }
+    Py_BEGIN_ALLOW_THREADS
+    for (int64_t i = 0; i < n; i++) {
+        if (takes[i]) {
+            int64_t c = codes[i];
+            rank[i] = seen[c];
+            seen[c]++;
+        } else {
+            rank[i] = 0;
+        }
+    }
+    Py_END_ALLOW_THREADS
+    ret = Py_NewRef(Py_None);
+done:
+    for (int k = 0; k < got; k++) PyBuffer_Release(&v[k]);
+    return ret;
+}
+
+/* ---------------------------------------------------------------- the put's result */
+
+/* bind_put_result(cls, slots): the result class of a single put and the member descriptors of its
+ * 6 fields (commit_log_offset, queue_offset, store_timestamp, size, msg_id, uniq_key: writable
+ * object slots of cls, a slots dataclass). */
+#define N_RESULT_FIELDS 6
+static PyTypeObject *result_type = NULL;
+static Py_ssize_t result_off[N_RESULT_FIELDS];
+
+static PyObject *bind_put_result(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (nargs != 2 || !PyType_Check(args[0]) || !PyTuple_Check(args[1]) || PyTuple_GET_SIZE(args[1]) != N_RESULT_FIELDS) {
+        PyErr_SetString(PyExc_TypeError, "bind_put_result(cls, 6 member descriptors)");
+        return NULL;
+    }
+    PyTypeObject *t = (PyTypeObject *)args[0];
+    Py_ssize_t off[N_RESULT_FIELDS];
+    for (int i = 0; i < N_RESULT_FIELDS; i++) {
+        PyObject *d = PyTuple_GET_ITEM(args[1], i);
+        if (!Py_IS_TYPE(d, &PyMemberDescr_Type) || ((PyDescrObject *)d)->d_type != t ||
+            ((PyMemberDescrObject *)d)->d_member->type != T_OBJECT_EX ||
+            (((PyMemberDescrObject *)d)->d_member->flags & READONLY)) {
+            PyErr_Format(PyExc_TypeError, "bind_put_result: field %d is not a writable object slot of the class", i);
+            return NULL;
+        }
+        off[i] = ((PyMemberDescrObject *)d)->d_member->offset;
+    }
+    Py_INCREF(t);
+    Py_XSETREF(result_type, t);
+    memcpy(result_off, off, sizeof off);
+    Py_RETURN_NONE;
+}
+
+/* put_result(offset, queue_offset, store_timestamp, size, msgid_prefix: str, uniq_key) -> the
+ * bound class's object, msg_id = msgid_prefix + the offset as 16 upper-case hex digits (the
+ * offset message id: f"{prefix}{offset:016X}" for 0 <= offset < 2**64) */
+static PyObject *put_result(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (nargs != 6 || !PyUnicode_Check(args[4])) {
+        PyErr_SetString(PyExc_TypeError, "put_result(offset, queue_offset, store_timestamp, size, prefix: str, uniq_key)");
+        return NULL;
+    }
+    if (!result_type) {
+        PyErr_SetString(PyExc_RuntimeError, "put_result: bind_put_result was not called");
+        return NULL;
+    }
+    int64_t off = mq_i64(args[0]);
+    if (off == -1 && PyErr_Occurred()) return NULL;
+    if (off < 0) {
+        PyErr_SetString(PyExc_ValueError, "put_result: negative offset");
+        return NULL;
+    }
+    char hex[16];
+    static const char digits[] = "0123456789ABCDEF";
+    for (int i = 15; i >= 0; i--) {
+        hex[i] = digits[off & 15];
+        off >>= 4;
+    }
+    PyObject *tail = PyUnicode_FromStringAndSize(hex, 16);
+    if (!tail) return NULL;
+    PyObject *id = PyUnicode_Concat(args[4], tail);
+    Py_DECREF(tail);
+    if (!id) return NULL;
+    PyObject *r = result_type->tp_alloc(result_type, 0);
+    if (!r) {
+        Py_DECREF(id);
+        return NULL;
+    }
+    PyObject *v[N_RESULT_FIELDS] = {Py_NewRef(args[0]), Py_NewRef(args[1]), Py_NewRef(args[2]), Py_NewRef(args[3]), id,
+                                   Py_NewRef(args[5])};
+    for (int i = 0; i < N_RESULT_FIELDS; i++) *(PyObject **)((char *)r + result_off[i]) = v[i];
+    return r;
+}
+
 static PyMethodDef methods[] = {
     MQ_BIND_CHECKSUMS_METHOD,
+    {"bind_put_result", (PyCFunction)(void (*)(void))bind_put_result, METH_FASTCALL,
+     "bind_put_result(cls, member descriptors): the class put_result() builds"},
+    {"build_common_props", (PyCFunction)(void (*)(void))build_common_props, METH_FASTCALL,
+     "build_common_props(keys, keys_off, keys_len, tags, tags_off, tags_len, uniq_head, counter0, out, out_off): "
+     "the properties texts of a batch of the common shape"},
+    {"queue_ranks", (PyCFunction)(void (*)(void))queue_ranks, METH_FASTCALL,
+     "queue_ranks(codes, takes, rank, seen): the rank of each record in its queue and the count per queue"},
+    {"put_result", (PyCFunction)(void (*)(void))put_result, METH_FASTCALL,
+     "put_result(offset, queue_offset, store_timestamp, size, msgid_prefix, uniq_key) -> the result of a put"},
     {"encode_one_v1", (PyCFunction)(void (*)(void))encode_one_v1, METH_FASTCALL,
      "encode_one_v1(out, pos, body, topic_field, keys, uniq, tags, queue_id, flag, queue_offset, phys, born_ts, "
      "store_ts, host) -> size: one record of the common shape, TOTALSIZE written last"},

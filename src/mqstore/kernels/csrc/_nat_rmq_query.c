@@ -55,10 +55,41 @@
 
 /* ---------------------------------------------------------------- the chain walk */
 
-/* chain_walk.walk_chain on the IndexFile bytes p (nb bytes); writes to out[k..cap) */
+/* the row of segs (ascending bases) holding global offset off, or -1 */
+static int64_t segment_of(const int64_t *segs, int64_t nsegs, int64_t off)
+{
+    int64_t lo = 0, hi = nsegs;
+    while (lo < hi) {
+        int64_t mid = (lo + hi) >> 1;
+        if (segs[mid * 4 + SEG_BASE] <= off) lo = mid + 1;
+        else hi = mid;
+    }
+    int64_t s = lo - 1;
+    if (s < 0 || off >= segs[s * 4 + SEG_BASE] + segs[s * 4 + SEG_SIZE]) return -1;
+    return s;
+}
+
+/* start loading the first cache lines of the record at global offset off (segs: the segment table,
+ * NULL for none); a hint only, never a read */
+static inline void prefetch_record(const int64_t *segs, int64_t nsegs, int64_t off)
+{
+    if (!segs) return;
+    int64_t s = segment_of(segs, nsegs, off);
+    if (s < 0) return;
+    const int64_t *sg = segs + s * 4;
+    int64_t pos = off - sg[SEG_BASE];
+    if (pos < 0 || pos + 128 > sg[SEG_LIMIT]) return;
+    const uint8_t *r = (const uint8_t *)(intptr_t)sg[SEG_ADDR] + pos;
+    __builtin_prefetch(r);
+    __builtin_prefetch(r + 64);
+}
+
+
+/* chain_walk.walk_chain on the IndexFile bytes p (nb bytes); writes to out[k..cap); the record
+ * of each candidate is prefetched from segs (NULL: not) while the walk goes on */
 static int walk_chain(const uint8_t *p, int64_t nb, int64_t slots, int64_t index_num, int64_t begin_ts, int64_t ic,
                       int64_t limit, int64_t h, int64_t max_num, int64_t begin, int64_t end, int64_t *out, int64_t cap,
-                      int64_t k, int64_t *got_out)
+                      int64_t k, int64_t *got_out, const int64_t *segs, int64_t nsegs)
 {
     int64_t got = 0;
     *got_out = 0;
@@ -92,6 +123,7 @@ static int walk_chain(const uint8_t *p, int64_t nb, int64_t slots, int64_t index
                 return WALK_ROOM;
             }
             out[k + got] = mq_be64(it + 4);
+            prefetch_record(segs, nsegs, out[k + got]);
             got++;
         }
         if (prev <= 0 || prev > limit || prev == cur || time_read < begin) break;
@@ -106,11 +138,18 @@ static int walk_chain(const uint8_t *p, int64_t nb, int64_t slots, int64_t index
     return WALK_OK;
 }
 
-/* chain_walk.select_files with max_num unlimited: the candidates of hash h in every file */
+/* chain_walk.select_files with max_num unlimited: the candidates of hash h in every file (their
+ * records prefetched from segs when not NULL) */
 static int64_t select_files(const int64_t *files, int64_t nfiles, int64_t h, int64_t max_num, int64_t begin,
-                            int64_t end, int64_t *out, int64_t cap)
+                            int64_t end, int64_t *out, int64_t cap, const int64_t *segs, int64_t nsegs)
 {
     int64_t n = 0;
+    for (int64_t f = 0; f < nfiles && f < 8; f++) { /* the slots of the first files load together */
+        const int64_t *row = files + f * 4;
+        int64_t slots = row[2];
+        if (slots > 0 && (HEADER_WORDS + h % slots + 1) * 4 <= row[1] * 4)
+            __builtin_prefetch((const uint8_t *)(intptr_t)row[0] + (HEADER_WORDS + h % slots) * 4);
+    }
     for (int64_t f = 0; f < nfiles; f++) {
         const int64_t *row = files + f * 4;
         const uint8_t *p = (const uint8_t *)(intptr_t)row[0];
@@ -122,7 +161,7 @@ static int64_t select_files(const int64_t *files, int64_t nfiles, int64_t h, int
                 int64_t last_item = ic < index_num - 1 ? ic : index_num - 1;
                 int64_t got;
                 int st = walk_chain(p, nb, slots, index_num, fb, ic, last_item, h, max_num - n, begin, end, out, cap, n,
-                                    &got);
+                                    &got, segs, nsegs);
                 if (st == WALK_ROOM) return SELECT_ONE_ROOM;
                 if (st == WALK_CYCLE) return SELECT_FILES_CYCLE - f;
                 n += got;
@@ -151,20 +190,6 @@ static int has_piece(const uint8_t *buf, int64_t s, int64_t e, const uint8_t *ke
         i = j + 1;
     }
     return 0;
-}
-
-/* the row of segs (ascending bases) holding global offset off, or -1 */
-static int64_t segment_of(const int64_t *segs, int64_t nsegs, int64_t off)
-{
-    int64_t lo = 0, hi = nsegs;
-    while (lo < hi) {
-        int64_t mid = (lo + hi) >> 1;
-        if (segs[mid * 4 + SEG_BASE] <= off) lo = mid + 1;
-        else hi = mid;
-    }
-    int64_t s = lo - 1;
-    if (s < 0 || off >= segs[s * 4 + SEG_BASE] + segs[s * 4 + SEG_SIZE]) return -1;
-    return s;
 }
 
 static int cmp_i64(const void *a, const void *b)
@@ -197,6 +222,11 @@ static int64_t check_candidates(int64_t *c, int64_t n, const int64_t *segs, int6
         const int64_t *sg = segs + s * 4;
         const uint8_t *buf = (const uint8_t *)(intptr_t)sg[SEG_ADDR];
         int64_t *o = out + m * MATCH_COLUMNS;
+        int64_t pos = off - sg[SEG_BASE];
+        if (pos >= 0 && pos + 4 <= sg[SEG_LIMIT]) { /* the record's other lines load together */
+            int64_t t = mq_be32(buf + pos), stop = pos + t < sg[SEG_LIMIT] ? pos + t : sg[SEG_LIMIT];
+            for (int64_t a = pos + 128; a < stop; a += 64) __builtin_prefetch(buf + a);
+        }
         if (!mq_decode_record(buf, sg[SEG_LIMIT], off - sg[SEG_BASE], o) || o[F_PHYSICAL_OFFSET] != off) return EXACT_UNCLEAN;
         if (o[F_TOPIC_LEN] != tl || !eq_at(buf, o[F_TOPIC_START], topic, tl)) continue;
         int64_t ts = o[F_STORE_TIMESTAMP];
@@ -284,7 +314,7 @@ static PyObject *exact_key_files(PyObject *self, PyObject *const *args, Py_ssize
     int64_t h = seed < 0 ? mq_index_hash_of_state(mq_hash_continue(key, 0, kl, (uint32_t)~seed)) : seed;
     int64_t small[64];
     int64_t *cand = small, cap = 64;
-    int64_t n = select_files(files, nfiles, h, INT64_MAX, prm[1], prm[2], cand, cap);
+    int64_t n = select_files(files, nfiles, h, INT64_MAX, prm[1], prm[2], cand, cap, segs, nsegs);
     while (n == SELECT_ONE_ROOM) {
         if (cand != small) PyMem_RawFree(cand);
         cap *= 16;
@@ -295,10 +325,10 @@ static PyObject *exact_key_files(PyObject *self, PyObject *const *args, Py_ssize
         }
         if (cap > 4096) {
             Py_BEGIN_ALLOW_THREADS
-            n = select_files(files, nfiles, h, INT64_MAX, prm[1], prm[2], cand, cap);
+            n = select_files(files, nfiles, h, INT64_MAX, prm[1], prm[2], cand, cap, segs, nsegs);
             Py_END_ALLOW_THREADS
         } else {
-            n = select_files(files, nfiles, h, INT64_MAX, prm[1], prm[2], cand, cap);
+            n = select_files(files, nfiles, h, INT64_MAX, prm[1], prm[2], cand, cap, segs, nsegs);
         }
     }
     if (n < 0) {
@@ -329,6 +359,8 @@ static PyTypeObject *msg_type = NULL;
 static Py_ssize_t msg_off[N_MSG_FIELDS];
 static PyObject *host_cache = NULL, *host_of = NULL;
 
+static void clear_recent_hosts(void);
+
 static PyObject *bind_messages(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)self;
@@ -356,11 +388,49 @@ static PyObject *bind_messages(PyObject *self, PyObject *const *args, Py_ssize_t
     Py_XSETREF(host_cache, args[2]);
     Py_INCREF(args[3]);
     Py_XSETREF(host_of, args[3]);
+    clear_recent_hosts();
     Py_RETURN_NONE;
 }
 
-/* the Host of the raw address bytes p[0:n] (cache, else host_of(raw)); a new reference */
+/* the last hosts seen (raw bytes -> the object the host cache gave): a query's messages mostly
+ * share one store host and few born hosts, so most lookups end here without a bytes object */
+#define N_RECENT_HOSTS 4
+static uint8_t recent_raw[N_RECENT_HOSTS][20];
+static int64_t recent_len[N_RECENT_HOSTS];
+static PyObject *recent_obj[N_RECENT_HOSTS];
+static int recent_next = 0;
+
+static void clear_recent_hosts(void)
+{
+    for (int i = 0; i < N_RECENT_HOSTS; i++) {
+        Py_CLEAR(recent_obj[i]);
+        recent_len[i] = 0;
+    }
+}
+
+static PyObject *host_lookup(const uint8_t *p, int64_t n);
+
+/* the Host of the raw address bytes p[0:n] (the recent hosts, else host_lookup); a new reference */
 static PyObject *host_obj(const uint8_t *p, int64_t n)
+{
+    if (n <= 20) {
+        for (int i = 0; i < N_RECENT_HOSTS; i++)
+            if (recent_obj[i] && recent_len[i] == n && memcmp(recent_raw[i], p, (size_t)n) == 0)
+                return Py_NewRef(recent_obj[i]);
+    }
+    PyObject *h = host_lookup(p, n);
+    if (h && n <= 20) {
+        int i = recent_next;
+        recent_next = (recent_next + 1) % N_RECENT_HOSTS;
+        memcpy(recent_raw[i], p, (size_t)n);
+        recent_len[i] = n;
+        Py_XSETREF(recent_obj[i], Py_NewRef(h));
+    }
+    return h;
+}
+
+/* the Host of the raw address bytes p[0:n] (the host cache, else host_of(raw)); a new reference */
+static PyObject *host_lookup(const uint8_t *p, int64_t n)
 {
     PyObject *raw = PyBytes_FromStringAndSize((const char *)p, (Py_ssize_t)n);
     if (!raw) return NULL;
@@ -374,51 +444,27 @@ static PyObject *host_obj(const uint8_t *p, int64_t n)
     return h;
 }
 
-/* messages(out, n, segs, topic) -> list: the Message of each of the first n match rows of out
- * (exact_key_files's rows, F_SEGMENT naming the row of segs), fields as the Python builder
- * (api.rocketmq._messages_of_matches) sets them: body bytes, properties text decoded with
- * errors="replace", properties left to parse on first access (None). */
-static PyObject *messages(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+/* the list of the Messages of the n match rows (exact_key_files's rows, F_SEGMENT naming the row of
+ * segs), fields as the Python builder (api.rocketmq._messages_of_matches) sets them: body bytes,
+ * properties text decoded with errors="replace", properties left to parse on first access (None).
+ * NULL with an exception set on failure (ValueError for a row outside its segment). */
+static PyObject *build_messages(const int64_t *rows, int64_t n, const int64_t *segs, int64_t nsegs, PyObject *topic)
 {
-    (void)self;
-    if (nargs != 4 || !PyUnicode_Check(args[3])) {
-        PyErr_SetString(PyExc_TypeError, "messages(out, n, segs, topic: str)");
-        return NULL;
-    }
-    if (!msg_type) {
-        PyErr_SetString(PyExc_RuntimeError, "messages: bind_messages was not called");
-        return NULL;
-    }
-    int64_t n;
-    Py_buffer vo, vs;
-    if ((n = mq_i64(args[1])) == -1 && PyErr_Occurred()) return NULL;
-    if (mq_view(args[0], &vo, 8, 0, "out") < 0) return NULL;
-    if (mq_view(args[2], &vs, 8, 0, "segs") < 0) {
-        PyBuffer_Release(&vo);
-        return NULL;
-    }
-    PyObject *list = NULL;
-    int64_t nsegs = vs.len / 32;
-    if (n < 0 || n * MATCH_COLUMNS * 8 > vo.len) {
-        PyErr_SetString(PyExc_ValueError, "messages: n outside out");
-        goto done;
-    }
-    list = PyList_New((Py_ssize_t)n);
-    if (!list) goto done;
-    const int64_t *segs = vs.buf;
+    PyObject *list = PyList_New((Py_ssize_t)n);
+    if (!list) return NULL;
     for (int64_t r = 0; r < n; r++) {
-        const int64_t *o = (const int64_t *)vo.buf + r * MATCH_COLUMNS;
+        const int64_t *o = rows + r * MATCH_COLUMNS;
         int64_t s = o[F_SEGMENT];
         if (s < 0 || s >= nsegs) goto bad_row;
         const uint8_t *buf = (const uint8_t *)(intptr_t)segs[s * 4 + SEG_ADDR];
         int64_t lim = segs[s * 4 + SEG_LIMIT];
-        /* the spans were checked by decode_one against this limit; check again (rows come from Python) */
+        /* the spans were checked by decode_one against this limit; check again (rows may come from Python) */
         if (o[9] < 0 || o[9] + o[10] > lim || o[12] < 0 || o[12] + o[13] > lim || o[F_BODY_START] < 0 ||
             o[F_BODY_START] + o[F_BODY_LEN] > lim || o[F_PROPS_START] < 0 || o[F_PROPS_START] + o[F_PROPS_LEN] > lim ||
             o[F_BODY_LEN] < 0 || o[F_PROPS_LEN] < 0 || o[10] < 0 || o[13] < 0)
             goto bad_row;
         PyObject *v[N_MSG_FIELDS];
-        v[0] = Py_NewRef(args[3]);
+        v[0] = Py_NewRef(topic);
         v[1] = PyBytes_FromStringAndSize((const char *)buf + o[F_BODY_START], (Py_ssize_t)o[F_BODY_LEN]);
         v[2] = PyLong_FromLongLong(o[3]);  /* queue_id */
         v[3] = PyLong_FromLongLong(o[4]);  /* flag */
@@ -441,20 +487,270 @@ static PyObject *messages(PyObject *self, PyObject *const *args, Py_ssize_t narg
         PyObject *m = fail ? NULL : msg_type->tp_alloc(msg_type, 0);
         if (!m) {
             for (int i = 0; i < N_MSG_FIELDS; i++) Py_XDECREF(v[i]);
-            Py_CLEAR(list);
-            goto done;
+            Py_DECREF(list);
+            return NULL;
         }
         for (int i = 0; i < N_MSG_FIELDS; i++) *(PyObject **)((char *)m + msg_off[i]) = v[i];
         PyList_SET_ITEM(list, (Py_ssize_t)r, m);
     }
-    goto done;
+    return list;
 bad_row:
-    Py_CLEAR(list);
+    Py_DECREF(list);
     PyErr_SetString(PyExc_ValueError, "messages: a row lies outside its segment");
-done:
+    return NULL;
+}
+
+/* messages(out, n, segs, topic) -> list: build_messages of the first n rows of out */
+static PyObject *messages(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (nargs != 4 || !PyUnicode_Check(args[3])) {
+        PyErr_SetString(PyExc_TypeError, "messages(out, n, segs, topic: str)");
+        return NULL;
+    }
+    if (!msg_type) {
+        PyErr_SetString(PyExc_RuntimeError, "messages: bind_messages was not called");
+        return NULL;
+    }
+    int64_t n;
+    Py_buffer vo, vs;
+    if ((n = mq_i64(args[1])) == -1 && PyErr_Occurred()) return NULL;
+    if (mq_view(args[0], &vo, 8, 0, "out") < 0) return NULL;
+    if (mq_view(args[2], &vs, 8, 0, "segs") < 0) {
+        PyBuffer_Release(&vo);
+        return NULL;
+    }
+    PyObject *list = NULL;
+    if (n < 0 || n * MATCH_COLUMNS * 8 > vo.len)
+        PyErr_SetString(PyExc_ValueError, "messages: n outside out");
+    else
+        list = build_messages(vo.buf, n, vs.buf, vs.len / 32, args[3]);
     PyBuffer_Release(&vo);
     PyBuffer_Release(&vs);
     return list;
+}
+
+/* ---------------------------------------------------------------- the whole query in one call */
+
+#define QUERY_NEED_INDEX_PLAN (-3)
+#define QUERY_NEED_SEGMENT_PLAN (-4)
+#define QUERY_FALLBACK (-5)
+#define QUERY_ROWS 8
+#define QUERY_SEGS 64
+
+static PyObject *str_wrote_position = NULL;
+
+/* whether plan is a tuple (files snapshot list, ..., ..., table bytes of 4 int64 columns) whose
+ * snapshot holds exactly the objects of the live list `live`; the table in *tab, its rows in *n */
+static int plan_current(PyObject *plan, PyObject *live, const int64_t **tab, int64_t *n)
+{
+    if (!PyTuple_CheckExact(plan) || PyTuple_GET_SIZE(plan) < 4 || !PyList_CheckExact(live)) return 0;
+    PyObject *snap = PyTuple_GET_ITEM(plan, 0), *tb = PyTuple_GET_ITEM(plan, 3);
+    if (!PyList_CheckExact(snap) || !PyBytes_CheckExact(tb)) return 0;
+    Py_ssize_t k = PyList_GET_SIZE(live);
+    if (PyList_GET_SIZE(snap) != k || PyBytes_GET_SIZE(tb) != (Py_ssize_t)k * 32) return 0;
+    for (Py_ssize_t i = 0; i < k; i++)
+        if (PyList_GET_ITEM(snap, i) != PyList_GET_ITEM(live, i)) return 0;
+    *tab = (const int64_t *)PyBytes_AS_STRING(tb);
+    *n = (int64_t)k;
+    return 1;
+}
+
+/* the UTF-8 bytes of a str (NULL, no exception, when it has none: lone surrogates) */
+static const uint8_t *utf8_of(PyObject *s, Py_ssize_t *len)
+{
+    if (PyUnicode_IS_ASCII(s)) {
+        *len = PyUnicode_GET_LENGTH(s);
+        return (const uint8_t *)PyUnicode_DATA(s);
+    }
+    const char *p = PyUnicode_AsUTF8AndSize(s, len);
+    if (!p) PyErr_Clear();
+    return (const uint8_t *)p;
+}
+
+/* query(index_plan, index_files, segment_plan, segments, topic, key, begin, end, max_num) -> list | int
+ *
+ * The whole exact single-key query (IndexService.exact_query): the key's hash from the UTF-8 of
+ * "topic#" and the key, the chains of every IndexFile of the plan (select_files's rules, no cap),
+ * the candidates checked in the CommitLog segments (check_candidates) and the list of the
+ * Messages of the matches, newest first, at most max_num (< 0: all).
+ * index_plan: IndexService._plan, (files snapshot, table, views, table as bytes), current when its
+ * snapshot holds the objects of index_files; segment_plan: CommitLog._seg_plan, the same shape
+ * against segments (the CommitLog's MappedFile list; the last one's readable length is read from its
+ * wrote_position).  An int instead of the list: QUERY_NEED_INDEX_PLAN / QUERY_NEED_SEGMENT_PLAN (a
+ * plan is missing or stale: make it and call again), QUERY_FALLBACK (the key is not encodable or
+ * holds U+FFFD), EXACT_UNCLEAN (a candidate is not a clean record) or SELECT_FILES_CYCLE - i (a
+ * looping chain in IndexFile i of the plan, newest first). */
+static PyObject *query(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (nargs != 9 || !PyUnicode_Check(args[4]) || !PyUnicode_Check(args[5])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "query(index_plan, index_files, segment_plan, segments, topic: str, key: str, begin, end, max_num)");
+        return NULL;
+    }
+    if (!msg_type) {
+        PyErr_SetString(PyExc_RuntimeError, "query: bind_messages was not called");
+        return NULL;
+    }
+    int64_t b = mq_i64(args[6]), e, max_num;
+    if (b == -1 && PyErr_Occurred()) return NULL;
+    if ((e = mq_i64(args[7])) == -1 && PyErr_Occurred()) return NULL;
+    if ((max_num = mq_i64(args[8])) == -1 && PyErr_Occurred()) return NULL;
+    const int64_t *files, *stab;
+    int64_t nfiles, nsegs;
+    if (!plan_current(args[0], args[1], &files, &nfiles)) return PyLong_FromLong(QUERY_NEED_INDEX_PLAN);
+    if (!plan_current(args[2], args[3], &stab, &nsegs)) return PyLong_FromLong(QUERY_NEED_SEGMENT_PLAN);
+    Py_ssize_t tl, kl;
+    const uint8_t *topic = utf8_of(args[4], &tl), *key = utf8_of(args[5], &kl);
+    if (!topic || !key) return PyLong_FromLong(QUERY_FALLBACK);
+    if (!PyUnicode_IS_ASCII(args[5]))
+        for (Py_ssize_t i = 0; i + 2 < kl; i++)
+            if (key[i] == 0xEF && key[i + 1] == 0xBF && key[i + 2] == 0xBD) return PyLong_FromLong(QUERY_FALLBACK);
+    /* the segment table with the live readable length of the last segment */
+    int64_t seg_small[QUERY_SEGS * 4];
+    int64_t *segs = seg_small;
+    int64_t lo = 0, hi = 0;
+    if (nsegs > 0) {
+        PyObject *wp = PyObject_GetAttr(PyList_GET_ITEM(args[3], nsegs - 1), str_wrote_position);
+        if (!wp) return NULL;
+        int64_t last_limit = mq_i64(wp);
+        Py_DECREF(wp);
+        if (last_limit == -1 && PyErr_Occurred()) return NULL;
+        if (nsegs > QUERY_SEGS && !(segs = PyMem_Malloc((size_t)nsegs * 32))) return PyErr_NoMemory();
+        memcpy(segs, stab, (size_t)nsegs * 32);
+        segs[(nsegs - 1) * 4 + SEG_LIMIT] = last_limit;
+        lo = segs[SEG_BASE] > 0 ? segs[SEG_BASE] : 0;
+        hi = segs[(nsegs - 1) * 4 + SEG_BASE] + last_limit;
+    }
+    int64_t prm[7] = {0, b > 1000 ? b - 1000 : 0, e, lo, hi, b, e};
+    uint32_t st = mq_hash_continue(topic, 0, tl, 0);
+    st = st * 31u + (uint32_t)'#';
+    int64_t h = mq_index_hash_of_state(mq_hash_continue(key, 0, kl, st));
+    PyObject *res = NULL;
+    int64_t cand_small[64], rows_small[QUERY_ROWS * MATCH_COLUMNS];
+    int64_t *cand = cand_small, cap = 64, *rows = rows_small, nrows = QUERY_ROWS;
+    int64_t n = select_files(files, nfiles, h, INT64_MAX, prm[1], prm[2], cand, cap, segs, nsegs);
+    while (n == SELECT_ONE_ROOM) {
+        if (cand != cand_small) PyMem_RawFree(cand);
+        cap *= 16;
+        if (!(cand = PyMem_RawMalloc((size_t)cap * sizeof(int64_t)))) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        Py_BEGIN_ALLOW_THREADS
+        n = select_files(files, nfiles, h, INT64_MAX, prm[1], prm[2], cand, cap, segs, nsegs);
+        Py_END_ALLOW_THREADS
+    }
+    if (n < 0) {
+        res = PyLong_FromLongLong((long long)n);
+        goto done;
+    }
+    if (n > nrows) { /* room for every candidate: no second pass */
+        nrows = n;
+        if (!(rows = PyMem_RawMalloc((size_t)nrows * MATCH_COLUMNS * 8))) {
+            PyErr_NoMemory();
+            goto done;
+        }
+    }
+    int64_t m;
+    if (n > NOGIL_CANDIDATES) {
+        Py_BEGIN_ALLOW_THREADS
+        m = check_candidates(cand, n, segs, nsegs, topic, tl, key, kl, prm, rows, nrows);
+        Py_END_ALLOW_THREADS
+    } else {
+        m = check_candidates(cand, n, segs, nsegs, topic, tl, key, kl, prm, rows, nrows);
+    }
+    if (m < 0) {
+        res = PyLong_FromLongLong((long long)m);
+        goto done;
+    }
+    if (max_num >= 0 && m > max_num) m = max_num;
+    res = build_messages(rows, m, segs, nsegs, args[4]);
+done:
+    if (cand != cand_small) PyMem_RawFree(cand);
+    if (rows != rows_small) PyMem_RawFree(rows);
+    if (segs != seg_small) PyMem_Free(segs);
+    return res;
+}
+
+
+/* ---------------------------------------------------------------- many keys of one file (chain_walk.select_many) */
+
+/* select_many(buf, slots, index_num, begin_ts, ic, hashes, max_num, begin, end, out, splits, states) -> k
+ * The native twin of chain_walk._select_few / select_range over one file's bytes buf (its size
+ * checked by the caller): for key i (hashes: int32), the phyOffsets of its chain (walk_chain with
+ * limit = ic) newest first into out[splits[i]:splits[i+1]] (out int64, splits int64[n+1], states
+ * int8[n]: 0, 1 = the chain loops, 2 = it points past the file).  Returns k = splits[n], or -1
+ * when out is too small (the caller grows it and calls again). */
+static PyObject *select_many(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (nargs != 12) {
+        PyErr_SetString(PyExc_TypeError,
+                        "select_many(buf, slots, index_num, begin_ts, ic, hashes, max_num, begin, end, out, splits, states)");
+        return NULL;
+    }
+    int64_t prm[8];
+    static const int pidx[8] = {1, 2, 3, 4, 6, 7, 8, 0};
+    for (int j = 0; j < 7; j++)
+        if ((prm[j] = mq_i64(args[pidx[j]])) == -1 && PyErr_Occurred()) return NULL;
+    int64_t slots = prm[0], index_num = prm[1], begin_ts = prm[2], ic = prm[3], max_num = prm[4], begin = prm[5],
+            end = prm[6];
+    static const int vidx[5] = {0, 5, 9, 10, 11};
+    static const Py_ssize_t isz[5] = {1, 4, 8, 8, 1};
+    static const char *what[5] = {"buf", "hashes", "out", "splits", "states"};
+    Py_buffer v[5];
+    int got = 0;
+    PyObject *ret = NULL;
+    for (; got < 5; got++)
+        if (mq_view(args[vidx[got]], &v[got], isz[got], got >= 2, what[got]) < 0) goto done;
+    int64_t n = v[1].len / 4, cap = v[2].len / 8;
+    if (v[3].len / 8 != n + 1 || v[4].len != n || slots <= 0 || index_num <= 0) {
+        PyErr_SetString(PyExc_ValueError, "select_many: splits needs n + 1 slots, states n, the geometry > 0");
+        goto done;
+    }
+    const uint8_t *p = v[0].buf;
+    const int32_t *hashes = v[1].buf;
+    int64_t *out = v[2].buf, *splits = v[3].buf;
+    int8_t *states = v[4].buf;
+    int64_t nb = v[0].len, k = 0;
+    int room = 0;
+    Py_BEGIN_ALLOW_THREADS
+    splits[0] = 0;
+    for (int64_t i = 0; i < n; i++) {
+        /* keys ahead: the slot of key i + 16 starts loading, the head item of key i + 8 (its slot
+         * loaded by now) too, so that the walks' first misses overlap */
+        if (i + 16 < n) {
+            int64_t s16 = (int64_t)hashes[i + 16] % slots;
+            if (s16 < 0) s16 += slots;
+            if ((HEADER_WORDS + s16 + 1) * 4 <= nb) __builtin_prefetch(p + (HEADER_WORDS + s16) * 4);
+        }
+        if (i + 8 < n) {
+            int64_t s8 = (int64_t)hashes[i + 8] % slots;
+            if (s8 < 0) s8 += slots;
+            if ((HEADER_WORDS + s8 + 1) * 4 <= nb) {
+                int64_t head = mq_be32(p + (HEADER_WORDS + s8) * 4);
+                int64_t at = (HEADER_WORDS + slots + head * ITEM_WORDS) * 4;
+                if (head > 0 && at + ITEM_WORDS * 4 <= nb) __builtin_prefetch(p + at);
+            }
+        }
+        int64_t g;
+        int st = walk_chain(p, nb, slots, index_num, begin_ts, ic, ic, (int64_t)hashes[i], max_num, begin, end, out,
+                            cap, k, &g, NULL, 0);
+        if (st == WALK_ROOM) {
+            room = 1;
+            break;
+        }
+        states[i] = st == WALK_CYCLE ? 1 : st == WALK_OUT_OF_FILE ? 2 : 0;
+        k += g;
+        splits[i + 1] = k;
+    }
+    Py_END_ALLOW_THREADS
+    ret = PyLong_FromLongLong(room ? -1 : (long long)k);
+done:
+    for (int j = 0; j < got; j++) PyBuffer_Release(&v[j]);
+    return ret;
 }
 
 static PyMethodDef methods[] = {
@@ -465,6 +761,10 @@ static PyMethodDef methods[] = {
      "bind_messages(cls, member descriptors, hosts, host_of): the class messages() builds"},
     {"messages", (PyCFunction)(void (*)(void))messages, METH_FASTCALL,
      "messages(out, n, segs, topic) -> list of the messages of the match rows"},
+    {"select_many", (PyCFunction)(void (*)(void))select_many, METH_FASTCALL,
+     "select_many(buf, slots, index_num, begin_ts, ic, hashes, max_num, begin, end, out, splits, states) -> k | -1"},
+    {"query", (PyCFunction)(void (*)(void))query, METH_FASTCALL,
+     "query(index_plan, index_files, segment_plan, segments, topic, key, begin, end, max_num) -> list | int"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -475,5 +775,14 @@ PyMODINIT_FUNC PyInit__nat_rmq_query(void)
 {
     (void)mq_crc32c; /* (mq_common.h's; only CRC-32 is used here) */
     mq_init_checksums(NULL);
-    return PyModule_Create(&module);
+    if (!str_wrote_position && !(str_wrote_position = PyUnicode_InternFromString("wrote_position"))) return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (!m) return NULL;
+    if (PyModule_AddIntConstant(m, "QUERY_NEED_INDEX_PLAN", QUERY_NEED_INDEX_PLAN) < 0 ||
+        PyModule_AddIntConstant(m, "QUERY_NEED_SEGMENT_PLAN", QUERY_NEED_SEGMENT_PLAN) < 0 ||
+        PyModule_AddIntConstant(m, "QUERY_FALLBACK", QUERY_FALLBACK) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
 }

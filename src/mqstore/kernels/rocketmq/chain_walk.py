@@ -34,6 +34,7 @@ from mqstore.kernels.endian import as_u8, w_i32, w_i64, word_view
 from mqstore.kernels.javahash import hash_joined_py
 from mqstore.kernels.javahash_nb import hash_joined_range, index_hash_span
 from mqstore.kernels.registry import register
+from mqstore.kernels.rocketmq import chain_select as _chain_select
 from mqstore.kernels.rocketmq.index_build import H_BEGIN_TS, H_INDEX_COUNT
 from mqstore.kernels.rocketmq.index_view_nb import (
     HEADER_WORDS,
@@ -596,7 +597,7 @@ def select_files_py(files, seed, kb, max_num, begin, end, out):  # type: ignore[
     return n
 
 
-register("rocketmq.select_many", select_many, select_many_py)
+register("rocketmq.select_many", select_many, select_many_py, native=_chain_select.select_many_native)
 register("rocketmq.select_many_text", select_many_text, select_many_text_py)
 register("rocketmq.select_one", select_one, select_one_py)
 register("rocketmq.select_files", select_files, select_files_py)

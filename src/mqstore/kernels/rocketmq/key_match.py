@@ -162,6 +162,16 @@ exact_key_files = exact_key_files_native if exact_key_files_native is not None e
 PRM_TUPLE = exact_key_files_native is not None
 #: the native builder of the matches' messages (``_nat_rmq_query.messages``), None without it
 messages_native = _NAT.messages if _NAT is not None else None
+#: the whole single-key query in one native call (``_nat_rmq_query.query``: hash, chain walk,
+#: record checks and the Messages; ``IndexService.exact_query`` calls it), None without it
+query_native = _NAT.query if _NAT is not None else None
+#: its answers other than a list: a plan to make first, a key the compiled path cannot compare
+QUERY_NEED_INDEX_PLAN = -3
+QUERY_NEED_SEGMENT_PLAN = -4
+QUERY_FALLBACK = -5
+if _NAT is not None and (_NAT.QUERY_NEED_INDEX_PLAN, _NAT.QUERY_NEED_SEGMENT_PLAN, _NAT.QUERY_FALLBACK) != (
+        QUERY_NEED_INDEX_PLAN, QUERY_NEED_SEGMENT_PLAN, QUERY_FALLBACK):  # pragma: no cover - a stale build
+    raise ImportError("mqstore.kernels._nat_rmq_query: its query codes differ from key_match's (rebuild it)")
 
 
 def bind_messages(cls: type, slots: tuple[Any, ...], hosts: dict[bytes, Any], host_of: Any) -> None:

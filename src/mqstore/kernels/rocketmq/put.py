@@ -8,17 +8,19 @@ record); the tests compare both byte for byte on the same columns.
 
 Every length, CRC and flag is computed by the caller (vectorised, see
 :class:`RecordColumns`), so the kernel only moves bytes.
+
+The batch put's column kernels :func:`build_common_props` (the properties texts) and
+:func:`queue_ranks` are native (``kernels/csrc/_nat_put.c``) when built, else numba; this facade
+imports no numba (the ``@njit`` kernels live in :mod:`.put_nb`, loaded on first use), so a
+``put_batch`` on the native path never loads it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
-from numba import njit, types
-from numba.core import cgutils
-from numba.extending import intrinsic
 
 from mqstore.formats.rocketmq.record import (
     BORNHOST_V6_FLAG,
@@ -29,6 +31,7 @@ from mqstore.formats.rocketmq.record import (
     MessageRecord,
     encode_record,
 )
+from mqstore.kernels.backend import native, numba_module
 from mqstore.kernels.registry import register
 
 # record_length() without body, topic, properties, topic-length field and hosts
@@ -83,50 +86,6 @@ class RecordColumns:
                 + self.body_len + self.topic_len + self.props_len + np.where(self.v2, 2, 1)).astype(np.int64)
 
 
-@njit(cache=True, inline="always")
-def _i32(out, p, v):
-    out[p] = (v >> 24) & 0xFF
-    out[p + 1] = (v >> 16) & 0xFF
-    out[p + 2] = (v >> 8) & 0xFF
-    out[p + 3] = v & 0xFF
-
-
-@njit(cache=True, inline="always")
-def _i64(out, p, v):
-    for k in range(8):
-        out[p + k] = (v >> (56 - 8 * k)) & 0xFF
-
-
-@intrinsic
-def _memcpy(typingctx, dst, dst_pos, src, src_pos, n):  # type: ignore[no-untyped-def]
-    """``dst[dst_pos:dst_pos+n] = src[src_pos:src_pos+n]`` as one ``llvm.memcpy`` (no bounds
-    check: the caller checks).  Numba's slice assignment copies byte by byte through its generic
-    array path, about 5x slower on 1 KiB bodies (1.8 vs 9.6 GB/s measured)."""
-    for a in (dst, src):
-        if not (isinstance(a, types.Array) and a.layout == "C" and a.ndim == 1 and a.dtype == types.uint8):
-            return None  # contiguous uint8 buffers only (the wrapper makes them so)
-    sig = types.void(dst, dst_pos, src, src_pos, n)
-
-    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
-        d, dp, s, sp, nn = args
-        da = context.make_array(signature.args[0])(context, builder, d)
-        sa = context.make_array(signature.args[2])(context, builder, s)
-        dptr = builder.gep(da.data, [dp])
-        sptr = builder.gep(sa.data, [sp])
-        cgutils.raw_memcpy(builder, dptr, sptr, nn, 1)
-        return context.get_dummy_value()
-
-    return sig, codegen
-
-
-@njit(cache=True, inline="always")
-def _copy(out, q, src, s, n):
-    """Bounds-checked byte copy of ``src[s:s+n]`` to ``out[q:q+n]`` (the kernel's only copy)."""
-    if n < 0 or q < 0 or s < 0 or q + n > out.shape[0] or s + n > src.shape[0]:
-        raise ValueError("record column out of bounds")
-    _memcpy(out, q, src, s, n)
-
-
 class EncodeColumns(NamedTuple):
     """:class:`RecordColumns` as the compiled encoder takes them (one argument, contiguous buffers)."""
 
@@ -154,72 +113,6 @@ class EncodeColumns(NamedTuple):
     prepared: np.ndarray
 
 
-@njit(cache=True, nogil=True)  # the reput thread keeps dispatching while a batch is encoded
-def _encode(out, pos, lo, hi, sizes, phys, store_ts, cols):  # fmt: skip
-    (bodies, body_off, body_len, body_crc, topics, topic_off, topic_len, props, props_off, props_len, v2, queue_id,
-     flag, queue_offset, sys_flag, born_ts, born_hosts, born_v6, store_host, store_v6, reconsume, prepared) = cols
-    end = pos
-    for i in range(lo, hi):
-        end += sizes[i]
-    if pos < 0 or end > out.shape[0]:
-        raise ValueError("records do not fit in the output buffer")
-    p = pos
-    for i in range(lo, hi):
-        total = sizes[i]
-        _i32(out, p, total)
-        _i32(out, p + 4, MAGIC_V2 if v2[i] else MAGIC_V1)
-        _i32(out, p + 8, body_crc[i])
-        _i32(out, p + 12, queue_id[i])
-        _i32(out, p + 16, flag[i])
-        _i64(out, p + 20, queue_offset[i])
-        _i64(out, p + 28, phys[i])
-        _i32(out, p + 36, sys_flag[i])
-        _i64(out, p + 40, born_ts[i])
-        q = p + 48
-        bw = 20 if born_v6[i] else 8
-        for k in range(bw - 4):
-            out[q + k] = born_hosts[i, k]
-        for k in range(4):
-            out[q + bw - 4 + k] = born_hosts[i, 16 + k]
-        q += bw
-        _i64(out, q, store_ts)
-        q += 8
-        sw = 20 if store_v6 else 8
-        for k in range(sw - 4):
-            out[q + k] = store_host[k]
-        for k in range(4):
-            out[q + sw - 4 + k] = store_host[16 + k]
-        q += sw
-        _i32(out, q, reconsume[i])
-        _i64(out, q + 4, prepared[i])
-        q += 12
-        bl = body_len[i]
-        _i32(out, q, bl)
-        q += 4
-        s = body_off[i]
-        _copy(out, q, bodies, s, bl)
-        q += bl
-        tl = topic_len[i]
-        if v2[i]:
-            out[q] = (tl >> 8) & 0xFF
-            out[q + 1] = tl & 0xFF
-            q += 2
-        else:
-            out[q] = tl & 0xFF
-            q += 1
-        s = topic_off[i]
-        _copy(out, q, topics, s, tl)
-        q += tl
-        pl = props_len[i]
-        out[q] = (pl >> 8) & 0xFF
-        out[q + 1] = pl & 0xFF
-        q += 2
-        s = props_off[i]
-        _copy(out, q, props, s, pl)
-        p += total
-    return p
-
-
 def encode_records_into(out: np.ndarray, pos: int, cols: RecordColumns, lo: int, hi: int, sizes: np.ndarray,
                         phys: np.ndarray, store_ts: int) -> int:
     """Encode records ``lo:hi`` of ``cols`` back to back into ``out`` (``uint8``) from ``pos``;
@@ -232,29 +125,33 @@ def encode_records_into(out: np.ndarray, pos: int, cols: RecordColumns, lo: int,
                         cols.v2, cols.queue_id, cols.flag, cols.queue_offset, cols.sys_flag, cols.born_ts,
                         cols.born_hosts, cols.born_v6, cols.store_host, bool(cols.store_v6), cols.reconsume,
                         cols.prepared)  # fmt: skip
-    return int(_encode(out, pos, lo, hi, sizes, phys, store_ts, enc))
+    return int(_nb()._encode(out, pos, lo, hi, sizes, phys, store_ts, enc))
 
 
-@njit(cache=True, nogil=True)
-def _queue_ranks(codes, takes, nslots):
-    seen = np.zeros(nslots, np.int64)
-    rank = np.zeros(codes.shape[0], np.int64)
-    for i in range(codes.shape[0]):
-        if takes[i]:
-            c = codes[i]
-            rank[i] = seen[c]
-            seen[c] += 1
-    return rank, seen
+def _nb() -> Any:
+    return numba_module("mqstore.kernels.rocketmq.put_nb")
 
 
-def queue_ranks(codes: np.ndarray, takes: np.ndarray, nslots: int) -> tuple[np.ndarray, np.ndarray]:
+_NAT_PUT = native("_nat_put")
+
+
+def queue_ranks_numba(codes: np.ndarray, takes: np.ndarray, nslots: int) -> tuple[np.ndarray, np.ndarray]:
     """For dense queue codes in ``[0, nslots)``: the rank of each record among the earlier
     records of its queue that take a queue offset (``takes``; 0 for the others), and the number
     of such records per code.  One pass, no sort."""
     codes = np.ascontiguousarray(codes, np.int64)
     if codes.shape[0] and (int(codes.min()) < 0 or int(codes.max()) >= nslots):
         raise ValueError("queue code out of range")
-    return _queue_ranks(codes, np.ascontiguousarray(takes, np.bool_), int(nslots))
+    return _nb()._queue_ranks(codes, np.ascontiguousarray(takes, np.bool_), int(nslots))  # type: ignore[no-any-return]
+
+
+def queue_ranks_native(codes: np.ndarray, takes: np.ndarray, nslots: int) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`queue_ranks_numba` in C (``_nat_put.queue_ranks``)."""
+    codes = np.ascontiguousarray(codes, np.int64)
+    rank = np.empty(codes.shape[0], np.int64)
+    seen = np.zeros(int(nslots), np.int64)
+    _NAT_PUT.queue_ranks(codes, np.ascontiguousarray(takes, np.bool_), rank, seen)
+    return rank, seen
 
 
 def queue_ranks_py(codes: np.ndarray, takes: np.ndarray, nslots: int) -> tuple[np.ndarray, np.ndarray]:
@@ -339,43 +236,9 @@ def common_props_lengths(keys_len: np.ndarray, tags_len: np.ndarray) -> np.ndarr
             + np.where(tags_len >= 0, tags_len + 6, 0)).astype(np.int64)
 
 
-@njit(cache=True, nogil=True)
-def _build_props(key_text, tag_text, head, c0, out, out_off):
-    keys, keys_off, keys_len = key_text
-    tags, tags_off, tags_len = tag_text
-    kt, ut, tt, hexd = _KEYS_TAG, _UNIQ_TAG, _TAGS_TAG, _HEXDIGITS
-    for i in range(keys_len.shape[0]):
-        p = out_off[i]
-        kl = keys_len[i]
-        if kl >= 0:
-            _copy(out, p, kt, 0, 5)
-            p += 5
-            _copy(out, p, keys, keys_off[i], kl)
-            p += kl
-            out[p] = 2
-            p += 1
-        _copy(out, p, ut, 0, 9)
-        p += 9
-        _copy(out, p, head, 0, 28)
-        p += 28
-        c = (c0 + i) & 0xFFFF
-        for k in range(4):
-            out[p + k] = hexd[(c >> (12 - 4 * k)) & 0xF]
-        p += 4
-        out[p] = 2
-        p += 1
-        tl = tags_len[i]
-        if tl >= 0:
-            _copy(out, p, tt, 0, 5)
-            p += 5
-            _copy(out, p, tags, tags_off[i], tl)
-            p += tl
-            out[p] = 2
-
-
-def build_common_props(keys: np.ndarray, keys_off: np.ndarray, keys_len: np.ndarray, tags: np.ndarray,
-                       tags_off: np.ndarray, tags_len: np.ndarray, uniq_head: bytes,
-                       counter0: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _build_common_props(keys: np.ndarray, keys_off: np.ndarray, keys_len: np.ndarray, tags: np.ndarray,
+                        tags_off: np.ndarray, tags_len: np.ndarray, uniq_head: bytes,
+                        counter0: int, *, native_kernel: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The properties texts (UTF-8) of ``n`` messages of the common shape in one compiled pass:
     message ``i`` has the key text ``keys[keys_off[i]:][:keys_len[i]]`` (no KEYS when the length
     is < 0), the tag likewise, and the generated unique key ``uniq_head`` + 4 hex digits of
@@ -385,8 +248,13 @@ def build_common_props(keys: np.ndarray, keys_off: np.ndarray, keys_len: np.ndar
     lens = common_props_lengths(keys_len, tags_len)
     off = np.cumsum(lens) - lens
     out = np.empty(int(lens.sum()), np.uint8)
-    _build_props(TextColumn(keys, keys_off, keys_len), TextColumn(tags, tags_off, tags_len),
-                 np.frombuffer(uniq_head, np.uint8), int(counter0), out, off)
+    if native_kernel:
+        c = np.ascontiguousarray
+        _NAT_PUT.build_common_props(c(keys, np.uint8), c(keys_off, np.int64), c(keys_len, np.int64), c(tags, np.uint8),
+                                    c(tags_off, np.int64), c(tags_len, np.int64), uniq_head, int(counter0), out, off)
+    else:
+        _nb()._build_props(TextColumn(keys, keys_off, keys_len), TextColumn(tags, tags_off, tags_len),
+                           np.frombuffer(uniq_head, np.uint8), int(counter0), out, off)
     return out, off, lens
 
 
@@ -415,6 +283,28 @@ def common_props_text(key: str | None, tag: str | None, uniq_head: str, counter:
     return text + ("" if tag is None else f"TAGS\x01{tag}\x02")
 
 
+def build_common_props_numba(keys: np.ndarray, keys_off: np.ndarray, keys_len: np.ndarray, tags: np.ndarray,
+                             tags_off: np.ndarray, tags_len: np.ndarray, uniq_head: bytes,
+                             counter0: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`build_common_props` by the numba kernel (``put_nb._build_props``)."""
+    return _build_common_props(keys, keys_off, keys_len, tags, tags_off, tags_len, uniq_head, counter0,
+                               native_kernel=False)
+
+
+def build_common_props_native(keys: np.ndarray, keys_off: np.ndarray, keys_len: np.ndarray, tags: np.ndarray,
+                              tags_off: np.ndarray, tags_len: np.ndarray, uniq_head: bytes,
+                              counter0: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`build_common_props` by the C kernel (``_nat_put.build_common_props``)."""
+    return _build_common_props(keys, keys_off, keys_len, tags, tags_off, tags_len, uniq_head, counter0,
+                               native_kernel=True)
+
+
+#: the native kernels when built, else numba
+queue_ranks = queue_ranks_native if _NAT_PUT is not None else queue_ranks_numba
+build_common_props = build_common_props_native if _NAT_PUT is not None else build_common_props_numba
+
 register("rocketmq.encode_records_into", encode_records_into, encode_records_py)
-register("rocketmq.queue_ranks", queue_ranks, queue_ranks_py)
-register("rocketmq.build_common_props", build_common_props, build_common_props_py)
+register("rocketmq.queue_ranks", queue_ranks_numba, queue_ranks_py,
+         native=queue_ranks_native if _NAT_PUT is not None else None)
+register("rocketmq.build_common_props", build_common_props_numba, build_common_props_py,
+         native=build_common_props_native if _NAT_PUT is not None else None)

@@ -94,6 +94,20 @@ encode_one_v1 = encode_one_v1_native if encode_one_v1_native is not None else en
 
 register("rocketmq.encode_one_v1", encode_one_v1_struct, encode_one_v1_py, native=encode_one_v1_native)
 
+#: ``put_result(offset, queue_offset, store_timestamp, size, msgid_prefix, uniq_key)``: the result
+#: object of a single put made in C (the class bound by :func:`bind_put_result`; its ``msg_id`` is
+#: ``f"{msgid_prefix}{offset:016X}"``), None without the native module
+put_result_native = _NAT_PUT.put_result if _NAT_PUT is not None else None
+
+
+def bind_put_result(cls: type, slots: tuple[object, ...]) -> bool:
+    """Tell the native :data:`put_result_native` the result class (``slots``: the member
+    descriptors of its 6 fields in constructor order); False without the native module."""
+    if _NAT_PUT is None:
+        return False
+    _NAT_PUT.bind_put_result(cls, slots)
+    return True
+
 
 # ---------------------------------------------------------------- batches of the common shape
 #: the record size of the common batch shape without body, topic and properties

@@ -51,7 +51,7 @@ from mqstore.kernels.kafka.records import (
     decode_records_columnar,
     parse_bodies,
 )
-from mqstore.kernels.rocketmq.chain_walk import select_many
+from mqstore.kernels.rocketmq.chain_select import select_many
 from mqstore.kernels.rocketmq.index_build import H_END_TS, H_INDEX_COUNT, bulk_put, header_array, write_header
 from mqstore.storage.kafka.layout import LOG_SUFFIX, keyindex_path, parse_base_offset
 

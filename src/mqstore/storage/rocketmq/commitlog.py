@@ -90,8 +90,9 @@ class CommitLog:
         self.directory = self.queue.directory
         self.read_only = read_only
         self._warmed = (-1, 0)  # (segment start offset, position populated up to)
-        # (segments, table, views) of segment_table(); dropped before segments are closed or deleted
-        self._seg_plan: tuple[list[MappedFile], np.ndarray, list[np.ndarray]] | None = None
+        # (segments, table, views, table as bytes) of segment_table(); dropped before segments are
+        # closed or deleted (the native query checks the bytes' plan against ``queue.files`` itself)
+        self._seg_plan: tuple[list[MappedFile], np.ndarray, list[np.ndarray], bytes] | None = None
 
     def load(self) -> None:
         self.queue.load()
@@ -231,7 +232,7 @@ class CommitLog:
             table = np.empty((len(files), 4), np.int64)
             for i, (mf, v) in enumerate(zip(files, views, strict=True)):
                 table[i] = (v.ctypes.data, mf.wrote_position, mf.file_from_offset, mf.file_size)
-            plan = self._seg_plan = (list(files), table, views)
+            plan = self._seg_plan = (list(files), table, views, table.tobytes())
         elif files:
             plan[1][-1, 1] = files[-1].wrote_position
         return plan[0], plan[1]

@@ -296,7 +296,7 @@ class IndexService:
         self._match_pool: list[np.ndarray] = []  # buffers of exact_matches
         self._out_pool: list[tuple[np.ndarray, memoryview]] = []
         # (files, table, views) of select_files; dropped before any file is closed
-        self._plan: tuple[list[IndexFile], np.ndarray, list[np.ndarray]] | None = None
+        self._plan: tuple[list[IndexFile], np.ndarray, list[np.ndarray], bytes] | None = None
 
     # ------------------------------------------------------------------ load (spec §4.5)
     def load(self, last_exit_ok: bool, index_msg_timestamp: int, commit_log_end: int | None = None) -> int | None:
@@ -483,6 +483,40 @@ class IndexService:
             if len(pool) < 8:
                 pool.append((out, mv))
 
+    def exact_query(self, topic: str, key: str, begin: int, end: int, commit_log: CommitLog, max_num: int,
+                    query: Callable[..., Any]) -> list[Any] | None:
+        """The whole exact key query in one native call (``key_match.query_native``, given as
+        ``query``): the messages of ``topic`` whose KEYS hold ``key`` or whose UNIQ_KEY is ``key``,
+        stored in [begin, end], newest first, at most ``max_num`` (``< 0``: all).  None where
+        :meth:`exact_matches` gives None (the caller takes the record-by-record path); a looping
+        chain raises :class:`CorruptIndexError`.  The plans (this service's files table, the
+        CommitLog's segment table) are made here when missing or stale; the native call checks
+        them against the live file lists on every call."""
+        r = query(self._plan, self.files, commit_log._seg_plan, commit_log.queue.files, topic, key, begin, end, max_num)
+        if type(r) is list:
+            return r
+        km = _KM[0] if _KM else _key_match()
+        for _ in range(3):  # a missing or stale plan: make it (each at most once) and ask again
+            if r == km.QUERY_NEED_INDEX_PLAN:
+                if self._make_plan() is None:
+                    return None
+            elif r == km.QUERY_NEED_SEGMENT_PLAN:
+                if not commit_log.has_segment_table:
+                    return None
+                commit_log.segment_table()
+            else:
+                break
+            r = query(self._plan, self.files, commit_log._seg_plan, commit_log.queue.files, topic, key, begin, end,
+                      max_num)  # fmt: skip
+            if type(r) is list:
+                return r
+        if r > km.SELECT_FILES_CYCLE:  # a candidate is not clean, or a key the path cannot compare
+            return None
+        plan = self._plan
+        assert plan is not None
+        f = plan[0][len(plan[0]) - 1 - (km.SELECT_FILES_CYCLE - r)]
+        raise CorruptIndexError(f"index chain of {topic}#{key} in {f.name} has a cycle", path=str(f.path))
+
     def exact_matches(self, topic: str, key: str, begin: int, end: int, commit_log: CommitLog,
                       build: Callable[[np.ndarray, int, np.ndarray, str], Any] | None = None) -> Any:
         """The exact key query in one compiled call (:func:`~mqstore.kernels.rocketmq.key_match.exact_key_files`):
@@ -554,9 +588,10 @@ class IndexService:
         f = plan[0][len(plan[0]) - 1 - (km.SELECT_FILES_CYCLE - n)]
         raise CorruptIndexError(f"index chain of {topic}#{key} in {f.name} has a cycle", path=str(f.path))
 
-    def _make_plan(self) -> tuple[list[IndexFile], np.ndarray, list[np.ndarray]] | None:
+    def _make_plan(self) -> tuple[list[IndexFile], np.ndarray, list[np.ndarray], bytes] | None:
         """The table :func:`select_files` walks: the files' ``uint32`` views, newest first (the
-        views are held here so that the addresses stay valid while the plan is in use)."""
+        views are held here so that the addresses stay valid while the plan is in use), and the
+        table as bytes (what the native :meth:`exact_query` reads)."""
         files = list(self.files)
         views = [f.query_words() for f in reversed(files)]
         if any(v is None for v in views):
@@ -564,7 +599,7 @@ class IndexService:
         table = np.empty((len(views), 4), np.int64)
         for i, v in enumerate(views):
             table[i] = (v.ctypes.data, len(v), self.hash_slot_num, self.index_num)  # type: ignore[union-attr]
-        plan = (files, table, views)
+        plan = (files, table, views, table.tobytes())
         self._plan = plan  # type: ignore[assignment]
         return plan  # type: ignore[return-value]
 

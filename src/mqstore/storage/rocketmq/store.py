@@ -511,8 +511,9 @@ class RocketMQStore:
                 mf = self._roll_for(size)
                 pos = mf.wrote_position
             phys = mf.file_from_offset + pos
-            _encode_one_v1(mf.mm, pos, body, topic_field, keys, uniq, tags, queue_id, 0, qo, phys, born_timestamp, now,
-                           self._store_host_b)
+            mm = mf._mm  # (the property's check only when it is closed: mf.mm raises then)
+            _encode_one_v1(mm if mm is not None else mf.mm, pos, body, topic_field, keys, uniq, tags, queue_id, 0, qo,
+                           phys, born_timestamp, now, self._store_host_b)  # fmt: skip
             mf.wrote_position = pos + size
             self.queue_offsets[key] = qo + 1
             if now != self._last_put_ts:
@@ -534,7 +535,7 @@ class RocketMQStore:
         with a bad record raises before anything is written.  Returns ``(commit log offsets,
         sizes, queue offsets, store timestamp)``."""
         self._check_writable()
-        from mqstore.kernels.rocketmq import put as put_kernels  # numba: loaded by the first put
+        from mqstore.kernels.rocketmq import put as put_kernels  # (numba-free facade)
 
         cfg = self.config
         n = len(cols)
@@ -597,7 +598,7 @@ class RocketMQStore:
         else:
             tid = {t: i for i, t in enumerate(names)}
             codes = np.fromiter(map(tid.__getitem__, topics), np.int64, n) * width + q
-        from mqstore.kernels.rocketmq.put import queue_ranks  # numba: a put loads it, a read-only command not
+        from mqstore.kernels.rocketmq.put import queue_ranks  # native when built (numba otherwise)
 
         rank, counts = queue_ranks(codes, takes, nslots)
         slots = np.flatnonzero(counts).tolist()
