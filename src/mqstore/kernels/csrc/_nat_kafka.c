@@ -75,22 +75,13 @@ static void mk_cols_ptrs(mk_cols_view *c, mk_cols *out)
     out->crc = (uint32_t *)c->v[10].buf;
 }
 
-static int check_nargs(Py_ssize_t nargs, Py_ssize_t want, const char *sig)
-{
-    if (nargs != want) {
-        PyErr_Format(PyExc_TypeError, "%s: expected %zd arguments, got %zd", sig, want, nargs);
-        return -1;
-    }
-    return 0;
-}
-
 /* ------------------------------------------------------------------ scan of a buffer */
 
 /* scan_count(buf, start) -> (n, stop, reason) */
 static PyObject *scan_count(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)self;
-    if (check_nargs(nargs, 2, "scan_count(buf, start)") < 0) return NULL;
+    if (mq_check_nargs(nargs, 2, "scan_count(buf, start)") < 0) return NULL;
     int64_t start = mq_i64(args[1]);
     if (start == -1 && PyErr_Occurred()) return NULL;
     Py_buffer b;
@@ -108,7 +99,7 @@ static PyObject *scan_count(PyObject *self, PyObject *const *args, Py_ssize_t na
 static PyObject *scan_fill(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)self;
-    if (check_nargs(nargs, 3 + NCOLS, "scan_fill(buf, start, n, *columns)") < 0) return NULL;
+    if (mq_check_nargs(nargs, 3 + NCOLS, "scan_fill(buf, start, n, *columns)") < 0) return NULL;
     int64_t start = mq_i64(args[1]), n = mq_i64(args[2]);
     if (PyErr_Occurred()) return NULL;
     Py_buffer b;
@@ -215,7 +206,7 @@ static int file_scan_run(int fd, int64_t file_end, int64_t start, int64_t stop_a
 static PyObject *file_scan(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)self;
-    if (check_nargs(nargs, 9 + NCOLS, "file_scan(fd, file_end, start, stop_at, buf, *columns, ok, *producer)") < 0)
+    if (mq_check_nargs(nargs, 9 + NCOLS, "file_scan(fd, file_end, start, stop_at, buf, *columns, ok, *producer)") < 0)
         return NULL;
     long fd = PyLong_AsLong(args[0]);
     int64_t file_end = mq_i64(args[1]), start = mq_i64(args[2]), stop_at = mq_i64(args[3]);
@@ -280,7 +271,7 @@ static PyObject *file_scan(PyObject *self, PyObject *const *args, Py_ssize_t nar
 static PyObject *find_batch_start(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)self;
-    if (check_nargs(nargs, 7, "find_batch_start(fd, file_end, lo, hi, buf, buf2, verify_budget)") < 0) return NULL;
+    if (mq_check_nargs(nargs, 7, "find_batch_start(fd, file_end, lo, hi, buf, buf2, verify_budget)") < 0) return NULL;
     long fd = PyLong_AsLong(args[0]);
     int64_t file_end = mq_i64(args[1]), lo = mq_i64(args[2]), hi = mq_i64(args[3]), budget = mq_i64(args[6]);
     if (PyErr_Occurred()) return NULL;
@@ -350,7 +341,7 @@ static PyObject *find_batch_start(PyObject *self, PyObject *const *args, Py_ssiz
 static PyObject *pread_spans(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)self;
-    if (check_nargs(nargs, 4, "pread_spans(fd, starts, length, out)") < 0) return NULL;
+    if (mq_check_nargs(nargs, 4, "pread_spans(fd, starts, length, out)") < 0) return NULL;
     long fd = PyLong_AsLong(args[0]);
     int64_t length = mq_i64(args[2]);
     if (PyErr_Occurred()) return NULL;
@@ -392,7 +383,7 @@ static PyObject *pread_spans(PyObject *self, PyObject *const *args, Py_ssize_t n
 static PyObject *build_index(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)self;
-    if (check_nargs(nargs, 13, "build_index(...)") < 0) return NULL;
+    if (mq_check_nargs(nargs, 13, "build_index(...)") < 0) return NULL;
     int64_t n = mq_i64(args[4]), base = mq_i64(args[5]), interval = mq_i64(args[6]);
     int64_t max_off = mq_i64(args[7]), max_time = mq_i64(args[8]);
     if (PyErr_Occurred()) return NULL;
@@ -440,7 +431,7 @@ fail:
 static PyObject *parse_bodies(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)self;
-    if (check_nargs(nargs, 23, "parse_bodies(...)") < 0) return NULL;
+    if (mq_check_nargs(nargs, 23, "parse_bodies(...)") < 0) return NULL;
     int64_t lo = mq_i64(args[8]), hi = mq_i64(args[9]);
     if (PyErr_Occurred()) return NULL;
     int fillit = PyObject_IsTrue(args[10]);

@@ -20,40 +20,6 @@
 
 /* ---------------------------------------------------------------- argument helpers */
 
-#define NVIEWS 16
-typedef struct {
-    Py_buffer v[NVIEWS];
-    int n;
-} Views;
-
-static void views_release(Views *vs)
-{
-    for (int i = 0; i < vs->n; i++) PyBuffer_Release(&vs->v[i]);
-    vs->n = 0;
-}
-
-/* view of obj (items of itemsize bytes, 0: bytes); NULL with an exception set on error */
-static Py_buffer *views_add(Views *vs, PyObject *obj, Py_ssize_t itemsize, int writable, const char *what)
-{
-    if (mq_view(obj, &vs->v[vs->n], itemsize, writable, what) < 0) return NULL;
-    return &vs->v[vs->n++];
-}
-
-static int check_nargs(Py_ssize_t nargs, Py_ssize_t want, const char *sig)
-{
-    if (nargs != want) {
-        PyErr_Format(PyExc_TypeError, "%s: expected %zd arguments, got %zd", sig, want, nargs);
-        return -1;
-    }
-    return 0;
-}
-
-static int get_i64(PyObject *o, int64_t *out)
-{
-    *out = mq_i64(o);
-    return (*out == -1 && PyErr_Occurred()) ? -1 : 0;
-}
-
 static int value_error(const char *msg)
 {
     PyErr_SetString(PyExc_ValueError, msg);
@@ -77,11 +43,11 @@ static inline void clamp_span(int64_t s, int64_t n, int64_t size, int64_t *a, in
 static PyObject *hash_spans(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)self;
-    if (check_nargs(nargs, 4, "hash_spans(buf, starts, lens, out)") < 0) return NULL;
-    Views vs = {.n = 0};
+    if (mq_check_nargs(nargs, 4, "hash_spans(buf, starts, lens, out)") < 0) return NULL;
+    mq_views vs = {.n = 0};
     Py_buffer *b, *s, *l, *o;
-    if (!(b = views_add(&vs, args[0], 0, 0, "buf")) || !(s = views_add(&vs, args[1], 8, 0, "starts")) ||
-        !(l = views_add(&vs, args[2], 8, 0, "lens")) || !(o = views_add(&vs, args[3], 4, 1, "out")))
+    if (!(b = mq_views_add(&vs, args[0], 0, 0, "buf")) || !(s = mq_views_add(&vs, args[1], 8, 0, "starts")) ||
+        !(l = mq_views_add(&vs, args[2], 8, 0, "lens")) || !(o = mq_views_add(&vs, args[3], 4, 1, "out")))
         goto fail;
     Py_ssize_t n = mq_len(s);
     if (mq_len(l) != n || mq_len(o) < n) {
@@ -99,10 +65,10 @@ static PyObject *hash_spans(PyObject *self, PyObject *const *args, Py_ssize_t na
         out[r] = (int32_t)mq_hash_continue(p, a, e, 0);
     }
     Py_END_ALLOW_THREADS
-    views_release(&vs);
+    mq_views_release(&vs);
     Py_RETURN_NONE;
 fail:
-    views_release(&vs);
+    mq_views_release(&vs);
     return NULL;
 }
 
@@ -111,12 +77,12 @@ fail:
 static PyObject *index_hash_spans(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)self;
-    if (check_nargs(nargs, 6, "index_hash_spans(buf, ts, tl, ks, kl, out)") < 0) return NULL;
-    Views vs = {.n = 0};
+    if (mq_check_nargs(nargs, 6, "index_hash_spans(buf, ts, tl, ks, kl, out)") < 0) return NULL;
+    mq_views vs = {.n = 0};
     Py_buffer *b, *ts, *tl, *ks, *kl, *o;
-    if (!(b = views_add(&vs, args[0], 0, 0, "buf")) || !(ts = views_add(&vs, args[1], 8, 0, "topic_starts")) ||
-        !(tl = views_add(&vs, args[2], 8, 0, "topic_lens")) || !(ks = views_add(&vs, args[3], 8, 0, "key_starts")) ||
-        !(kl = views_add(&vs, args[4], 8, 0, "key_lens")) || !(o = views_add(&vs, args[5], 4, 1, "out")))
+    if (!(b = mq_views_add(&vs, args[0], 0, 0, "buf")) || !(ts = mq_views_add(&vs, args[1], 8, 0, "topic_starts")) ||
+        !(tl = mq_views_add(&vs, args[2], 8, 0, "topic_lens")) || !(ks = mq_views_add(&vs, args[3], 8, 0, "key_starts")) ||
+        !(kl = mq_views_add(&vs, args[4], 8, 0, "key_lens")) || !(o = mq_views_add(&vs, args[5], 4, 1, "out")))
         goto fail;
     Py_ssize_t n = mq_len(ks);
     if (mq_len(ts) != n || mq_len(tl) != n || mq_len(kl) != n || mq_len(o) < n) {
@@ -136,10 +102,10 @@ static PyObject *index_hash_spans(PyObject *self, PyObject *const *args, Py_ssiz
         out[r] = mq_index_hash_of_state(mq_hash_continue(p, ka, ke, h));
     }
     Py_END_ALLOW_THREADS
-    views_release(&vs);
+    mq_views_release(&vs);
     Py_RETURN_NONE;
 fail:
-    views_release(&vs);
+    mq_views_release(&vs);
     return NULL;
 }
 
@@ -148,13 +114,13 @@ fail:
 static PyObject *prefix_hash_spans(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)self;
-    if (check_nargs(nargs, 5, "prefix_hash_spans(buf, starts, lens, prefix, out)") < 0) return NULL;
+    if (mq_check_nargs(nargs, 5, "prefix_hash_spans(buf, starts, lens, prefix, out)") < 0) return NULL;
     unsigned long long prefix = PyLong_AsUnsignedLongLongMask(args[3]);
     if (PyErr_Occurred()) return NULL;
-    Views vs = {.n = 0};
+    mq_views vs = {.n = 0};
     Py_buffer *b, *s, *l, *o;
-    if (!(b = views_add(&vs, args[0], 0, 0, "buf")) || !(s = views_add(&vs, args[1], 8, 0, "starts")) ||
-        !(l = views_add(&vs, args[2], 8, 0, "lens")) || !(o = views_add(&vs, args[4], 4, 1, "out")))
+    if (!(b = mq_views_add(&vs, args[0], 0, 0, "buf")) || !(s = mq_views_add(&vs, args[1], 8, 0, "starts")) ||
+        !(l = mq_views_add(&vs, args[2], 8, 0, "lens")) || !(o = mq_views_add(&vs, args[4], 4, 1, "out")))
         goto fail;
     Py_ssize_t n = mq_len(s);
     if (mq_len(l) != n || mq_len(o) < n) {
@@ -172,10 +138,10 @@ static PyObject *prefix_hash_spans(PyObject *self, PyObject *const *args, Py_ssi
         out[r] = mq_index_hash_of_state(mq_hash_continue(p, a, e, (uint32_t)prefix));
     }
     Py_END_ALLOW_THREADS
-    views_release(&vs);
+    mq_views_release(&vs);
     Py_RETURN_NONE;
 fail:
-    views_release(&vs);
+    mq_views_release(&vs);
     return NULL;
 }
 
@@ -184,13 +150,13 @@ fail:
 static PyObject *hash_joined(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)self;
-    if (check_nargs(nargs, 4, "hash_joined(kbuf, kstarts, prefix, out)") < 0) return NULL;
+    if (mq_check_nargs(nargs, 4, "hash_joined(kbuf, kstarts, prefix, out)") < 0) return NULL;
     unsigned long long prefix = PyLong_AsUnsignedLongLongMask(args[2]);
     if (PyErr_Occurred()) return NULL;
-    Views vs = {.n = 0};
+    mq_views vs = {.n = 0};
     Py_buffer *b, *s, *o;
-    if (!(b = views_add(&vs, args[0], 0, 0, "kbuf")) || !(s = views_add(&vs, args[1], 8, 0, "kstarts")) ||
-        !(o = views_add(&vs, args[3], 4, 1, "out")))
+    if (!(b = mq_views_add(&vs, args[0], 0, 0, "kbuf")) || !(s = mq_views_add(&vs, args[1], 8, 0, "kstarts")) ||
+        !(o = mq_views_add(&vs, args[3], 4, 1, "out")))
         goto fail;
     Py_ssize_t n = mq_len(s) - 1;
     if (n < 0 || mq_len(o) < n) {
@@ -208,10 +174,10 @@ static PyObject *hash_joined(PyObject *self, PyObject *const *args, Py_ssize_t n
         out[r] = mq_index_hash_of_state(mq_hash_continue(p, a, e, (uint32_t)prefix));
     }
     Py_END_ALLOW_THREADS
-    views_release(&vs);
+    mq_views_release(&vs);
     Py_RETURN_NONE;
 fail:
-    views_release(&vs);
+    mq_views_release(&vs);
     return NULL;
 }
 
@@ -251,15 +217,15 @@ static int check_file(const Py_buffer *b, int64_t slots, int64_t index_num)
 static PyObject *bulk_put(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)self;
-    if (check_nargs(nargs, 8, "bulk_put(buf, slots, index_num, header, key_hash, phy, ts, start)") < 0) return NULL;
+    if (mq_check_nargs(nargs, 8, "bulk_put(buf, slots, index_num, header, key_hash, phy, ts, start)") < 0) return NULL;
     int64_t slots, index_num, start;
-    if (get_i64(args[1], &slots) < 0 || get_i64(args[2], &index_num) < 0 || get_i64(args[7], &start) < 0)
+    if (mq_get_i64(args[1], &slots) < 0 || mq_get_i64(args[2], &index_num) < 0 || mq_get_i64(args[7], &start) < 0)
         return NULL;
-    Views vs = {.n = 0};
+    mq_views vs = {.n = 0};
     Py_buffer *b, *hd, *khv, *phv, *tsv;
-    if (!(b = views_add(&vs, args[0], 0, 1, "buf")) || !(hd = views_add(&vs, args[3], 8, 1, "header")) ||
-        !(khv = views_add(&vs, args[4], 4, 0, "key_hash")) || !(phv = views_add(&vs, args[5], 8, 0, "phy")) ||
-        !(tsv = views_add(&vs, args[6], 8, 0, "ts")))
+    if (!(b = mq_views_add(&vs, args[0], 0, 1, "buf")) || !(hd = mq_views_add(&vs, args[3], 8, 1, "header")) ||
+        !(khv = mq_views_add(&vs, args[4], 4, 0, "key_hash")) || !(phv = mq_views_add(&vs, args[5], 8, 0, "phy")) ||
+        !(tsv = mq_views_add(&vs, args[6], 8, 0, "ts")))
         goto fail;
     if (check_file(b, slots, index_num) < 0) goto fail;
     int64_t n = mq_len(khv);
@@ -326,10 +292,10 @@ static PyObject *bulk_put(PyObject *self, PyObject *const *args, Py_ssize_t narg
     header[3] = end_phy;
     header[4] = hsc;
     header[5] = ic;
-    views_release(&vs);
+    mq_views_release(&vs);
     return PyLong_FromLongLong(i - start);
 fail:
-    views_release(&vs);
+    mq_views_release(&vs);
     return NULL;
 }
 
@@ -337,14 +303,14 @@ fail:
 static PyObject *slots_of(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)self;
-    if (check_nargs(nargs, 6, "slots_of(key_hash, start, j0, j1, slots, out)") < 0) return NULL;
+    if (mq_check_nargs(nargs, 6, "slots_of(key_hash, start, j0, j1, slots, out)") < 0) return NULL;
     int64_t start, j0, j1, slots;
-    if (get_i64(args[1], &start) < 0 || get_i64(args[2], &j0) < 0 || get_i64(args[3], &j1) < 0 ||
-        get_i64(args[4], &slots) < 0)
+    if (mq_get_i64(args[1], &start) < 0 || mq_get_i64(args[2], &j0) < 0 || mq_get_i64(args[3], &j1) < 0 ||
+        mq_get_i64(args[4], &slots) < 0)
         return NULL;
-    Views vs = {.n = 0};
+    mq_views vs = {.n = 0};
     Py_buffer *khv, *o;
-    if (!(khv = views_add(&vs, args[0], 4, 0, "key_hash")) || !(o = views_add(&vs, args[5], 4, 1, "out"))) goto fail;
+    if (!(khv = mq_views_add(&vs, args[0], 4, 0, "key_hash")) || !(o = mq_views_add(&vs, args[5], 4, 1, "out"))) goto fail;
     if (slots <= 0 || start < 0 || j0 < 0 || j1 < j0 || j1 > mq_len(o) || start + j1 > mq_len(khv)) {
         value_error("slots_of: range outside the arrays");
         goto fail;
@@ -354,10 +320,10 @@ static PyObject *slots_of(PyObject *self, PyObject *const *args, Py_ssize_t narg
     Py_BEGIN_ALLOW_THREADS
     for (int64_t j = j0; j < j1; j++) out[j] = (int32_t)slot_of(kh[start + j], slots);
     Py_END_ALLOW_THREADS
-    views_release(&vs);
+    mq_views_release(&vs);
     Py_RETURN_NONE;
 fail:
-    views_release(&vs);
+    mq_views_release(&vs);
     return NULL;
 }
 
@@ -366,16 +332,16 @@ fail:
 static PyObject *slot_phase(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)self;
-    if (check_nargs(nargs, 9, "slot_phase(buf, slots, ic0, sl, lo, hi, key_bounds, prev_out, marks)") < 0) return NULL;
+    if (mq_check_nargs(nargs, 9, "slot_phase(buf, slots, ic0, sl, lo, hi, key_bounds, prev_out, marks)") < 0) return NULL;
     int64_t slots, ic0, lo, hi;
-    if (get_i64(args[1], &slots) < 0 || get_i64(args[2], &ic0) < 0 || get_i64(args[4], &lo) < 0 ||
-        get_i64(args[5], &hi) < 0)
+    if (mq_get_i64(args[1], &slots) < 0 || mq_get_i64(args[2], &ic0) < 0 || mq_get_i64(args[4], &lo) < 0 ||
+        mq_get_i64(args[5], &hi) < 0)
         return NULL;
-    Views vs = {.n = 0};
+    mq_views vs = {.n = 0};
     Py_buffer *b, *slv, *kbv, *pov, *mkv;
-    if (!(b = views_add(&vs, args[0], 0, 1, "buf")) || !(slv = views_add(&vs, args[3], 4, 0, "sl")) ||
-        !(kbv = views_add(&vs, args[6], 8, 0, "key_bounds")) || !(pov = views_add(&vs, args[7], 4, 1, "prev_out")) ||
-        !(mkv = views_add(&vs, args[8], 8, 1, "marks")))
+    if (!(b = mq_views_add(&vs, args[0], 0, 1, "buf")) || !(slv = mq_views_add(&vs, args[3], 4, 0, "sl")) ||
+        !(kbv = mq_views_add(&vs, args[6], 8, 0, "key_bounds")) || !(pov = mq_views_add(&vs, args[7], 4, 1, "prev_out")) ||
+        !(mkv = mq_views_add(&vs, args[8], 8, 1, "marks")))
         goto fail;
     int64_t m = mq_len(slv), nb = mq_len(kbv);
     if (slots <= 0 || lo < 0 || hi < lo || hi > slots || b->len < HEADER_SIZE + 4 * slots || mq_len(pov) < m ||
@@ -412,10 +378,10 @@ static PyObject *slot_phase(PyObject *self, PyObject *const *args, Py_ssize_t na
         mq_put_be32(sp, (int32_t)ic);
     }
     Py_END_ALLOW_THREADS
-    views_release(&vs);
+    mq_views_release(&vs);
     return PyLong_FromLongLong(new_slots);
 fail:
-    views_release(&vs);
+    mq_views_release(&vs);
     return NULL;
 }
 
@@ -424,20 +390,20 @@ fail:
 static PyObject *item_phase(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)self;
-    if (check_nargs(nargs, 15, "item_phase(buf, slots, index_num, begin_ts, ic0, key_hash, phy, ts, start, j0, j1, "
+    if (mq_check_nargs(nargs, 15, "item_phase(buf, slots, index_num, begin_ts, ic0, key_hash, phy, ts, start, j0, j1, "
                                "sl, bounds, prevs, cursors)") < 0)
         return NULL;
     int64_t slots, index_num, begin_ts, ic0, start, j0, j1;
-    if (get_i64(args[1], &slots) < 0 || get_i64(args[2], &index_num) < 0 || get_i64(args[3], &begin_ts) < 0 ||
-        get_i64(args[4], &ic0) < 0 || get_i64(args[8], &start) < 0 || get_i64(args[9], &j0) < 0 ||
-        get_i64(args[10], &j1) < 0)
+    if (mq_get_i64(args[1], &slots) < 0 || mq_get_i64(args[2], &index_num) < 0 || mq_get_i64(args[3], &begin_ts) < 0 ||
+        mq_get_i64(args[4], &ic0) < 0 || mq_get_i64(args[8], &start) < 0 || mq_get_i64(args[9], &j0) < 0 ||
+        mq_get_i64(args[10], &j1) < 0)
         return NULL;
-    Views vs = {.n = 0};
+    mq_views vs = {.n = 0};
     Py_buffer *b, *khv, *phv, *tsv, *slv, *bdv, *prv, *cuv;
-    if (!(b = views_add(&vs, args[0], 0, 1, "buf")) || !(khv = views_add(&vs, args[5], 4, 0, "key_hash")) ||
-        !(phv = views_add(&vs, args[6], 8, 0, "phy")) || !(tsv = views_add(&vs, args[7], 8, 0, "ts")) ||
-        !(slv = views_add(&vs, args[11], 4, 0, "sl")) || !(bdv = views_add(&vs, args[12], 8, 0, "bounds")) ||
-        !(prv = views_add(&vs, args[13], 4, 0, "prevs")) || !(cuv = views_add(&vs, args[14], 8, 1, "cursors")))
+    if (!(b = mq_views_add(&vs, args[0], 0, 1, "buf")) || !(khv = mq_views_add(&vs, args[5], 4, 0, "key_hash")) ||
+        !(phv = mq_views_add(&vs, args[6], 8, 0, "phy")) || !(tsv = mq_views_add(&vs, args[7], 8, 0, "ts")) ||
+        !(slv = mq_views_add(&vs, args[11], 4, 0, "sl")) || !(bdv = mq_views_add(&vs, args[12], 8, 0, "bounds")) ||
+        !(prv = mq_views_add(&vs, args[13], 4, 0, "prevs")) || !(cuv = mq_views_add(&vs, args[14], 8, 1, "cursors")))
         goto fail;
     if (check_file(b, slots, index_num) < 0) goto fail;
     int64_t n = mq_len(khv), m = mq_len(slv), parts = mq_len(bdv) - 1;
@@ -473,10 +439,10 @@ static PyObject *item_phase(PyObject *self, PyObject *const *args, Py_ssize_t na
         value_error("item_phase: a slot range's list ran out (inconsistent slot phase)");
         goto fail;
     }
-    views_release(&vs);
+    mq_views_release(&vs);
     Py_RETURN_NONE;
 fail:
-    views_release(&vs);
+    mq_views_release(&vs);
     return NULL;
 }
 
@@ -488,17 +454,17 @@ fail:
 static PyObject *index_keys(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)self;
-    if (check_nargs(nargs, 10, "index_keys(key_row, key_hash, sys_flag, offsets, store_ts, resume_offset, resume_skip, "
+    if (mq_check_nargs(nargs, 10, "index_keys(key_row, key_hash, sys_flag, offsets, store_ts, resume_offset, resume_skip, "
                                "out_hash, out_off, out_ts)") < 0)
         return NULL;
     int64_t resume, skip;
-    if (get_i64(args[5], &resume) < 0 || get_i64(args[6], &skip) < 0) return NULL;
-    Views vs = {.n = 0};
+    if (mq_get_i64(args[5], &resume) < 0 || mq_get_i64(args[6], &skip) < 0) return NULL;
+    mq_views vs = {.n = 0};
     Py_buffer *kr, *kh, *sf, *of, *st, *oh, *oo, *ot;
-    if (!(kr = views_add(&vs, args[0], 8, 0, "key_row")) || !(kh = views_add(&vs, args[1], 4, 0, "key_hash")) ||
-        !(sf = views_add(&vs, args[2], 4, 0, "sys_flag")) || !(of = views_add(&vs, args[3], 8, 0, "offsets")) ||
-        !(st = views_add(&vs, args[4], 8, 0, "store_ts")) || !(oh = views_add(&vs, args[7], 4, 1, "out_hash")) ||
-        !(oo = views_add(&vs, args[8], 8, 1, "out_off")) || !(ot = views_add(&vs, args[9], 8, 1, "out_ts")))
+    if (!(kr = mq_views_add(&vs, args[0], 8, 0, "key_row")) || !(kh = mq_views_add(&vs, args[1], 4, 0, "key_hash")) ||
+        !(sf = mq_views_add(&vs, args[2], 4, 0, "sys_flag")) || !(of = mq_views_add(&vs, args[3], 8, 0, "offsets")) ||
+        !(st = mq_views_add(&vs, args[4], 8, 0, "store_ts")) || !(oh = mq_views_add(&vs, args[7], 4, 1, "out_hash")) ||
+        !(oo = mq_views_add(&vs, args[8], 8, 1, "out_off")) || !(ot = mq_views_add(&vs, args[9], 8, 1, "out_ts")))
         goto fail;
     int64_t k = mq_len(kr), n = mq_len(sf);
     if (mq_len(kh) != k || mq_len(of) != n || mq_len(st) != n || mq_len(oh) < k || mq_len(oo) < k || mq_len(ot) < k) {
@@ -537,66 +503,32 @@ static PyObject *index_keys(PyObject *self, PyObject *const *args, Py_ssize_t na
         value_error("index_keys: a key row outside the batch");
         goto fail;
     }
-    views_release(&vs);
+    mq_views_release(&vs);
     return PyLong_FromLongLong(m);
 fail:
-    views_release(&vs);
+    mq_views_release(&vs);
     return NULL;
 }
 
 /* ---------------------------------------------------------------- verify: IndexFile items */
 
-/* lower bound of x in the ascending a[lo:hi] */
-static inline int64_t lower_bound(const int64_t *a, int64_t lo, int64_t hi, int64_t x)
-{
-    while (lo < hi) {
-        int64_t mid = lo + ((hi - lo) >> 1);
-        if (a[mid] < x) lo = mid + 1;
-        else hi = mid;
-    }
-    return lo;
-}
-
-/* Where v lies in the ascending a[0:n]: lower bound (numpy's searchsorted, side left), galloping
- * from the previous answer *cur when the values ascend (the usual case: O(n + m) for m values),
- * else a binary search below it. */
-static inline int64_t locate_one(const int64_t *a, int64_t n, int64_t v, int64_t *cur, int64_t *prev)
-{
-    int64_t c = *cur;
-    if (v >= *prev) {
-        int64_t step = 1, lo = c, hi = c;
-        while (hi < n && a[hi] < v) {
-            lo = hi + 1;
-            hi += step;
-            step <<= 1;
-        }
-        if (hi > n) hi = n;
-        c = lower_bound(a, lo, hi, v);
-    } else {
-        c = lower_bound(a, 0, c, v);
-    }
-    *prev = v;
-    *cur = c;
-    return c;
-}
-
 static void locate_run(const int64_t *a, int64_t n, const int64_t *x, int64_t m, int64_t *out)
 {
     int64_t cur = 0, prev = INT64_MIN;
-    for (int64_t k = 0; k < m; k++) out[k] = locate_one(a, n, x[k], &cur, &prev);
+    for (int64_t k = 0; k < m; k++) out[k] = mq_locate(a, n, x[k], &cur, &prev);
 }
 
 /* locate(starts int64[>= n], n, offsets int64[m], out int64[m]) */
 static PyObject *locate(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)self;
-    if (check_nargs(nargs, 4, "locate(starts, n, offsets, out)") < 0) return NULL;
+    if (mq_check_nargs(nargs, 4, "locate(starts, n, offsets, out)") < 0) return NULL;
     int64_t n;
-    if (get_i64(args[1], &n) < 0) return NULL;
-    Views vs = {.n = 0};
+    if (mq_get_i64(args[1], &n) < 0) return NULL;
+    mq_views vs = {.n = 0};
     Py_buffer *a, *x, *o;
-    if (!(a = views_add(&vs, args[0], 8, 0, "starts")) || !(x = views_add(&vs, args[2], 8, 0, "offsets")) ||
-        !(o = views_add(&vs, args[3], 8, 1, "out")))
+    if (!(a = mq_views_add(&vs, args[0], 8, 0, "starts")) || !(x = mq_views_add(&vs, args[2], 8, 0, "offsets")) ||
+        !(o = mq_views_add(&vs, args[3], 8, 1, "out")))
         goto fail;
     if (n < 0 || n > mq_len(a) || mq_len(o) < mq_len(x)) {
         value_error("locate: bad lengths");
@@ -607,10 +539,10 @@ static PyObject *locate(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     Py_BEGIN_ALLOW_THREADS
     locate_run(av, n, xv, m, ov);
     Py_END_ALLOW_THREADS
-    views_release(&vs);
+    mq_views_release(&vs);
     Py_RETURN_NONE;
 fail:
-    views_release(&vs);
+    mq_views_release(&vs);
     return NULL;
 }
 
@@ -622,18 +554,18 @@ fail:
 static PyObject *check_items(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)self;
-    if (check_nargs(nargs, 11, "check_items(items, count, begin_ts, cl_min, starts, n, key_splits, keys, store_ts, "
+    if (mq_check_nargs(nargs, 11, "check_items(items, count, begin_ts, cl_min, starts, n, key_splits, keys, store_ts, "
                                "codes, first_item)") < 0)
         return NULL;
     int64_t count, begin_ts, cl_min, n, first_item;
-    if (get_i64(args[1], &count) < 0 || get_i64(args[2], &begin_ts) < 0 || get_i64(args[3], &cl_min) < 0 ||
-        get_i64(args[5], &n) < 0 || get_i64(args[10], &first_item) < 0)
+    if (mq_get_i64(args[1], &count) < 0 || mq_get_i64(args[2], &begin_ts) < 0 || mq_get_i64(args[3], &cl_min) < 0 ||
+        mq_get_i64(args[5], &n) < 0 || mq_get_i64(args[10], &first_item) < 0)
         return NULL;
-    Views vs = {.n = 0};
+    mq_views vs = {.n = 0};
     Py_buffer *it, *st, *ks, *kv, *tv, *cv;
-    if (!(it = views_add(&vs, args[0], 0, 0, "items")) || !(st = views_add(&vs, args[4], 8, 0, "starts")) ||
-        !(ks = views_add(&vs, args[6], 8, 0, "key_splits")) || !(kv = views_add(&vs, args[7], 8, 0, "keys")) ||
-        !(tv = views_add(&vs, args[8], 8, 0, "store_ts")) || !(cv = views_add(&vs, args[9], 1, 1, "codes")))
+    if (!(it = mq_views_add(&vs, args[0], 0, 0, "items")) || !(st = mq_views_add(&vs, args[4], 8, 0, "starts")) ||
+        !(ks = mq_views_add(&vs, args[6], 8, 0, "key_splits")) || !(kv = mq_views_add(&vs, args[7], 8, 0, "keys")) ||
+        !(tv = mq_views_add(&vs, args[8], 8, 0, "store_ts")) || !(cv = mq_views_add(&vs, args[9], 1, 1, "codes")))
         goto fail;
     if (count < 0 || it->len < count * ITEM_SIZE || n < 0 || mq_len(st) < n || mq_len(ks) < n + 1 ||
         mq_len(tv) < n || mq_len(cv) < count) {
@@ -662,7 +594,7 @@ static PyObject *check_items(PyObject *self, PyObject *const *args, Py_ssize_t n
         int64_t diff = mq_be32(p + 12), link = mq_be32(p + 16), item = first_item + k;
         uint8_t c = 0;
         if (phy >= cl_min) {
-            int64_t r = locate_one(starts, n, phy, &cur, &prev_phy);
+            int64_t r = mq_locate(starts, n, phy, &cur, &prev_phy);
             if (r >= n || starts[r] != phy || splits[r + 1] == splits[r]) {
                 c |= 1;
             } else {
@@ -678,10 +610,10 @@ static PyObject *check_items(PyObject *self, PyObject *const *args, Py_ssize_t n
         bad += c != 0;
     }
     Py_END_ALLOW_THREADS
-    views_release(&vs);
+    mq_views_release(&vs);
     return PyLong_FromLongLong(bad);
 fail:
-    views_release(&vs);
+    mq_views_release(&vs);
     return NULL;
 }
 

@@ -12,70 +12,6 @@
 #define INT_MAX32 2147483647LL
 #define MAX_ADDR (-2147483648LL - 1)
 
-#define NVIEWS 12
-typedef struct {
-    Py_buffer v[NVIEWS];
-    int n;
-} Views;
-
-static void views_release(Views *vs)
-{
-    for (int i = 0; i < vs->n; i++) PyBuffer_Release(&vs->v[i]);
-    vs->n = 0;
-}
-
-static Py_buffer *views_add(Views *vs, PyObject *obj, Py_ssize_t itemsize, int writable, const char *what)
-{
-    if (mq_view(obj, &vs->v[vs->n], itemsize, writable, what) < 0) return NULL;
-    return &vs->v[vs->n++];
-}
-
-static int check_nargs(Py_ssize_t nargs, Py_ssize_t want, const char *sig)
-{
-    if (nargs != want) {
-        PyErr_Format(PyExc_TypeError, "%s: expected %zd arguments, got %zd", sig, want, nargs);
-        return -1;
-    }
-    return 0;
-}
-
-static int get_i64(PyObject *o, int64_t *out)
-{
-    *out = mq_i64(o);
-    return (*out == -1 && PyErr_Occurred()) ? -1 : 0;
-}
-
-static inline int64_t lower_bound(const int64_t *a, int64_t lo, int64_t hi, int64_t v)
-{
-    while (lo < hi) {
-        int64_t mid = lo + ((hi - lo) >> 1);
-        if (a[mid] < v) lo = mid + 1;
-        else hi = mid;
-    }
-    return lo;
-}
-
-/* lower bound of v in a[:n], galloping up from *cur when the values ascend, else a binary search */
-static inline int64_t locate_one(const int64_t *a, int64_t n, int64_t v, int64_t *cur, int64_t *prev)
-{
-    int64_t c = *cur;
-    if (v >= *prev) {
-        int64_t step = 1, lo = c, hi = c;
-        while (hi < n && a[hi] < v) {
-            lo = hi + 1;
-            hi += step;
-            step <<= 1;
-        }
-        if (hi > n) hi = n;
-        c = lower_bound(a, lo, hi, v);
-    } else {
-        c = lower_bound(a, 0, c, v);
-    }
-    *prev = v;
-    *cur = c;
-    return c;
-}
-
 typedef struct {
     const uint8_t *units;
     int64_t count, hi, lo, cl_min, first_qoff;
@@ -101,7 +37,7 @@ static int64_t check_units_run(const UnitArgs *a)
             if (off < a->lo) {
                 c = 8;
             } else {
-                int64_t r = locate_one(a->starts, a->n, off, &cur, &prev);
+                int64_t r = mq_locate(a->starts, a->n, off, &cur, &prev);
                 if (r >= a->n || a->starts[r] != off || a->sizes[r] != size) {
                     c = 1;
                 } else if (tags <= MAX_ADDR) {
@@ -110,7 +46,7 @@ static int64_t check_units_run(const UnitArgs *a)
                     int64_t qoff = a->first_qoff + j;
                     int same = a->topic_id[r] == a->tid && a->queue_id[r] == a->qid && a->queue_offset[r] == qoff;
                     if (a->m > 0) {
-                        int64_t k = lower_bound(a->m_off, 0, a->m, off);
+                        int64_t k = mq_lower_bound(a->m_off, 0, a->m, off);
                         if (k > a->m - 1) k = a->m - 1;
                         same |= a->m_off[k] == off && a->m_qoff[k] == qoff;
                     }
@@ -128,21 +64,21 @@ static int64_t check_units_run(const UnitArgs *a)
 static PyObject *check_units(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)self;
-    if (check_nargs(nargs, 18, "check_units(units, count, hi, lo, cl_min, first_qoff, starts, n, sizes, topic_id, "
+    if (mq_check_nargs(nargs, 18, "check_units(units, count, hi, lo, cl_min, first_qoff, starts, n, sizes, topic_id, "
                                "queue_id, queue_offset, tags_code, tid, qid, m_off, m_qoff, codes)") < 0)
         return NULL;
     UnitArgs a;
-    if (get_i64(args[1], &a.count) < 0 || get_i64(args[2], &a.hi) < 0 || get_i64(args[3], &a.lo) < 0 ||
-        get_i64(args[4], &a.cl_min) < 0 || get_i64(args[5], &a.first_qoff) < 0 || get_i64(args[7], &a.n) < 0 ||
-        get_i64(args[13], &a.tid) < 0 || get_i64(args[14], &a.qid) < 0)
+    if (mq_get_i64(args[1], &a.count) < 0 || mq_get_i64(args[2], &a.hi) < 0 || mq_get_i64(args[3], &a.lo) < 0 ||
+        mq_get_i64(args[4], &a.cl_min) < 0 || mq_get_i64(args[5], &a.first_qoff) < 0 || mq_get_i64(args[7], &a.n) < 0 ||
+        mq_get_i64(args[13], &a.tid) < 0 || mq_get_i64(args[14], &a.qid) < 0)
         return NULL;
-    Views vs = {.n = 0};
+    mq_views vs = {.n = 0};
     Py_buffer *u, *st, *sz, *ti, *qi, *qo, *tc, *mo, *mq, *co;
-    if (!(u = views_add(&vs, args[0], 0, 0, "units")) || !(st = views_add(&vs, args[6], 8, 0, "starts")) ||
-        !(sz = views_add(&vs, args[8], 4, 0, "sizes")) || !(ti = views_add(&vs, args[9], 4, 0, "topic_id")) ||
-        !(qi = views_add(&vs, args[10], 4, 0, "queue_id")) || !(qo = views_add(&vs, args[11], 8, 0, "queue_offset")) ||
-        !(tc = views_add(&vs, args[12], 8, 0, "tags_code")) || !(mo = views_add(&vs, args[15], 8, 0, "m_off")) ||
-        !(mq = views_add(&vs, args[16], 8, 0, "m_qoff")) || !(co = views_add(&vs, args[17], 1, 1, "codes")))
+    if (!(u = mq_views_add(&vs, args[0], 0, 0, "units")) || !(st = mq_views_add(&vs, args[6], 8, 0, "starts")) ||
+        !(sz = mq_views_add(&vs, args[8], 4, 0, "sizes")) || !(ti = mq_views_add(&vs, args[9], 4, 0, "topic_id")) ||
+        !(qi = mq_views_add(&vs, args[10], 4, 0, "queue_id")) || !(qo = mq_views_add(&vs, args[11], 8, 0, "queue_offset")) ||
+        !(tc = mq_views_add(&vs, args[12], 8, 0, "tags_code")) || !(mo = mq_views_add(&vs, args[15], 8, 0, "m_off")) ||
+        !(mq = mq_views_add(&vs, args[16], 8, 0, "m_qoff")) || !(co = mq_views_add(&vs, args[17], 1, 1, "codes")))
         goto fail;
     if (a.count < 0 || a.count > u->len / UNIT_SIZE || a.count > co->len || a.n < 0 || a.n > mq_len(st) ||
         a.n > mq_len(sz) || a.n > mq_len(ti) || a.n > mq_len(qi) || a.n > mq_len(qo) || a.n > mq_len(tc) ||
@@ -165,10 +101,10 @@ static PyObject *check_units(PyObject *self, PyObject *const *args, Py_ssize_t n
     Py_BEGIN_ALLOW_THREADS
     done = check_units_run(&a);
     Py_END_ALLOW_THREADS
-    views_release(&vs);
+    mq_views_release(&vs);
     return PyLong_FromLongLong(done);
 fail:
-    views_release(&vs);
+    mq_views_release(&vs);
     return NULL;
 }
 
@@ -177,14 +113,14 @@ fail:
 static PyObject *cut(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)self;
-    if (check_nargs(nargs, 5, "cut(rows, count, stride, pos, hi)") < 0) return NULL;
+    if (mq_check_nargs(nargs, 5, "cut(rows, count, stride, pos, hi)") < 0) return NULL;
     int64_t count, stride, pos, hi;
-    if (get_i64(args[1], &count) < 0 || get_i64(args[2], &stride) < 0 || get_i64(args[3], &pos) < 0 ||
-        get_i64(args[4], &hi) < 0)
+    if (mq_get_i64(args[1], &count) < 0 || mq_get_i64(args[2], &stride) < 0 || mq_get_i64(args[3], &pos) < 0 ||
+        mq_get_i64(args[4], &hi) < 0)
         return NULL;
-    Views vs = {.n = 0};
+    mq_views vs = {.n = 0};
     Py_buffer *r;
-    if (!(r = views_add(&vs, args[0], 0, 0, "rows"))) goto fail;
+    if (!(r = mq_views_add(&vs, args[0], 0, 0, "rows"))) goto fail;
     if (count < 0 || stride < 8 || pos < 0 || pos > stride - 8 || (count > 0 && count > r->len / stride)) {
         PyErr_SetString(PyExc_ValueError, "cut: rows shorter than count x stride, or pos outside a row");
         goto fail;
@@ -199,10 +135,10 @@ static PyObject *cut(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         }
     }
     Py_END_ALLOW_THREADS
-    views_release(&vs);
+    mq_views_release(&vs);
     return PyLong_FromLongLong(k);
 fail:
-    views_release(&vs);
+    mq_views_release(&vs);
     return NULL;
 }
 

@@ -152,4 +152,81 @@ static PyObject *mq_py_bind_checksums(PyObject *self, PyObject *arg)
 /* An int64 argument from a Python int (-1 with an exception set on error: test PyErr_Occurred). */
 static inline int64_t mq_i64(PyObject *o) { return (int64_t)PyLong_AsLongLong(o); }
 
+/* ---------------------------------------------------------------- argument helpers */
+
+/* The buffer views one call holds, released together (mq_views_release) on every exit path. */
+#define MQ_MAX_VIEWS 24
+typedef struct {
+    Py_buffer v[MQ_MAX_VIEWS];
+    int n;
+} mq_views;
+
+static inline void mq_views_release(mq_views *vs)
+{
+    for (int i = 0; i < vs->n; i++) PyBuffer_Release(&vs->v[i]);
+    vs->n = 0;
+}
+
+/* view of obj (items of itemsize bytes, 0: bytes) kept in vs; NULL with an exception set on error */
+static inline Py_buffer *mq_views_add(mq_views *vs, PyObject *obj, Py_ssize_t itemsize, int writable, const char *what)
+{
+    if (vs->n >= MQ_MAX_VIEWS) {
+        PyErr_SetString(PyExc_SystemError, "mq_views: too many buffers in one call");
+        return NULL;
+    }
+    if (mq_view(obj, &vs->v[vs->n], itemsize, writable, what) < 0) return NULL;
+    return &vs->v[vs->n++];
+}
+
+static inline int mq_check_nargs(Py_ssize_t nargs, Py_ssize_t want, const char *sig)
+{
+    if (nargs != want) {
+        PyErr_Format(PyExc_TypeError, "%s: expected %zd arguments, got %zd", sig, want, nargs);
+        return -1;
+    }
+    return 0;
+}
+
+static inline int mq_get_i64(PyObject *o, int64_t *out)
+{
+    *out = mq_i64(o);
+    return (*out == -1 && PyErr_Occurred()) ? -1 : 0;
+}
+
+/* ---------------------------------------------------------------- sorted search */
+
+/* lower bound of x in the ascending a[lo:hi] */
+static inline int64_t mq_lower_bound(const int64_t *a, int64_t lo, int64_t hi, int64_t x)
+{
+    while (lo < hi) {
+        int64_t mid = lo + ((hi - lo) >> 1);
+        if (a[mid] < x) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+/* Where v lies in the ascending a[0:n]: lower bound (numpy's searchsorted, side left), galloping
+ * from the previous answer *cur when the values ascend (the usual case: O(n + m) for m values),
+ * else a binary search below it.  Start with *cur = 0, *prev = INT64_MIN. */
+static inline int64_t mq_locate(const int64_t *a, int64_t n, int64_t v, int64_t *cur, int64_t *prev)
+{
+    int64_t c = *cur;
+    if (v >= *prev) {
+        int64_t step = 1, lo = c, hi = c;
+        while (hi < n && a[hi] < v) {
+            lo = hi + 1;
+            hi += step;
+            step <<= 1;
+        }
+        if (hi > n) hi = n;
+        c = mq_lower_bound(a, lo, hi, v);
+    } else {
+        c = mq_lower_bound(a, 0, c, v);
+    }
+    *prev = v;
+    *cur = c;
+    return c;
+}
+
 #endif
