@@ -8,7 +8,7 @@ Each row runs the ``mqstore`` command in a fresh process (``python -m mqstore.cl
 denominator.  The baseline of each row is the same command in the same run with
 ``MQSTORE_KERNELS=numba`` (the numba kernels, loaded from their on-disk cache: what every command
 ran on before the native kernels), so the ``x numba`` column is the speed-up of the ahead-of-time
-compiled kernels (``--no-baseline`` skips those runs).  Peak RSS and CPU seconds come from ``os.wait4`` of each child.  The embedded-API
+compiled kernels (``--no-baseline`` skips those runs).  CPU seconds come from ``os.wait4`` of each child, peak RSS (``VmHWM``) and anonymous memory from its ``/proc`` status.  The embedded-API
 rows (``query_by_key``) run in one child process against the record-by-record path in the same
 process; ``MessageStore.put``/``put_batch`` are ``bench_put.py``'s.
 
@@ -54,35 +54,42 @@ GOALS = {
 ANON_PEAK: list[int] = [0]  # peak RssAnon (KiB) of the last run_child, sampled from /proc
 
 
-def _rss_anon(pid: int) -> int:
+def _status_kib(pid: int) -> tuple[int, int]:
+    """``(VmHWM, RssAnon)`` of a process in KiB from ``/proc`` (zeros once it is gone)."""
+    hwm = anon = 0
     try:
         with open(f"/proc/{pid}/status") as fh:
             for line in fh:
-                if line.startswith("RssAnon:"):
-                    return int(line.split()[1])
+                if line.startswith("VmHWM:"):
+                    hwm = int(line.split()[1])
+                elif line.startswith("RssAnon:"):
+                    anon = int(line.split()[1])
     except OSError:
         pass
-    return 0
+    return hwm, anon
 
 
 def run_child(argv: list[str], *, out: Path | None = None, env: dict[str, str] | None = None) -> tuple[float, float, int, int]:
-    """Run one process: (wall s, CPU s, peak RSS KiB, exit status).  The peak RSS counts the
-    touched pages of mapped files too; the peak anonymous memory (``RssAnon``, sampled every 20 ms)
-    is left in :data:`ANON_PEAK`."""
+    """Run one process: (wall s, CPU s, peak RSS KiB, exit status).  The peak RSS is the child's
+    own high-water mark (``VmHWM``, sampled every 20 ms: ``wait4``'s ``ru_maxrss`` would also count
+    this benchmark process's resident set, which Linux carries into a child across fork and exec)
+    and counts the touched pages of mapped files too; the peak anonymous memory (``RssAnon``,
+    sampled alike) is left in :data:`ANON_PEAK`."""
     with open(out or os.devnull, "wb") as fh:
         t = time.perf_counter()
         p = subprocess.Popen(argv, stdout=fh, stderr=subprocess.DEVNULL, env=env)
-        anon = 0
+        anon = hwm = 0
         while True:
             pid, status, ru = os.wait4(p.pid, os.WNOHANG)
             if pid:
                 break
-            anon = max(anon, _rss_anon(p.pid))
+            h, a = _status_kib(p.pid)
+            hwm, anon = max(hwm, h), max(anon, a)
             time.sleep(0.02)
         wall = time.perf_counter() - t
     p.returncode = os.waitstatus_to_exitcode(status)
     ANON_PEAK[0] = anon
-    return wall, ru.ru_utime + ru.ru_stime, ru.ru_maxrss, p.returncode
+    return wall, ru.ru_utime + ru.ru_stime, hwm, p.returncode
 
 
 BASELINE = [True]  # also run each command on the numba kernels (--no-baseline clears it)
