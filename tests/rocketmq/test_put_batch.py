@@ -675,3 +675,19 @@ def test_native_put_result_is_the_python_one(offset: int) -> None:
     assert type(got) is type(exp) and got == exp and repr(got) == repr(exp) and hash(got) == hash(exp)
     assert pickle.loads(pickle.dumps(got)) == exp
     assert api._make_put_result(offset, 0, 0, 0, "P", None).uniq_key is None
+
+
+def test_unique_key_prefix_and_digits_are_made_with_the_first_key(tmp_path: Path) -> None:
+    """A store that never puts (a dump, a query) pays neither the host lookup nor the table."""
+    import subprocess
+    import sys
+
+    code = f"""
+import mqstore.api.rocketmq as api
+with api.MessageStore.open({str(tmp_path)!r}) as s:
+    assert api._HEX4 == [] and s._uniq._hex_prefix == ""
+    r = s.put("T", b"x")
+    assert len(api._HEX4) == 65536 and api._HEX4[0x1F] == "001F" and s._uniq._hex_prefix
+    assert r.uniq_key.startswith(s._uniq._hex_prefix) and len(r.uniq_key) == 32
+"""
+    subprocess.run([sys.executable, "-c", code], check=True)

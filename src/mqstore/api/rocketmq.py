@@ -204,7 +204,9 @@ class PutBatchResult(Sequence[PutResult]):
 Message = MessageRecord
 
 
-_HEX4 = [f"{i:04X}" for i in range(65536)]
+#: "0000" .. "FFFF", the counter digits of the unique keys: made with the first key (65,536
+#: strings, ~40 ms) so that a process that only reads a store (a dump, a query) does not pay it
+_HEX4: list[str] = []
 
 
 class _UniqKeyGenerator:
@@ -215,12 +217,8 @@ class _UniqKeyGenerator:
     digits are cached per millisecond in :attr:`head` (one tuple, swapped atomically)."""
 
     def __init__(self) -> None:
-        try:
-            ip = socket.inet_aton(socket.gethostbyname(socket.gethostname()))
-        except OSError:
-            ip = b"\x7f\x00\x00\x01"
-        self._prefix = ip + struct.pack(">hi", os.getpid() & 0x7FFF, id(self) & 0x7FFFFFFF)
-        self._hex_prefix = self._prefix.hex().upper()
+        self._prefix = b""  # ip + pid + hash, made with the first key (_start: a host name lookup)
+        self._hex_prefix = ""
         self.count = itertools.count(1)  # next(count) & 0xFFFF is the next counter value
         self._month = (0, -1)  # [start, end) in ms of the month the last key fell in
         self.head: tuple[int, str] = (-1, "")  # (ms, the key without its counter) of the last key
@@ -241,10 +239,27 @@ class _UniqKeyGenerator:
             self._month = (start, end)
         return (now_ms - start) & 0xFFFFFFFF
 
+    def _start(self) -> None:
+        """The key prefix and the counter digits, made before the first key."""
+        global _HEX4
+        if not _HEX4:
+            _HEX4 = [f"{i:04X}" for i in range(65536)]
+        if not self._hex_prefix:
+            try:
+                ip = socket.inet_aton(socket.gethostbyname(socket.gethostname()))
+            except OSError:
+                ip = b"\x7f\x00\x00\x01"
+            self._prefix = ip + struct.pack(">hi", os.getpid() & 0x7FFF, id(self) & 0x7FFFFFFF)
+            self._hex_prefix = self._prefix.hex().upper()
+
     def head_for(self, now_ms: int) -> tuple[int, str]:
-        """``(now_ms, key prefix)`` for keys made at ``now_ms`` (also cached in :attr:`head`)."""
+        """``(now_ms, key prefix)`` for keys made at ``now_ms`` (also cached in :attr:`head`).
+        Every path that makes a key calls it first (the fast put path when the millisecond
+        changes), so the prefix and :data:`_HEX4` exist before a key uses them."""
         h = self.head
         if h[0] != now_ms:
+            if not self._hex_prefix or not _HEX4:
+                self._start()
             h = self.head = (now_ms, f"{self._hex_prefix}{self._since_month_start(now_ms):08X}")
         return h
 

@@ -8,9 +8,8 @@ it survives a crash of the machine once :meth:`CommitLog.flush` has covered it (
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,11 +31,10 @@ from mqstore.kernels.rocketmq.scan import (
     scan_segment,
     valid_end,
 )
-from mqstore.storage.mapped import MappedFile, MappedFileQueue, MultiPathMappedFileQueue
+from mqstore.storage.mapped import MappedFile, MappedFileQueue, MultiPathMappedFileQueue, populate_write
 
 DEFAULT_COMMIT_LOG_FILE_SIZE = 1024 * 1024 * 1024
 WARM_AHEAD_BYTES = 64 << 20  # how far ahead of the write position warm_ahead() populates pages
-_MADV_POPULATE_WRITE = 23  # Linux >= 5.14
 
 
 @dataclass(slots=True)
@@ -191,7 +189,7 @@ class CommitLog:
         not stop on page faults.  Meant for a background thread: the call releases the GIL.
         Changes no byte of the file.  Returns the number of bytes populated (0 where the kernel
         cannot do it)."""
-        if self.read_only or _madvise is None:
+        if self.read_only:
             return 0
         mf = self.queue.last()
         if mf is None or mf.wrote_position >= mf.file_size:
@@ -203,7 +201,7 @@ class CommitLog:
             return 0
         if end <= start:
             return 0
-        if not _madvise(mf.array.ctypes.data + start, end - start, _MADV_POPULATE_WRITE):
+        if not populate_write(mf.array, start, end - start):
             return 0
         self._warmed = (mf.file_from_offset, end)
         return end - start
@@ -447,30 +445,6 @@ class EncodeInto:  # typing helper (a callable protocol)
 _libc = None
 
 
-def _load_madvise() -> Callable[[int, int, int], bool] | None:
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-        fn = libc.madvise
-    except (OSError, AttributeError):
-        return None
-    fn.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
-    fn.restype = ctypes.c_int
-    state = {"ok": True}
-
-    def call(addr: int, length: int, advice: int) -> bool:
-        if not state["ok"]:
-            return False
-        if fn(addr, length, advice) != 0:
-            state["ok"] = False  # unsupported here (old kernel): stop trying
-            return False
-        return True
-
-    return call
-
-
-_madvise = _load_madvise()
-
-
 def publish(mf: MappedFile, pos: int, data: bytes | bytearray | np.ndarray) -> None:
     """Write records at the write position of a CommitLog segment so that a kill at any moment
     leaves either all of their first record or none of it: everything but the first record's
@@ -499,7 +473,7 @@ def _fallocate_punch(fd: int, offset: int, length: int) -> bool:
     global _libc
     try:
         if _libc is None:
-            _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+            _libc = ctypes.CDLL(None, use_errno=True)  # the process's libc (no ldconfig run)
         fn = _libc.fallocate
         fn.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_long, ctypes.c_long]
         # FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE

@@ -47,7 +47,6 @@ from mqstore.kernels.arrays import unique
 from mqstore.kernels.crc import crc32
 from mqstore.kernels.rocketmq.put_one import encode_one_v1 as _encode_one_v1
 from mqstore.kernels.rocketmq.scan import DispatchBatch
-from mqstore.storage.kafka.layout import classify_partition_file
 from mqstore.storage.locks import DISPATCH_LOCK_FILE, StoreLock
 from mqstore.storage.mapped import MappedFile, ensure_inside
 from mqstore.storage.rocketmq.checkpoint import StoreCheckpoint
@@ -113,6 +112,8 @@ def _check_layout(root: Path, config: StoreConfig, *, create: bool) -> None:
         return
     if clog.exists() or clog.is_symlink():
         raise StoreNotFoundError(f"{root} is not a RocketMQ store: its commitlog is not a directory")
+    from mqstore.storage.kafka.layout import classify_partition_file  # only to name the mistake
+
     kafka = any(classify_partition_file(p.name).kind in ("log", "index", "timeindex") for p in root.iterdir())
     what = ("a Kafka partition directory" if kafka else
             "it has no commitlog/ directory (a CommitLog kept elsewhere is named with --commitlog DIR, "
