@@ -593,9 +593,10 @@ def rebuild_index(path: str, out_dir: str | None, index_interval_bytes: int, max
         raise InvalidArgumentError(f"--max-index-bytes must be ≥ 12, got {max_index_bytes}")
     if key_header is not None and not key_index:
         raise InvalidArgumentError("--key-header needs --key-index")
-    from mqstore.formats.kafka.keyindex import check_header_name
+    if key_header is not None:
+        from mqstore.formats.kafka.keyindex import check_header_name
 
-    check_header_name(key_header)
+        check_header_name(key_header)
     from mqstore.storage.kafka.layout import is_log_dir
 
     p = _existing(path)
