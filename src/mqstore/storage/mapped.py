@@ -15,10 +15,8 @@ import ctypes
 import errno
 import mmap
 import os
-import sys
 import threading
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -31,26 +29,15 @@ from mqstore.errors import (
     StoreNotFoundError,
 )
 from mqstore.storage.layout import offset_files, offset_name
+from mqstore.storage.libc import libc_function
 
 _NO_SPACE = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 
 
-def _load_msync() -> Any:
-    """libc ``msync`` through ctypes, which releases the GIL for the call (Linux only).  CPython
-    3.11's ``mmap.flush`` holds the GIL for the whole ``msync``: a 256 MiB flush measured 585 ms
-    during which no other thread of the process ran, i.e. the flush service stalled every put."""
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        fn = ctypes.CDLL(None, use_errno=True).msync
-    except (OSError, AttributeError):  # pragma: no cover - no libc symbol: mmap.flush
-        return None
-    fn.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
-    fn.restype = ctypes.c_int
-    return fn
-
-
-_msync = _load_msync()
+# libc ``msync`` through ctypes, which releases the GIL for the call (Linux only).  CPython
+# 3.11's ``mmap.flush`` holds the GIL for the whole ``msync``: a 256 MiB flush measured 585 ms
+# during which no other thread of the process ran, i.e. the flush service stalled every put.
+_msync = libc_function("msync", (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int))
 _MS_SYNC = 4  # Linux <sys/mman.h>
 
 
@@ -67,20 +54,7 @@ def msync_range(mm: mmap.mmap, view: np.ndarray | None, start: int, length: int)
         raise OSError(err, os.strerror(err))
 
 
-def _load_madvise() -> Any:
-    """libc ``madvise`` through ctypes (the GIL released for the call; Linux only)."""
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        fn = ctypes.CDLL(None, use_errno=True).madvise
-    except (OSError, AttributeError):  # pragma: no cover - no libc symbol
-        return None
-    fn.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
-    fn.restype = ctypes.c_int
-    return fn
-
-
-_madvise = _load_madvise()
+_madvise = libc_function("madvise", (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int))
 MADV_POPULATE_WRITE = 23  # Linux 5.14+: map the pages writable in one call instead of one fault each
 
 

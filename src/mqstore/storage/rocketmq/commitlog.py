@@ -31,6 +31,7 @@ from mqstore.kernels.rocketmq.scan import (
     scan_segment,
     valid_end,
 )
+from mqstore.storage.libc import libc_function
 from mqstore.storage.mapped import MappedFile, MappedFileQueue, MultiPathMappedFileQueue, populate_write
 
 DEFAULT_COMMIT_LOG_FILE_SIZE = 1024 * 1024 * 1024
@@ -442,9 +443,6 @@ class EncodeInto:  # typing helper (a callable protocol)
     def __call__(self, out: np.ndarray, pos: int, lo: int, hi: int, physical_offsets: np.ndarray) -> int: ...
 
 
-_libc = None
-
-
 def publish(mf: MappedFile, pos: int, data: bytes | bytearray | np.ndarray) -> None:
     """Write records at the write position of a CommitLog segment so that a kill at any moment
     leaves either all of their first record or none of it: everything but the first record's
@@ -470,16 +468,9 @@ def _used_bytes(mf: MappedFile, pos: int) -> int:
 
 
 def _fallocate_punch(fd: int, offset: int, length: int) -> bool:
-    global _libc
-    try:
-        if _libc is None:
-            _libc = ctypes.CDLL(None, use_errno=True)  # the process's libc (no ldconfig run)
-        fn = _libc.fallocate
-        fn.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_long, ctypes.c_long]
-        # FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE
-        return fn(fd, 0x01 | 0x02, offset, length) == 0
-    except (OSError, AttributeError):
-        return False
+    fn = libc_function("fallocate", (ctypes.c_int, ctypes.c_int, ctypes.c_long, ctypes.c_long))
+    # FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE
+    return fn is not None and fn(fd, 0x01 | 0x02, offset, length) == 0
 
 
 def zero_range(mf: MappedFile, start: int, end: int) -> None:

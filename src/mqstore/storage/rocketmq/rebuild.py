@@ -6,7 +6,6 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-import sys
 import tempfile
 import uuid
 from collections.abc import Callable
@@ -317,14 +316,13 @@ _SYNC_FILE_RANGE_WRITE = 2  # start write-back of the dirty pages of the range, 
 
 
 def _load_sync_file_range() -> Callable[[int, int, int], None] | None:
-    try:
-        import ctypes
+    import ctypes
 
-        fn = ctypes.CDLL(None, use_errno=True).sync_file_range  # (the process's libc: no ldconfig run)
-    except (OSError, AttributeError):  # pragma: no cover - not Linux
+    from mqstore.storage.libc import libc_function
+
+    fn = libc_function("sync_file_range", (ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint))
+    if fn is None:  # pragma: no cover - not Linux
         return None
-    fn.argtypes = (ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint)
-    fn.restype = ctypes.c_int
 
     def call(fd: int, offset: int, nbytes: int) -> None:
         fn(fd, offset, nbytes, _SYNC_FILE_RANGE_WRITE)  # advice only: errors are the final flush's
@@ -380,16 +378,13 @@ def keep_freed_memory() -> bool:
     pages, one page fault each, ~10 % of the rebuild's CPU.  Kept, the same few tens of MiB serve
     every batch, so the resident memory still does not grow with the store.  False where it does
     not apply (not glibc)."""
-    if not sys.platform.startswith("linux"):
-        return False
-    try:
-        import ctypes
+    import ctypes
 
-        mallopt = ctypes.CDLL(None).mallopt  # the process's libc: no ldconfig run
-    except (OSError, AttributeError):  # pragma: no cover - not glibc
+    from mqstore.storage.libc import libc_function
+
+    mallopt = libc_function("mallopt", (ctypes.c_int, ctypes.c_int))
+    if mallopt is None:  # pragma: no cover - not glibc
         return False
-    mallopt.argtypes = (ctypes.c_int, ctypes.c_int)
-    mallopt.restype = ctypes.c_int
     ok = mallopt(_M_MMAP_THRESHOLD, 32 << 20)  # glibc's maximum: the batch columns come from the heap
     ok &= mallopt(_M_TRIM_THRESHOLD, 256 << 20)  # freed heap top kept (up to the batch working set)
     ok &= mallopt(_M_TOP_PAD, 16 << 20)
