@@ -492,6 +492,8 @@ class IndexService:
         chain raises :class:`CorruptIndexError`.  The plans (this service's files table, the
         CommitLog's segment table) are made here when missing or stale; the native call checks
         them against the live file lists on every call."""
+        if not commit_log.has_segment_table:  # (a DLedger CommitLog: entries wrap the records)
+            return None
         r = query(self._plan, self.files, commit_log._seg_plan, commit_log.queue.files, topic, key, begin, end, max_num)
         if type(r) is list:
             return r
