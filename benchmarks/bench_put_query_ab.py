@@ -30,6 +30,7 @@ import tempfile
 import textwrap
 import time
 import types
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -83,19 +84,19 @@ def bench_put(base: Path, n: int, rounds: int) -> None:
           f"per process CPU-s old {oc:,.0f}, new {nc:,.0f} ({nc / oc:.2f}x); {rounds} rounds of {n:,}")
 
 
-def bench_put_batch(n: int, rounds: int) -> None:
+def _ab_put_batch(label: str, use: Callable[[str], None], n: int, rounds: int) -> None:
+    """``put_batch`` of 1000 dicts of 1 KiB in fresh stores, ``use("old")`` / ``use("new")``
+    alternating (the order swapped every round; ``use("new")`` again at the end): medians of
+    wall and process-CPU throughput and their ratios."""
     import numpy as np
 
-    native = api.encode_common_into
-    if native is None:
-        raise SystemExit("the native module is not built: nothing to compare")
     body = np.random.default_rng(5).bytes(1024)
     dicts = [{"topic": "BenchTopic", "body": body, "queue_id": i & 7, "keys": f"order-{i} user-{i % 977}",
               "tags": "TagA"} for i in range(n)]
     res: dict[str, list[tuple[float, float]]] = {"old": [], "new": []}
     for r in range(rounds):
         for mode in ("old", "new") if r % 2 == 0 else ("new", "old"):
-            api.encode_common_into = None if mode == "old" else native  # type: ignore[assignment]
+            use(mode)
             d = Path(tempfile.mkdtemp(prefix="mqstore-ab-", dir="/tmp"))
             try:
                 with MessageStore.open(d / "store", StoreConfig(hash_slot_num=500_000, index_num=2_000_000)) as s:
@@ -107,17 +108,26 @@ def bench_put_batch(n: int, rounds: int) -> None:
                         s.put_batch(dicts[i : i + 1000])
                     res[mode].append((n / (time.perf_counter() - t), n / (time.process_time() - c)))
             finally:
-                api.encode_common_into = native  # type: ignore[assignment]
+                use("new")
                 shutil.rmtree(d, ignore_errors=True)
     ow, nw = (statistics.median(x[0] for x in res[m]) for m in ("old", "new"))
     oc, nc = (statistics.median(x[1] for x in res[m]) for m in ("old", "new"))
-    print(f"put_batch, 1000 dicts (1 KiB, async): old {ow:,.0f} msgs/s, new {nw:,.0f} msgs/s wall ({nw / ow:.2f}x); "
+    print(f"{label}, 1000 dicts (1 KiB, async): old {ow:,.0f} msgs/s, new {nw:,.0f} msgs/s wall ({nw / ow:.2f}x); "
           f"per process CPU-s old {oc:,.0f}, new {nc:,.0f} ({nc / oc:.2f}x); {rounds} rounds of {n:,}")
 
 
-def bench_put_batch_base(base: Path, n: int, rounds: int) -> None:
-    import numpy as np
+def bench_put_batch(n: int, rounds: int) -> None:
+    native = api.encode_common_into
+    if native is None:
+        raise SystemExit("the native module is not built: nothing to compare")
 
+    def use(mode: str) -> None:
+        api.encode_common_into = None if mode == "old" else native  # type: ignore[assignment]
+
+    _ab_put_batch("put_batch", use, n, rounds)
+
+
+def bench_put_batch_base(base: Path, n: int, rounds: int) -> None:
     from mqstore.kernels.rocketmq import put as put_mod
 
     old_fast = grab(base / "mqstore/api/rocketmq.py", "    def _put_fast(self, topic: list[Any]", "    def put_batch(",
@@ -125,33 +135,12 @@ def bench_put_batch_base(base: Path, n: int, rounds: int) -> None:
     new_fast = MessageStore._put_fast
     kernels = {"old": (put_mod.build_common_props_numba, put_mod.queue_ranks_numba),
                "new": (put_mod.build_common_props, put_mod.queue_ranks)}
-    body = np.random.default_rng(5).bytes(1024)
-    dicts = [{"topic": "BenchTopic", "body": body, "queue_id": i & 7, "keys": f"order-{i} user-{i % 977}",
-              "tags": "TagA"} for i in range(n)]
-    res: dict[str, list[tuple[float, float]]] = {"old": [], "new": []}
-    saved = kernels["new"]
-    for r in range(rounds):
-        for mode in ("old", "new") if r % 2 == 0 else ("new", "old"):
-            MessageStore._put_fast = old_fast if mode == "old" else new_fast  # type: ignore[method-assign]
-            put_mod.build_common_props, put_mod.queue_ranks = kernels[mode]  # type: ignore[assignment]
-            d = Path(tempfile.mkdtemp(prefix="mqstore-ab-", dir="/tmp"))
-            try:
-                with MessageStore.open(d / "store", StoreConfig(hash_slot_num=500_000, index_num=2_000_000)) as s:
-                    s.put_batch(dicts[:4])
-                    s.flush()
-                    s.engine.commit_log.warm_ahead()
-                    t, c = time.perf_counter(), time.process_time()
-                    for i in range(0, n, 1000):
-                        s.put_batch(dicts[i : i + 1000])
-                    res[mode].append((n / (time.perf_counter() - t), n / (time.process_time() - c)))
-            finally:
-                MessageStore._put_fast = new_fast  # type: ignore[method-assign]
-                put_mod.build_common_props, put_mod.queue_ranks = saved  # type: ignore[assignment]
-                shutil.rmtree(d, ignore_errors=True)
-    ow, nw = (statistics.median(x[0] for x in res[m]) for m in ("old", "new"))
-    oc, nc = (statistics.median(x[1] for x in res[m]) for m in ("old", "new"))
-    print(f"put_batch vs base, 1000 dicts (1 KiB, async): old {ow:,.0f} msgs/s, new {nw:,.0f} msgs/s wall "
-          f"({nw / ow:.2f}x); per process CPU-s old {oc:,.0f}, new {nc:,.0f} ({nc / oc:.2f}x); {rounds} rounds of {n:,}")
+
+    def use(mode: str) -> None:
+        MessageStore._put_fast = old_fast if mode == "old" else new_fast  # type: ignore[method-assign]
+        put_mod.build_common_props, put_mod.queue_ranks = kernels[mode]  # type: ignore[assignment]
+
+    _ab_put_batch("put_batch vs base", use, n, rounds)
 
 
 def bench_query(base: Path, root: str, seg: int, rounds: int) -> None:
