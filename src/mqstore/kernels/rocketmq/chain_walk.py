@@ -25,12 +25,12 @@ import os
 from typing import NamedTuple
 
 import numpy as np
-from numba import carray, njit, types
-from numba.extending import intrinsic
+from numba import carray, njit
 
 from mqstore.errors import CorruptIndexError, InvalidArgumentError
 from mqstore.formats.rocketmq.indexfile import IndexFileBuffer, IndexHeader, check_geometry, index_file_size
 from mqstore.kernels.endian import as_u8, w_i32, w_i64, word_view
+from mqstore.kernels.intrinsics import u32_ptr
 from mqstore.kernels.javahash import hash_joined_py
 from mqstore.kernels.javahash_nb import hash_joined_range, index_hash_span
 from mqstore.kernels.registry import register
@@ -521,19 +521,6 @@ def select_one_py(w, slots, index_num, begin_ts, ic, prefix, kb, key_hash, max_n
     return len(found)
 
 
-@intrinsic
-def _u32_ptr(typingctx, addr):  # type: ignore[no-untyped-def]
-    """An ``int64`` address as a ``uint32*`` (for ``numba.carray``)."""
-    if not isinstance(addr, types.Integer):
-        return None
-    ptr_t = types.CPointer(types.uint32)
-
-    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
-        return builder.inttoptr(args[0], context.get_value_type(ptr_t))
-
-    return ptr_t(addr), codegen
-
-
 # One compiled call answers ``IndexService.queryOffset`` over all the IndexFiles: the files are
 # handed over as a small ``int64`` table of (address, words) of their cached ``uint32`` views,
 # newest first, and each file's header (beginTimestamp, endTimestamp, indexCount) is read from its
@@ -550,7 +537,7 @@ def select_files(files, seed, kb, max_num, begin, end, out):  # fmt: skip
     h = index_hash_span(kb, 0, len(kb), np.uint64(~seed)) if seed < 0 else seed
     n = 0
     for f in range(files.shape[0]):
-        w = carray(_u32_ptr(files[f, 0]), (files[f, 1],))
+        w = carray(u32_ptr(files[f, 0]), (files[f, 1],))
         slots = files[f, 2]
         index_num = files[f, 3]
         fb = w_i64(w, 0)

@@ -5,11 +5,11 @@ and the Python wrappers."""
 from __future__ import annotations
 
 import numpy as np
-from numba import carray, njit, types
-from numba.extending import intrinsic
+from numba import carray, njit
 
 from mqstore.kernels.crc import CRC_TABLE
 from mqstore.kernels.crc_nb import crc32_span
+from mqstore.kernels.intrinsics import u8_ptr
 from mqstore.kernels.rocketmq.chain_walk import SELECT_ONE_ROOM, select_files
 from mqstore.kernels.rocketmq.columns import (
     F_BODY_C_R_C,
@@ -43,19 +43,6 @@ from mqstore.kernels.rocketmq.key_match import (
 )
 from mqstore.kernels.rocketmq.properties import P_KEYS, P_UNIQ, PROP_SPANS
 from mqstore.kernels.rocketmq.properties_nb import prop_spans
-
-
-@intrinsic
-def _u8_ptr(typingctx, addr):  # type: ignore[no-untyped-def]
-    """An ``int64`` address as a ``uint8*`` (for ``numba.carray``)."""
-    if not isinstance(addr, types.Integer):
-        return None
-    ptr_t = types.CPointer(types.uint8)
-
-    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
-        return builder.inttoptr(args[0], context.get_value_type(ptr_t))
-
-    return ptr_t(addr), codegen
 
 
 @njit(cache=True, nogil=True)
@@ -136,7 +123,7 @@ def exact_key_files(files, segs, topic, key, prm, out):  # type: ignore[no-untyp
             continue
         if m == out.shape[0]:
             return EXACT_ROOM
-        buf = carray(_u8_ptr(segs[s, SEG_ADDR]), (segs[s, SEG_LIMIT],))
+        buf = carray(u8_ptr(segs[s, SEG_ADDR]), (segs[s, SEG_LIMIT],))
         o = out[m]
         if not decode_one(buf, off - segs[s, SEG_BASE], o) or o[F_PHYSICAL_OFFSET] != off:
             return EXACT_UNCLEAN
