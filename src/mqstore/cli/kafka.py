@@ -664,7 +664,7 @@ def _rebuild_keyindex(log_path: Path, out_dir: str | None, key_header: str | Non
 def _rebuild_txn(jobs: list[tuple[Path, str | None]]) -> dict[str, tuple[str | None, int]]:
     """The .txnindex of the rebuilt segments, per partition (a transaction may begin in an
     earlier segment, so the whole partition is read): log path → (file written or None, entries)."""
-    from mqstore.storage.kafka.txn import rebuild_txn_indexes
+    from mqstore.storage.kafka.txn_rebuild import rebuild_txn_indexes
 
     groups: dict[tuple[Path, str | None], dict[int, Path]] = {}
     for f, sub in jobs:
