@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 from mqstore.errors import StoreNotFoundError
-from mqstore.formats.kafka.txn import encode_txn_index
 from mqstore.storage.kafka.layout import parse_base_offset
 from mqstore.storage.kafka.rebuild import _partition_lock, atomic_write, segment_logs_of, txn_batches_of
 
@@ -68,6 +67,8 @@ def _rebuild_txn_into(directory: Path, out: Path, only: set[int] | None) -> list
             continue
         target = out / f"{base:020d}.txnindex"
         if txns or target.exists():
+            from mqstore.formats.kafka.txn import encode_txn_index
+
             atomic_write(target, encode_txn_index(txns))
             results.append(TxnIndexResult(base, str(target), len(txns), True))
         else:
