@@ -31,6 +31,7 @@ PARALLEL_MIN_BYTES = 32 * 1024 * 1024  # files this large per thread are walked 
 SPLIT_SEARCH_BYTES = 4 * 1024 * 1024  # how far past a cut a batch start is looked for
 SPLIT_VERIFY_BYTES = 32 * 1024 * 1024  # CRC bytes spent verifying split candidates, per cut
 NO_LIMIT = 1 << 62
+RECOVER_MAX_PARTS = 64  # the most threads recover_native uses (MK_MAX_PARTS in _nat_kafka.c)
 
 
 #: columns the file scan adds to the batch-header scan: the producer id, epoch and base sequence
@@ -147,7 +148,7 @@ def recover_native(fd: int, file_size: int, base_offset: int, index_interval_byt
     :func:`mqstore.storage.kafka.rebuild.index_bytes` does (those are its twin; tests compare)."""
     if _NAT is None:
         raise RuntimeError("the native Kafka kernels are not built or not selected")
-    parts = recover_parts(file_size, threads, min_part_bytes)
+    parts = min(recover_parts(file_size, threads, min_part_bytes), RECOVER_MAX_PARTS)
     r = _NAT.recover(fd, file_size, parts, SPLIT_SEARCH_BYTES, SPLIT_VERIFY_BYTES, buffer_size, base_offset,
                      index_interval_bytes, max_index_size // 8, max_index_size // 12)
     return Recovered(*r)
