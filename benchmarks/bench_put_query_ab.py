@@ -52,12 +52,31 @@ def grab(path: Path, start: str, stop: str, ns: dict[str, Any]) -> dict[str, Any
     return ns
 
 
-def bench_put(base: Path, n: int, rounds: int) -> None:
+def bench_put(base: Path, n: int, rounds: int, *, common: bool = False) -> None:
+    """``common``: swap only the engine's single-put entry (``RocketMQStore.put_common``: one native
+    call) for the base version's ``RocketMQStore.append_common`` (the Python locked section), this
+    tree's ``MessageStore.put`` in both."""
     import numpy as np
 
-    old_put = grab(base / "mqstore/api/rocketmq.py", "    def put(self, topic: str, body: bytes",
-                   "    def _put_checked(", dict(vars(api)))["put"]
-    new_put = MessageStore.put
+    from mqstore.kernels.rocketmq import put_one
+
+    if common:
+        ns = dict(vars(store_mod))
+        ns["_encode_one_v1"] = put_one.encode_one_v1  # what the base version's section called
+        old_common = grab(base / "mqstore/storage/rocketmq/store.py", "    def append_common(self, topic: str",
+                          "    def append_columns(", ns)["append_common"]
+        old_put = new_put = MessageStore.put
+
+        def on_open(s: MessageStore, mode: str) -> None:
+            if mode == "old":
+                s.engine.put_common = types.MethodType(old_common, s.engine)  # type: ignore[method-assign]
+    else:
+        old_put = grab(base / "mqstore/api/rocketmq.py", "    def put(self, topic: str, body: bytes",
+                       "    def _put_checked(", dict(vars(api)))["put"]
+        new_put = MessageStore.put
+
+        def on_open(s: MessageStore, mode: str) -> None:
+            pass
     body = np.random.default_rng(5).bytes(1024)
     keys = [f"order-{i} user-{i % 977}" for i in range(n)]
     res: dict[str, list[tuple[float, float]]] = {"old": [], "new": []}
@@ -67,6 +86,7 @@ def bench_put(base: Path, n: int, rounds: int) -> None:
             d = Path(tempfile.mkdtemp(prefix="mqstore-ab-", dir="/tmp"))
             try:
                 with MessageStore.open(d / "store", StoreConfig(hash_slot_num=500_000, index_num=2_000_000)) as s:
+                    on_open(s, mode)
                     s.put("BenchTopic", b"w", keys="w")
                     s.flush()
                     s.engine.commit_log.warm_ahead()
@@ -80,7 +100,7 @@ def bench_put(base: Path, n: int, rounds: int) -> None:
                 shutil.rmtree(d, ignore_errors=True)
     ow, nw = (statistics.median(x[0] for x in res[m]) for m in ("old", "new"))
     oc, nc = (statistics.median(x[1] for x in res[m]) for m in ("old", "new"))
-    print(f"put, single (1 KiB, async): old {ow:,.0f} msgs/s, new {nw:,.0f} msgs/s wall ({nw / ow:.2f}x); "
+    print(f"put, single (1 KiB, async{', locked section' if common else ''}): old {ow:,.0f} msgs/s, new {nw:,.0f} msgs/s wall ({nw / ow:.2f}x); "
           f"per process CPU-s old {oc:,.0f}, new {nc:,.0f} ({nc / oc:.2f}x); {rounds} rounds of {n:,}")
 
 
@@ -221,6 +241,7 @@ def main() -> None:
     p = sub.add_parser("put")
     p.add_argument("--messages", type=int, default=50_000)
     p.add_argument("--rounds", type=int, default=6)
+    p.add_argument("--common", action="store_true", help="swap only the locked section (RocketMQStore.append_common)")
     pb = sub.add_parser("put-batch")
     pb.add_argument("--messages", type=int, default=200_000)
     pb.add_argument("--rounds", type=int, default=6)
@@ -233,7 +254,7 @@ def main() -> None:
     q.add_argument("--rounds", type=int, default=40)
     args = ap.parse_args()
     if args.what == "put":
-        bench_put(args.base_src, args.messages, args.rounds)
+        bench_put(args.base_src, args.messages, args.rounds, common=args.common)
     elif args.what == "put-batch":
         bench_put_batch(args.messages, args.rounds)
     elif args.what == "put-batch-base":

@@ -502,7 +502,7 @@ def test_single_put_native_path_equals_append_one(tmp_path: Path, monkeypatch: p
             return out
 
     fast = run(tmp_path / "fast")
-    monkeypatch.setattr("mqstore.storage.rocketmq.store.RocketMQStore.append_common", lambda *a: None)
+    monkeypatch.setattr("mqstore.storage.rocketmq.store._append_common", lambda *a: None)
     ref = run(tmp_path / "ref")
     _results_equal(fast, ref)
     assert _commitlog(tmp_path / "fast") == _commitlog(tmp_path / "ref")
@@ -691,3 +691,60 @@ with api.MessageStore.open({str(tmp_path)!r}) as s:
     assert r.uniq_key.startswith(s._uniq._hex_prefix) and len(r.uniq_key) == 32
 """
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+# ----------------------------------------------------------------------------- the single put's engine call
+@pytest.mark.parametrize("append", twins("rocketmq.append_common"))
+def test_append_common_twins_write_the_reference_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                       append: Any) -> None:
+    """``put_one.append_common`` (native, ``struct`` and codec twins) as the engine's single-put
+    entry: the same CommitLog bytes, results, queue offsets and store-time runs as the reference,
+    across segment rolls (16 KiB segments: the end-of-segment rule), with a clock that moves;
+    records too large for the path give None and the checked path reports them."""
+    import functools
+
+    from mqstore.kernels.rocketmq.put_one import append_common_py
+
+    rng = np.random.default_rng(7)
+    bodies = [rng.bytes(int(n)) for n in rng.integers(0, 1500, 60)]
+
+    def run(root: Path, impl: Any) -> tuple[list[PutResult], dict[Any, int], list[Any]]:
+        ticks = iter(range(1_700_000_000_000, 1_700_000_100_000, 7))
+        cfg = StoreConfig(**{**SMALL, "clock": lambda: next(ticks) // 21 * 21})
+        with MessageStore.open(root, cfg) as s:
+            s.engine.put_common = functools.partial(impl, s.engine)
+            s._uniq.set_counter(3)
+            s._uniq._hex_prefix = "0A0B0C0D1F2E00000042"
+            out = [s.put(("A", "Bb")[i % 2], b, i % 3, keys=f"k{i} x{i % 5}", tags=f"t{i % 4}")
+                   for i, b in enumerate(bodies)]
+            assert impl(s.engine, "A", b"\x01A", b"x" * 20000, "a", "u" * 32, "b", 0, 1, 20000 + 155) is None
+            with pytest.raises(MessageTooLargeError):
+                s.put("A", b"x" * 20000, keys="a", tags="b")
+            state = dict(s.engine.queue_offsets), list(s.engine._ts_runs)
+        return out, *state
+
+    ref = run(tmp_path / "ref", append_common_py)
+    got = run(tmp_path / "got", append)
+    _results_equal(got[0], ref[0])
+    assert got[1:] == ref[1:]
+    assert _commitlog(tmp_path / "got") == _commitlog(tmp_path / "ref")
+    assert len(list((tmp_path / "got" / "commitlog").iterdir())) > 3  # the segment rolled
+
+
+@pytest.mark.parametrize("append", twins("rocketmq.append_common"))
+def test_append_common_refuses_and_leaves_the_store_alone(tmp_path: Path, append: Any) -> None:
+    """A size that is not the record's is an error with nothing written or advanced; a closed
+    store is refused by the store's own check; the put lock is released after an error."""
+    from mqstore.errors import StoreClosedError
+
+    with MessageStore.open(tmp_path / "s", StoreConfig(**SMALL)) as s:
+        e = s.engine
+        s.put("T", b"first", keys="k", tags="t")
+        before = (_commitlog(tmp_path / "s"), dict(e.queue_offsets), e.commit_log.max_offset)
+        with pytest.raises(ValueError):
+            append(e, "T", b"\x01T", b"body", "k", "u" * 32, "t", 0, 1, 500)
+        assert (_commitlog(tmp_path / "s"), dict(e.queue_offsets), e.commit_log.max_offset) == before
+        assert e._put_lock.acquire(blocking=False)
+        e._put_lock.release()
+    with pytest.raises(StoreClosedError):
+        append(e, "T", b"\x01T", b"body", "k", "u" * 32, "t", 0, 1, 187)

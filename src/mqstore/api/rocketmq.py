@@ -716,7 +716,7 @@ class MessageStore:
             uniq = (h[1] if h[0] == now else u.head_for(now)[1]) + _HEX4[next(u.count) & 0xFFFF]
             if keys.isascii() and tags.isascii():  # the whole record by one compiled call
                 size = _ONE_V1_FIXED + len(body) + len(tf) + len(keys) + 32 + len(tags)
-                got = self._engine.append_common(topic, tf, body, keys, uniq, tags, queue_id, now, size)
+                got = self._engine.put_common(topic, tf, body, keys, uniq, tags, queue_id, now, size)
                 if got is not None:
                     return _make_put_result(got[0], got[1], got[2], size, self._msgid_prefix, uniq)
             try:  # the properties in the Java HashMap order of KEYS, TAGS, UNIQ_KEY (see _TEMPLATES)

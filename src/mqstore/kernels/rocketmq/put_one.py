@@ -15,6 +15,7 @@ Implementations (registered as ``rocketmq.encode_one_v1``): the native kernel
 from __future__ import annotations
 
 import struct
+from typing import Any
 
 from mqstore.formats.rocketmq.record import MAGIC_V1, Host, MessageRecord, encode_record
 from mqstore.kernels.backend import native
@@ -107,6 +108,100 @@ def bind_put_result(cls: type, slots: tuple[object, ...]) -> bool:
         return False
     _NAT_PUT.bind_put_result(cls, slots)
     return True
+
+
+# ---------------------------------------------------------------- the single put's locked section
+def _common_section(encode: Any, st: Any, topic: str, topic_field: bytes, body: bytes, keys: str, uniq: str,
+                    tags: str, queue_id: int, born_ts: int, size: int) -> tuple[int, int, int] | None:
+    """The locked section of :func:`append_common_py` with the record written by ``encode`` (an
+    :func:`encode_one_v1` implementation): ``None`` (nothing written or changed) when there is no
+    segment or the record does not leave ``BLANK_RECORD_SIZE`` bytes in the last one."""
+    import time
+
+    from mqstore.formats.rocketmq.record import BLANK_RECORD_SIZE
+
+    files = st._cl_queue.files
+    if not files:
+        return None
+    mf = files[-1]
+    pos = mf.wrote_position
+    if size <= 0 or pos < 0 or pos + size + BLANK_RECORD_SIZE > mf.file_size:
+        return None  # the end-of-segment rule: the caller rolls the segment and calls again
+    clock = st.config.clock
+    now = time.time_ns() // 1_000_000 if clock is None else int(clock())
+    key = (topic, queue_id)
+    qo = st.queue_offsets.get(key, 0)
+    phys = mf.file_from_offset + pos
+    if one_v1_size(body, topic_field, keys, uniq, tags) != size:
+        raise ValueError("append_common: size is not the record's size")
+    mm = mf._mm
+    encode(mm if mm is not None else mf.mm, pos, body, topic_field, keys, uniq, tags, queue_id, 0, qo, phys, born_ts,
+           now, st._store_host_b)
+    mf.wrote_position = pos + size
+    st.queue_offsets[key] = qo + 1
+    if now != st._last_put_ts:
+        st._ts_runs.append((phys, now))
+        st._last_put_ts = now
+    return phys, qo, now
+
+
+def _append_common(encode: Any, store: object, topic: str, topic_field: bytes, body: bytes, keys: str, uniq: str,
+                   tags: str, queue_id: int, born_ts: int, size: int) -> tuple[int, int, int] | None:
+    st: Any = store
+    if st._closed or st.read_only or st.background_error is not None:
+        st._check_writable()
+    if size > st._max_fast_size or len(body) > st._max_body or size - len(body) - len(topic_field) > 90 + 32767:
+        return None  # 90 bytes of head + properties of at most 32767 bytes: the checked path reports it
+    args = (st, topic, topic_field, body, keys, uniq, tags, queue_id, born_ts, size)
+    with st._put_lock:
+        got = _common_section(encode, *args)
+        if got is None:  # the end-of-segment rule: a blank filler and a new segment, then the record
+            st._roll_for(size)
+            got = _common_section(encode, *args)
+            if got is None:
+                raise RuntimeError("append_common: the record does not fit in a new segment")
+    if got[0] + size - st.reput_from_offset >= st._reput_wake_bytes and not st._wake.is_set():
+        st._wake.set()  # once per dispatch round: Event.set takes a lock and notifies
+    return got
+
+
+def append_common_py(store: object, topic: str, topic_field: bytes, body: bytes, keys: str, uniq: str, tags: str,
+                     queue_id: int, born_ts: int, size: int) -> tuple[int, int, int] | None:
+    """A single ``put`` of the common shape (ASCII string keys and tags, a generated unique key,
+    flag 0, born host = store host) into the engine ``store`` (a ``RocketMQStore``), the reference
+    of the native ``append_common``; ``size`` is :func:`one_v1_size`.
+
+    A closed, read-only or failed store (``_closed``, ``read_only``, ``background_error``) gets
+    ``store._check_writable()``, which raises.  A record above ``_max_fast_size``, a body above
+    ``_max_body`` or properties above 32767 bytes give ``None`` (nothing written: the caller
+    takes the checked path, which reports it).  Under ``_put_lock``: when the record leaves
+    ``BLANK_RECORD_SIZE`` bytes in the last CommitLog segment (``_cl_queue.files[-1]``) it is
+    written at the write position (:func:`encode_one_v1`: TOTALSIZE last) with the store time
+    (``config.clock()`` or the wall clock, ms) and the queue's next offset (``queue_offsets``);
+    the write position and the queue offset advance and a ``(offset, store time)`` run goes to
+    ``_ts_runs`` when the store time changed (``_last_put_ts``).  A record that does not fit is
+    written after ``store._roll_for(size)`` (the end-of-segment rule: blank filler, new segment).
+    Then the reput service is woken (``_wake.set()``) when ``_reput_wake_bytes`` or more are
+    written past ``reput_from_offset``.  Returns ``(commit log offset, queue offset, store
+    time)``.  A sync-flush store's caller flushes afterwards (the durability rule stays in the
+    store)."""
+    return _append_common(encode_one_v1_py, store, topic, topic_field, body, keys, uniq, tags, queue_id, born_ts, size)
+
+
+def append_common_struct(store: object, topic: str, topic_field: bytes, body: bytes, keys: str, uniq: str, tags: str,
+                         queue_id: int, born_ts: int, size: int) -> tuple[int, int, int] | None:
+    """:func:`append_common_py` writing through :func:`encode_one_v1_struct` (the store's path
+    without the native module)."""
+    return _append_common(encode_one_v1_struct, store, topic, topic_field, body, keys, uniq, tags, queue_id, born_ts,
+                          size)
+
+
+append_common_native = _NAT_PUT.append_common if _NAT_PUT is not None else None
+#: ``append_common(store, topic, topic_field, body, keys, uniq, tags, queue_id, born_ts, size)``: a
+#: single put of the common shape (:func:`append_common_py`), one C call when the native module is built
+append_common = append_common_native if append_common_native is not None else append_common_struct
+
+register("rocketmq.append_common", append_common_struct, append_common_py, native=append_common_native)
 
 
 # ---------------------------------------------------------------- batches of the common shape
