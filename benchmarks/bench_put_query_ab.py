@@ -52,34 +52,29 @@ def grab(path: Path, start: str, stop: str, ns: dict[str, Any]) -> dict[str, Any
     return ns
 
 
-def bench_put(base: Path, n: int, rounds: int, *, common: bool = False) -> None:
-    """``common``: swap only the engine's single-put entry (``RocketMQStore.put_common``: one native
-    call) for the base version's ``RocketMQStore.append_common`` (the Python locked section), this
-    tree's ``MessageStore.put`` in both."""
+def bench_put(base: Path, n: int, rounds: int) -> None:
+    """The base version's ``MessageStore.put`` and ``RocketMQStore.append_common`` (its locked
+    section in Python) against this tree's ``put`` (one native ``put_one.put_plain`` call)."""
     import numpy as np
 
     from mqstore.kernels.rocketmq import put_one
 
-    if common:
-        ns = dict(vars(store_mod))
-        ns["_encode_one_v1"] = put_one.encode_one_v1  # what the base version's section called
-        old_common = grab(base / "mqstore/storage/rocketmq/store.py", "    def append_common(self, topic: str",
-                          "    def append_columns(", ns)["append_common"]
-        old_put = new_put = MessageStore.put
+    ns = dict(vars(store_mod))
+    ns["_encode_one_v1"] = put_one.encode_one_v1  # what the base version's section called
+    old_common = grab(base / "mqstore/storage/rocketmq/store.py", "    def append_common(self, topic: str",
+                      "    def append_columns(", ns)["append_common"]
+    ans = dict(vars(api))
+    ans["_ONE_V1_FIXED"] = put_one.ONE_V1_FIXED
+    old_put = grab(base / "mqstore/api/rocketmq.py", "    def put(self, topic: str, body: bytes",
+                   "    def _put_checked(", ans)["put"]
+    new_put = MessageStore.put
 
-        def on_open(s: MessageStore, mode: str) -> None:
-            if mode == "old":
-                s.engine.put_common = types.MethodType(old_common, s.engine)  # type: ignore[method-assign]
-    else:
-        old_put = grab(base / "mqstore/api/rocketmq.py", "    def put(self, topic: str, body: bytes",
-                       "    def _put_checked(", dict(vars(api)))["put"]
-        new_put = MessageStore.put
-
-        def on_open(s: MessageStore, mode: str) -> None:
-            pass
+    def on_open(s: MessageStore, mode: str) -> None:
+        if mode == "old":
+            s.engine.append_common = types.MethodType(old_common, s.engine)  # type: ignore[method-assign]
     body = np.random.default_rng(5).bytes(1024)
     keys = [f"order-{i} user-{i % 977}" for i in range(n)]
-    res: dict[str, list[tuple[float, float]]] = {"old": [], "new": []}
+    res: dict[str, list[tuple[float, float, float]]] = {"old": [], "new": []}
     for r in range(rounds):
         for mode in ("old", "new") if r % 2 == 0 else ("new", "old"):
             MessageStore.put = old_put if mode == "old" else new_put  # type: ignore[method-assign]
@@ -91,17 +86,20 @@ def bench_put(base: Path, n: int, rounds: int, *, common: bool = False) -> None:
                     s.flush()
                     s.engine.commit_log.warm_ahead()
                     put = s.put
-                    t, c = time.perf_counter(), time.process_time()
+                    t, c, th = time.perf_counter(), time.process_time(), time.thread_time()
                     for i in range(n):
                         put("BenchTopic", body, i & 7, keys=keys[i], tags="TagA")
-                    res[mode].append((n / (time.perf_counter() - t), n / (time.process_time() - c)))
+                    res[mode].append((n / (time.perf_counter() - t), n / (time.process_time() - c),
+                                      n / (time.thread_time() - th)))
             finally:
                 MessageStore.put = new_put  # type: ignore[method-assign]
                 shutil.rmtree(d, ignore_errors=True)
     ow, nw = (statistics.median(x[0] for x in res[m]) for m in ("old", "new"))
     oc, nc = (statistics.median(x[1] for x in res[m]) for m in ("old", "new"))
-    print(f"put, single (1 KiB, async{', locked section' if common else ''}): old {ow:,.0f} msgs/s, new {nw:,.0f} msgs/s wall ({nw / ow:.2f}x); "
-          f"per process CPU-s old {oc:,.0f}, new {nc:,.0f} ({nc / oc:.2f}x); {rounds} rounds of {n:,}")
+    ot, nt = (statistics.median(x[2] for x in res[m]) for m in ("old", "new"))
+    print(f"put, single (1 KiB, async): old {ow:,.0f} msgs/s, new {nw:,.0f} msgs/s wall ({nw / ow:.2f}x); "
+          f"per process CPU-s old {oc:,.0f}, new {nc:,.0f} ({nc / oc:.2f}x); per CPU-s of the putting thread old "
+          f"{ot:,.0f} ({1e6 / ot:.2f} us), new {nt:,.0f} ({1e6 / nt:.2f} us) ({nt / ot:.2f}x); {rounds} rounds of {n:,}")
 
 
 def _ab_put_batch(label: str, use: Callable[[str], None], n: int, rounds: int) -> None:
@@ -241,7 +239,6 @@ def main() -> None:
     p = sub.add_parser("put")
     p.add_argument("--messages", type=int, default=50_000)
     p.add_argument("--rounds", type=int, default=6)
-    p.add_argument("--common", action="store_true", help="swap only the locked section (RocketMQStore.append_common)")
     pb = sub.add_parser("put-batch")
     pb.add_argument("--messages", type=int, default=200_000)
     pb.add_argument("--rounds", type=int, default=6)
@@ -254,7 +251,7 @@ def main() -> None:
     q.add_argument("--rounds", type=int, default=40)
     args = ap.parse_args()
     if args.what == "put":
-        bench_put(args.base_src, args.messages, args.rounds, common=args.common)
+        bench_put(args.base_src, args.messages, args.rounds)
     elif args.what == "put-batch":
         bench_put_batch(args.messages, args.rounds)
     elif args.what == "put-batch-base":

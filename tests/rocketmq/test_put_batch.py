@@ -502,7 +502,7 @@ def test_single_put_native_path_equals_append_one(tmp_path: Path, monkeypatch: p
             return out
 
     fast = run(tmp_path / "fast")
-    monkeypatch.setattr("mqstore.storage.rocketmq.store._append_common", lambda *a: None)
+    monkeypatch.setattr("mqstore.api.rocketmq._put_plain", None)  # put() through append_one
     ref = run(tmp_path / "ref")
     _results_equal(fast, ref)
     assert _commitlog(tmp_path / "fast") == _commitlog(tmp_path / "ref")
@@ -703,6 +703,7 @@ def test_append_common_twins_write_the_reference_store(tmp_path: Path, monkeypat
     records too large for the path give None and the checked path reports them."""
     import functools
 
+    from mqstore.kernels.rocketmq import put_one
     from mqstore.kernels.rocketmq.put_one import append_common_py
 
     rng = np.random.default_rng(7)
@@ -712,7 +713,7 @@ def test_append_common_twins_write_the_reference_store(tmp_path: Path, monkeypat
         ticks = iter(range(1_700_000_000_000, 1_700_000_100_000, 7))
         cfg = StoreConfig(**{**SMALL, "clock": lambda: next(ticks) // 21 * 21})
         with MessageStore.open(root, cfg) as s:
-            s.engine.put_common = functools.partial(impl, s.engine)
+            s._put_plain = functools.partial(put_one._put_plain, impl)  # put() through ``impl``
             s._uniq.set_counter(3)
             s._uniq._hex_prefix = "0A0B0C0D1F2E00000042"
             out = [s.put(("A", "Bb")[i % 2], b, i % 3, keys=f"k{i} x{i % 5}", tags=f"t{i % 4}")
@@ -748,3 +749,38 @@ def test_append_common_refuses_and_leaves_the_store_alone(tmp_path: Path, append
         e._put_lock.release()
     with pytest.raises(StoreClosedError):
         append(e, "T", b"\x01T", b"body", "k", "u" * 32, "t", 0, 1, 187)
+
+
+@pytest.mark.parametrize("plain", twins("rocketmq.put_plain"))
+def test_put_plain_twins_equal_the_reference(tmp_path: Path, plain: Any) -> None:
+    """``put_one.put_plain`` (native, ``struct`` and codec twins), the whole ``put`` of the common
+    shape: the same results, unique keys, CommitLog bytes, queue offsets and time runs as the
+    reference across segment rolls with a moving clock; None (nothing consumed) for non-ASCII
+    texts and property separators; the unique key (nothing written) for a record too large."""
+    from mqstore.kernels.rocketmq.put_one import put_plain_py
+
+    rng = np.random.default_rng(9)
+    bodies = [rng.bytes(int(n)) for n in rng.integers(0, 1500, 50)]
+
+    def run(root: Path, impl: Any) -> tuple[Any, ...]:
+        ticks = iter(range(1_700_000_000_000, 1_700_000_100_000, 5))
+        with MessageStore.open(root, StoreConfig(**{**SMALL, "clock": lambda: next(ticks) // 15 * 15})) as s:
+            s._uniq.set_counter(65530)  # the counter wraps at 16 bits
+            s._uniq._hex_prefix = "0A0B0C0D1F2E00000042"
+            s._put_plain = impl
+            e, g, pre = s.engine, s._uniq, s._msgid_prefix
+            out = [impl(e, g, pre, ("A", "Bb")[i % 2], (b"\x01A", b"\x02Bb")[i % 2], b, f"k{i} x{i % 5}", f"t{i % 4}",
+                        i % 3) for i, b in enumerate(bodies)]
+            assert impl(e, g, pre, "A", b"\x01A", b"b", "ключ", "t", 0) is None
+            assert impl(e, g, pre, "A", b"\x01A", b"b", "k", "t\x01", 0) is None
+            big = impl(e, g, pre, "A", b"\x01A", b"x" * 20000, "k", "t", 0)
+            assert type(big) is str and len(big) == 32
+            out.append(s.put("A", b"last", 1, keys="k", tags="t"))
+            return out, big, dict(e.queue_offsets), list(e._ts_runs), e.commit_log.max_offset
+
+    ref = run(tmp_path / "ref", put_plain_py)
+    got = run(tmp_path / "got", plain)
+    _results_equal(got[0], ref[0])
+    assert all(type(r) is PutResult for r in got[0])
+    assert got[1:] == ref[1:]
+    assert _commitlog(tmp_path / "got") == _commitlog(tmp_path / "ref")

@@ -146,7 +146,7 @@ static PyObject *encode_one_v1(PyObject *self, PyObject *const *args, Py_ssize_t
 static PyObject *s_cl_queue, *s_files, *s_queue_offsets, *s_config, *s_clock, *s_store_host_b, *s_last_put_ts,
     *s_ts_runs, *s_wrote_position, *s_file_size, *s_file_from_offset, *s_mm_raw, *s_mm, *s_closed, *s_read_only,
     *s_background_error, *s_check_writable, *s_max_fast_size, *s_max_body, *s_put_lock, *s_acquire, *s_release,
-    *s_roll_for, *s_reput_from_offset, *s_reput_wake_bytes, *s_wake, *s_is_set, *s_set;
+    *s_roll_for, *s_reput_from_offset, *s_reput_wake_bytes, *s_wake, *s_is_set, *s_set, *s_head, *s_head_for, *s_count, *mask16;
 
 #define BLANK_RECORD_SIZE 8 /* formats/rocketmq/record.py: the end-of-segment filler the next record must leave room for */
 
@@ -740,6 +740,135 @@ static PyObject *put_result(PyObject *self, PyObject *const *args, Py_ssize_t na
     return r;
 }
 
+/* ---------------------------------------------------------------- the whole common-shape put */
+
+static int has_sep(PyObject *ascii)
+{
+    const char *p = (const char *)PyUnicode_DATA(ascii);
+    Py_ssize_t n = PyUnicode_GET_LENGTH(ascii);
+    return memchr(p, 1, (size_t)n) != NULL || memchr(p, 2, (size_t)n) != NULL;
+}
+
+/* put_plain(store, uniq_gen, msgid_prefix, topic, topic_field, body, keys, tags, queue_id)
+ *   -> result | str | None
+ * MessageStore.put of the common shape after its argument checks (the native twin of
+ * put_one.put_plain_py): None when keys or tags are not ASCII (nothing done: the caller takes its
+ * other path); otherwise the born time (store.config.clock() or the wall clock, ms), the unique
+ * key (uniq_gen.head's prefix for that ms, or uniq_gen.head_for(ms)'s, and the 4 upper-case hex
+ * digits of next(uniq_gen.count) & 0xFFFF), and append_common with the record's size.  Returns the
+ * put_result of the record, or the unique key (a str) when append_common gave None (a record too
+ * large for the path: the caller writes it by its checked path with that key).  A sync-flush
+ * store's caller does not use it. */
+static PyObject *put_plain(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 9 || !PyUnicode_Check(args[2]) || !PyUnicode_Check(args[6]) || !PyUnicode_Check(args[7])
+        || !PyBytes_Check(args[4]) || !PyBytes_Check(args[5])) {
+        PyErr_SetString(PyExc_TypeError, "put_plain(store, uniq_gen, msgid_prefix: str, topic, topic_field: bytes, "
+                                         "body: bytes, keys: str, tags: str, queue_id)");
+        return NULL;
+    }
+    if (!result_type) {
+        PyErr_SetString(PyExc_RuntimeError, "put_plain: bind_put_result was not called");
+        return NULL;
+    }
+    PyObject *keys = args[6], *tags = args[7], *gen = args[1];
+    if (!PyUnicode_IS_ASCII(keys) || !PyUnicode_IS_ASCII(tags) || has_sep(keys) || has_sep(tags)) Py_RETURN_NONE;
+    PyObject *cfg = PyObject_GetAttr(args[0], s_config);
+    if (!cfg) return NULL;
+    PyObject *clock = PyObject_GetAttr(cfg, s_clock);
+    Py_DECREF(cfg);
+    if (!clock) return NULL;
+    int64_t now;
+    if (clock == Py_None) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        now = ((int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec) / 1000000;
+        Py_DECREF(clock);
+    } else {
+        PyObject *t = PyObject_CallNoArgs(clock);
+        Py_DECREF(clock);
+        PyObject *ti = t ? PyNumber_Long(t) : NULL;
+        Py_XDECREF(t);
+        if (!ti) return NULL;
+        now = mq_i64(ti);
+        Py_DECREF(ti);
+        if (now == -1 && PyErr_Occurred()) return NULL;
+    }
+    /* the unique key: the prefix of this ms, then the counter */
+    PyObject *head = PyObject_GetAttr(gen, s_head), *prefix = NULL;
+    if (!head) return NULL;
+    if (PyTuple_Check(head) && PyTuple_GET_SIZE(head) == 2 && PyLong_Check(PyTuple_GET_ITEM(head, 0))
+        && PyLong_AsLongLong(PyTuple_GET_ITEM(head, 0)) == now && PyUnicode_Check(PyTuple_GET_ITEM(head, 1))) {
+        prefix = Py_NewRef(PyTuple_GET_ITEM(head, 1));
+    } else {
+        PyErr_Clear();
+        PyObject *ms = PyLong_FromLongLong(now);
+        PyObject *h = ms ? PyObject_CallMethodOneArg(gen, s_head_for, ms) : NULL;
+        Py_XDECREF(ms);
+        if (h && PyTuple_Check(h) && PyTuple_GET_SIZE(h) == 2 && PyUnicode_Check(PyTuple_GET_ITEM(h, 1)))
+            prefix = Py_NewRef(PyTuple_GET_ITEM(h, 1));
+        else if (h)
+            PyErr_SetString(PyExc_TypeError, "put_plain: head_for() did not give (ms, str)");
+        Py_XDECREF(h);
+    }
+    Py_DECREF(head);
+    if (!prefix) return NULL;
+    PyObject *count = PyObject_GetAttr(gen, s_count);
+    PyObject *c = count ? PyIter_Next(count) : NULL;
+    Py_XDECREF(count);
+    if (!c) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, "put_plain: the counter ended");
+        Py_DECREF(prefix);
+        return NULL;
+    }
+    PyObject *low = PyNumber_And(c, mask16);
+    Py_DECREF(c);
+    int64_t cv = low ? mq_i64(low) : -1;
+    Py_XDECREF(low);
+    if (cv < 0) {
+        Py_DECREF(prefix);
+        return NULL;
+    }
+    static const char hexd[] = "0123456789ABCDEF";
+    char hx[4];
+    for (int d = 0; d < 4; d++) hx[d] = hexd[(cv >> (12 - 4 * d)) & 0xF];
+    PyObject *tail = PyUnicode_FromStringAndSize(hx, 4);
+    PyObject *uniq = tail ? PyUnicode_Concat(prefix, tail) : NULL;
+    Py_XDECREF(tail);
+    Py_DECREF(prefix);
+    if (!uniq) return NULL;
+    if (!PyUnicode_IS_ASCII(uniq)) {
+        Py_DECREF(uniq);
+        PyErr_SetString(PyExc_ValueError, "put_plain: the unique key is not ASCII");
+        return NULL;
+    }
+    int64_t size = 88 + 2 + 5 + 1 + 9 + 1 + 5 + 1 + PyBytes_GET_SIZE(args[5]) + PyBytes_GET_SIZE(args[4])
+                   + PyUnicode_GET_LENGTH(keys) + PyUnicode_GET_LENGTH(uniq) + PyUnicode_GET_LENGTH(tags);
+    PyObject *born = PyLong_FromLongLong(now), *sz = PyLong_FromLongLong(size);
+    PyObject *got = NULL;
+    if (born && sz) {
+        PyObject *a[10] = {args[0], args[3], args[4], args[5], keys, uniq, tags, args[8], born, sz};
+        got = append_common(self, a, 10);
+    }
+    Py_XDECREF(born);
+    if (!got) {
+        Py_XDECREF(sz);
+        Py_DECREF(uniq);
+        return NULL;
+    }
+    if (got == Py_None) { /* too large for this path: the caller's checked path, with this key */
+        Py_DECREF(got);
+        Py_DECREF(sz);
+        return uniq;
+    }
+    PyObject *ra[6] = {PyTuple_GET_ITEM(got, 0), PyTuple_GET_ITEM(got, 1), PyTuple_GET_ITEM(got, 2), sz, args[2], uniq};
+    PyObject *r = put_result(self, ra, 6);
+    Py_DECREF(got);
+    Py_DECREF(sz);
+    Py_DECREF(uniq);
+    return r;
+}
+
 static PyMethodDef methods[] = {
     MQ_BIND_CHECKSUMS_METHOD,
     {"bind_put_result", (PyCFunction)(void (*)(void))bind_put_result, METH_FASTCALL,
@@ -757,6 +886,9 @@ static PyMethodDef methods[] = {
     {"append_common", (PyCFunction)(void (*)(void))append_common, METH_FASTCALL,
      "append_common(store, topic, topic_field, body, keys, uniq, tags, queue_id, born_ts, size) -> (offset, "
      "queue offset, store time) or None: a single put of the common shape into an async-flush store"},
+    {"put_plain", (PyCFunction)(void (*)(void))put_plain, METH_FASTCALL,
+     "put_plain(store, uniq_gen, msgid_prefix, topic, topic_field, body, keys, tags, queue_id) -> result, the "
+     "unique key (not written: too large) or None (not ASCII): MessageStore.put of the common shape"},
     {"encode_common_into", (PyCFunction)(void (*)(void))encode_common_into, METH_FASTCALL,
      "encode_common_into(out, pos, lo, hi, sizes, phys, store_ts, bodies, topics, topic_off, topic_len, props, "
      "props_off, props_len, queue_id, flag, queue_offset, born_ts, host) -> end: records lo:hi of the common "
@@ -778,9 +910,10 @@ PyMODINIT_FUNC PyInit__nat_put(void)
         {&s_max_fast_size, "_max_fast_size"}, {&s_max_body, "_max_body"}, {&s_put_lock, "_put_lock"},
         {&s_acquire, "acquire"}, {&s_release, "release"}, {&s_roll_for, "_roll_for"},
         {&s_reput_from_offset, "reput_from_offset"}, {&s_reput_wake_bytes, "_reput_wake_bytes"}, {&s_wake, "_wake"},
-        {&s_is_set, "is_set"}, {&s_set, "set"},
+        {&s_is_set, "is_set"}, {&s_set, "set"}, {&s_head, "head"}, {&s_head_for, "head_for"}, {&s_count, "count"},
     };
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (!*names[i].slot && !(*names[i].slot = PyUnicode_InternFromString(names[i].name))) return NULL;
+    if (!mask16 && !(mask16 = PyLong_FromLong(0xFFFF))) return NULL;
     return PyModule_Create(&module);
 }

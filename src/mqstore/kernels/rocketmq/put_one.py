@@ -101,9 +101,14 @@ register("rocketmq.encode_one_v1", encode_one_v1_struct, encode_one_v1_py, nativ
 put_result_native = _NAT_PUT.put_result if _NAT_PUT is not None else None
 
 
+_RESULT: list[Any] = []  # the result class of put_plain_py (bind_put_result)
+
+
 def bind_put_result(cls: type, slots: tuple[object, ...]) -> bool:
-    """Tell the native :data:`put_result_native` the result class (``slots``: the member
-    descriptors of its 6 fields in constructor order); False without the native module."""
+    """Tell the native :data:`put_result_native` (and :func:`put_plain_py`) the result class
+    (``slots``: the member descriptors of its 6 fields in constructor order); False without the
+    native module."""
+    _RESULT[:] = [cls]
     if _NAT_PUT is None:
         return False
     _NAT_PUT.bind_put_result(cls, slots)
@@ -299,3 +304,53 @@ encode_common_into = encode_common_into_native
 
 register("rocketmq.encode_common_into", encode_common_into_numba, encode_common_into_py,
          native=encode_common_into_native)
+
+
+# ---------------------------------------------------------------- the whole single put of the common shape
+def _put_plain(append: Any, store: Any, uniq_gen: Any, msgid_prefix: str, topic: str, topic_field: bytes, body: bytes,
+               keys: str, tags: str, queue_id: int) -> Any:
+    import time
+
+    if not keys.isascii() or not tags.isascii() or "\x01" in keys or "\x02" in keys or "\x01" in tags or "\x02" in tags:
+        return None
+    clock = store.config.clock
+    now = time.time_ns() // 1_000_000 if clock is None else int(clock())
+    h = uniq_gen.head
+    prefix = h[1] if h[0] == now else uniq_gen.head_for(now)[1]
+    uniq = f"{prefix}{next(uniq_gen.count) & 0xFFFF:04X}"
+    size = one_v1_size(body, topic_field, keys, uniq, tags)
+    got = append(store, topic, topic_field, body, keys, uniq, tags, queue_id, now, size)
+    if got is None:
+        return uniq
+    o, qo, ts = got
+    return _RESULT[0](o, qo, ts, size, f"{msgid_prefix}{o:016X}", uniq)
+
+
+def put_plain_py(store: object, uniq_gen: object, msgid_prefix: str, topic: str, topic_field: bytes, body: bytes,
+                 keys: str, tags: str, queue_id: int) -> Any:
+    """``MessageStore.put`` of the common shape once its arguments are checked (string keys and
+    tags, no unique key or other property, flag 0), into an async-flush engine ``store``; the
+    reference of the native ``put_plain``.  ``None`` (nothing done) when ``keys`` or ``tags`` is
+    not ASCII or holds a property separator (``\\x01``/``\\x02``).  Otherwise: the born time
+    (``store.config.clock()`` or the wall clock, ms), the unique key (``uniq_gen.head``'s prefix
+    for that ms, else ``uniq_gen.head_for(ms)``'s, then 4 upper-case hex digits of
+    ``next(uniq_gen.count) & 0xFFFF``) and :func:`append_common_py`.  Returns the result (the
+    class given to :func:`bind_put_result`, message id ``msgid_prefix`` + the offset in 16 hex
+    digits), or the unique key when the record is too large for the path (nothing written: the
+    caller reports it through its checked path)."""
+    return _put_plain(append_common_py, store, uniq_gen, msgid_prefix, topic, topic_field, body, keys, tags, queue_id)
+
+
+def put_plain_struct(store: object, uniq_gen: object, msgid_prefix: str, topic: str, topic_field: bytes, body: bytes,
+                     keys: str, tags: str, queue_id: int) -> Any:
+    """:func:`put_plain_py` through :func:`append_common_struct` (the path without the native module)."""
+    return _put_plain(append_common_struct, store, uniq_gen, msgid_prefix, topic, topic_field, body, keys, tags,
+                      queue_id)
+
+
+put_plain_native = _NAT_PUT.put_plain if _NAT_PUT is not None else None
+#: ``put_plain(store, uniq_gen, msgid_prefix, topic, topic_field, body, keys, tags, queue_id)``: the single
+#: put of the common shape (:func:`put_plain_py`), one C call when the native module is built
+put_plain = put_plain_native if put_plain_native is not None else put_plain_struct
+
+register("rocketmq.put_plain", put_plain_struct, put_plain_py, native=put_plain_native)

@@ -10,7 +10,6 @@ for the reput thread: every read first dispatches what is pending (read-your-wri
 
 from __future__ import annotations
 
-import functools
 import os
 import struct
 import threading
@@ -171,9 +170,6 @@ class RocketMQStore:
         self._max_fast_size = min(self.config.max_message_size + RECORD_SLACK,
                                   self.config.commit_log_file_size - BLANK_RECORD_SIZE)
         self._reput_wake_bytes = REPUT_WAKE_BYTES  # (read by put_one.append_common)
-        #: :meth:`append_common` as the callers use it: one native call into an async-flush store
-        #: (no Python frame; a sync-flush store's method flushes after the call)
-        self.put_common = self.append_common if self._sync_flush else functools.partial(_append_common, self)
         self._store_host_b = Host.parse(self.config.store_host).to_bytes()
         self.multi_dispatch = MultiDispatchRule.of(self.config)
         if not read_only:
