@@ -63,6 +63,7 @@ def bench_put(base: Path, n: int, rounds: int) -> None:
     ns["_encode_one_v1"] = put_one.encode_one_v1  # what the base version's section called
     old_common = grab(base / "mqstore/storage/rocketmq/store.py", "    def append_common(self, topic: str",
                       "    def append_columns(", ns)["append_common"]
+    api._UniqKeyGenerator().next(0)  # fills api._HEX4 (a module global the copied namespace must see filled)
     ans = dict(vars(api))
     ans["_ONE_V1_FIXED"] = put_one.ONE_V1_FIXED
     old_put = grab(base / "mqstore/api/rocketmq.py", "    def put(self, topic: str, body: bytes",
