@@ -15,7 +15,9 @@ under ``/tmp``, async flush, background services on, 1 KiB bodies, KEYS + TAGS +
 UNIQ_KEY, 8 queues).  ``query`` first checks that both give equal results on 500 keys.
 ``put-batch`` (``put_batch`` of 1000 dicts) compares the store's two batch encoders in this tree:
 old = the column encoder (bodies joined, ``crc32_spans``, ``put.encode_records_into``; what every
-batch took before the native list encoder), new = ``put_one.encode_common_into``.  ``put-batch-base`` compares ``put_batch`` of the base version
+batch took before the native list encoder), new = ``put_one.encode_common_into``.  ``put-batch-gather`` compares ``put_batch`` with the dicts' fields
+gathered by C-level passes (old) and by one native pass (``put_one.gather_plain``, new).
+``put-batch-base`` compares ``put_batch`` of the base version
 (its ``_put_fast`` text, ``build_common_props`` and ``queue_ranks`` on numba, as they were) with this
 tree's (native properties and queue ranks), both on the native encoder.
 """
@@ -146,6 +148,17 @@ def bench_put_batch(n: int, rounds: int) -> None:
     _ab_put_batch("put_batch", use, n, rounds)
 
 
+def bench_put_batch_gather(n: int, rounds: int) -> None:
+    gather = api._gather_plain
+    if gather is None:
+        raise SystemExit("the native module is not built: nothing to compare")
+
+    def use(mode: str) -> None:
+        api._gather_plain = None if mode == "old" else gather  # type: ignore[assignment]
+
+    _ab_put_batch("put_batch, fields gathered in one C pass", use, n, rounds)
+
+
 def bench_put_batch_base(base: Path, n: int, rounds: int) -> None:
     from mqstore.kernels.rocketmq import put as put_mod
 
@@ -243,6 +256,9 @@ def main() -> None:
     pb = sub.add_parser("put-batch")
     pb.add_argument("--messages", type=int, default=200_000)
     pb.add_argument("--rounds", type=int, default=6)
+    pbg = sub.add_parser("put-batch-gather")
+    pbg.add_argument("--messages", type=int, default=200_000)
+    pbg.add_argument("--rounds", type=int, default=6)
     pbb = sub.add_parser("put-batch-base")
     pbb.add_argument("--messages", type=int, default=200_000)
     pbb.add_argument("--rounds", type=int, default=6)
@@ -255,6 +271,8 @@ def main() -> None:
         bench_put(args.base_src, args.messages, args.rounds)
     elif args.what == "put-batch":
         bench_put_batch(args.messages, args.rounds)
+    elif args.what == "put-batch-gather":
+        bench_put_batch_gather(args.messages, args.rounds)
     elif args.what == "put-batch-base":
         bench_put_batch_base(args.base_src, args.messages, args.rounds)
     else:

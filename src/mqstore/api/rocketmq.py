@@ -47,6 +47,7 @@ from mqstore.kernels.rocketmq.columns import (
     decode_fields,
 )
 from mqstore.kernels.rocketmq.put_one import encode_common_into
+from mqstore.kernels.rocketmq.put_one import gather_plain as _gather_plain
 from mqstore.storage.rocketmq.config import FLUSH_ASYNC, FLUSH_SYNC, StoreConfig, validate_topic
 from mqstore.storage.rocketmq.consumequeue import BOUNDARY_LOWER, BOUNDARY_UPPER
 from mqstore.storage.rocketmq.layout import resolve_config
@@ -819,9 +820,12 @@ class MessageStore:
         fast_props = self._fast_props
         return [fast_props(k, t, u, now)[0] for k, t, u in zip(keys, tags, uniqs, strict=True)]
 
-    def _put_fast(self, topic: list[Any], body: list[Any], queue_id: list[Any], keys: list[Any], tags: list[Any],
-                  uniq_key: list[Any], flag: list[Any], born_timestamp: list[Any]) -> PutBatchResult | None:
-        """The columnar put: ``None`` (nothing written) when a message needs the general path."""
+    def _put_fast(self, topic: list[Any], body: list[Any], queue_id: list[Any] | None, keys: list[Any], tags: list[Any],
+                  uniq_key: list[Any], flag: list[Any] | None, born_timestamp: list[Any],
+                  plain: tuple[np.ndarray, np.ndarray] | None = None) -> PutBatchResult | None:
+        """The columnar put: ``None`` (nothing written) when a message needs the general path.
+        ``plain``: the queue ids and body lengths of a batch ``put_one.gather_plain`` checked
+        (``queue_id`` and ``flag`` are then None: flags 0)."""
         if not self._fast_ok:
             return None
         n = len(body)
@@ -829,20 +833,27 @@ class MessageStore:
             names = {t: self._topic_field(t) for t in set(topic)}
         except TypeError:  # an unhashable topic: the general path reports it
             return None
-        if not all(names.values()) or set(map(type, body)) != {bytes}:
+        if not all(names.values()):
             return None
-        if not set(map(type, queue_id)) <= {int} or not set(map(type, flag)) <= {int}:
-            return None
-        try:
-            qids = np.array(queue_id, dtype=np.int64)
-            flg = np.array(flag, dtype=np.int64)
-        except (TypeError, ValueError, OverflowError):
-            return None
-        if qids.shape != (n,) or flg.shape != (n,):
-            return None
-        if n and (int(qids.min()) < 0 or int(qids.max()) >= _INT32 or int(flg.min()) < -_INT32
-                  or int(flg.max()) >= _INT32):
-            return None
+        if plain is not None:
+            qids, body_len = plain
+            flg = np.zeros(n, np.int64)
+        else:
+            if set(map(type, body)) != {bytes}:
+                return None
+            if not set(map(type, queue_id)) <= {int} or not set(map(type, flag)) <= {int}:  # type: ignore[arg-type]
+                return None
+            try:
+                qids = np.array(queue_id, dtype=np.int64)
+                flg = np.array(flag, dtype=np.int64)
+            except (TypeError, ValueError, OverflowError):
+                return None
+            if qids.shape != (n,) or flg.shape != (n,):
+                return None
+            if n and (int(qids.min()) < 0 or int(qids.max()) >= _INT32 or int(flg.min()) < -_INT32
+                      or int(flg.max()) >= _INT32):
+                return None
+            body_len = np.fromiter(map(len, body), np.int64, n)
         eng = self._engine
         now = eng.config.now()
         uniqs: list[str | None] | None = None
@@ -889,7 +900,6 @@ class MessageStore:
             topics_buf = b"".join(tf[1:] for tf in tfs)
             topic_len = np.fromiter((len(tf) - 1 for tf in tfs), np.int64, n)
             topic_off = np.cumsum(topic_len) - topic_len
-        body_len = np.fromiter(map(len, body), np.int64, n)
         host = np.zeros(20, np.uint8)
         host[:4] = np.frombuffer(self._store_host_b[:4], np.uint8)
         host[16:] = np.frombuffer(self._store_host_b[4:], np.uint8)
@@ -918,6 +928,16 @@ class MessageStore:
         results are made on demand, or a list)."""
         self._engine.check_open()
         msgs = messages if isinstance(messages, list) else list(messages)
+        if msgs and self._fast_ok and _gather_plain is not None:  # plain dicts: their fields in one C pass
+            n = len(msgs)
+            qids, blen = np.empty(n, np.int64), np.empty(n, np.int64)
+            got = _gather_plain(msgs, qids, blen)
+            if got is not None:
+                nones = [None] * n
+                res = self._put_fast(got[0], got[1], None, got[2], got[3], nones, None, nones, plain=(qids, blen))
+                if res is not None:
+                    return res
+                return self._put_records(msgs)
         if msgs and self._fast_ok and set(map(type, msgs)) == {dict}:
             n = len(msgs)
             names = set().union(*msgs)  # every field used by any message (C-level passes, no loop)

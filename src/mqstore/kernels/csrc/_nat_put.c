@@ -147,6 +147,7 @@ static PyObject *s_cl_queue, *s_files, *s_queue_offsets, *s_config, *s_clock, *s
     *s_ts_runs, *s_wrote_position, *s_file_size, *s_file_from_offset, *s_mm_raw, *s_mm, *s_closed, *s_read_only,
     *s_background_error, *s_check_writable, *s_max_fast_size, *s_max_body, *s_put_lock, *s_acquire, *s_release,
     *s_roll_for, *s_reput_from_offset, *s_reput_wake_bytes, *s_wake, *s_is_set, *s_set, *s_head, *s_head_for, *s_count, *mask16;
+static PyObject *s_fields[5]; /* topic, body, queue_id, keys, tags */
 
 #define BLANK_RECORD_SIZE 8 /* formats/rocketmq/record.py: the end-of-segment filler the next record must leave room for */
 
@@ -869,6 +870,80 @@ static PyObject *put_plain(PyObject *self, PyObject *const *args, Py_ssize_t nar
     return r;
 }
 
+/* ---------------------------------------------------------------- put_batch: the fields of plain dicts */
+
+/* gather_plain(msgs, queue_ids, body_len) -> (topics, bodies, keys, tags) | None
+ * The native twin of put_one.gather_plain_py: one pass over a list of dicts of the plain batch
+ * shape, each an exact dict whose only keys are among topic (str), body (bytes), queue_id (int in
+ * [0, 2**31), default 0), keys and tags (str or None, default None), with topic and body present.
+ * Fills queue_ids and body_len (int64, writable, one per message) and returns the four columns as
+ * lists; None (the outputs partly filled) when a message has another shape (the caller then takes
+ * its general passes). */
+static PyObject *gather_plain(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (nargs != 3 || !PyList_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "gather_plain(msgs: list, queue_ids, body_len)");
+        return NULL;
+    }
+    PyObject *msgs = args[0];
+    Py_ssize_t n = PyList_GET_SIZE(msgs);
+    Py_buffer qv, lv;
+    if (mq_view(args[1], &qv, 8, 1, "queue_ids") < 0) return NULL;
+    if (mq_view(args[2], &lv, 8, 1, "body_len") < 0) {
+        PyBuffer_Release(&qv);
+        return NULL;
+    }
+    PyObject *ret = NULL, *cols[4] = {NULL, NULL, NULL, NULL};
+    if (qv.len / 8 != n || lv.len / 8 != n) {
+        PyErr_SetString(PyExc_ValueError, "gather_plain: queue_ids and body_len need one slot per message");
+        goto done;
+    }
+    for (int k = 0; k < 4; k++)
+        if (!(cols[k] = PyList_New(n))) goto done;
+    int64_t *qo = qv.buf, *bl = lv.buf;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *m = PyList_GET_ITEM(msgs, i);
+        if (!PyDict_CheckExact(m)) goto other;
+        PyObject *v[5];
+        Py_ssize_t found = 0;
+        for (int k = 0; k < 5; k++) {
+            v[k] = PyDict_GetItemWithError(m, s_fields[k]); /* borrowed */
+            if (v[k]) found++;
+            else if (PyErr_Occurred()) goto done;
+        }
+        if (found != PyDict_GET_SIZE(m) || !v[0] || !v[1] || !PyUnicode_CheckExact(v[0]) || !PyBytes_CheckExact(v[1]))
+            goto other;
+        int64_t q = 0;
+        if (v[2]) {
+            if (!PyLong_CheckExact(v[2])) goto other;
+            int ovf;
+            long long x = PyLong_AsLongLongAndOverflow(v[2], &ovf);
+            if (ovf || x < 0 || x > INT32_MAX) goto other;
+            q = x;
+        }
+        for (int k = 3; k < 5; k++) {
+            if (!v[k]) v[k] = Py_None;
+            else if (v[k] != Py_None && !PyUnicode_CheckExact(v[k])) goto other;
+        }
+        qo[i] = q;
+        bl[i] = PyBytes_GET_SIZE(v[1]);
+        PyList_SET_ITEM(cols[0], i, Py_NewRef(v[0]));
+        PyList_SET_ITEM(cols[1], i, Py_NewRef(v[1]));
+        PyList_SET_ITEM(cols[2], i, Py_NewRef(v[3]));
+        PyList_SET_ITEM(cols[3], i, Py_NewRef(v[4]));
+    }
+    ret = PyTuple_Pack(4, cols[0], cols[1], cols[2], cols[3]);
+    goto done;
+other:
+    ret = Py_NewRef(Py_None);
+done:
+    for (int k = 0; k < 4; k++) Py_XDECREF(cols[k]); /* unset items of a partly filled list are NULL: fine */
+    PyBuffer_Release(&qv);
+    PyBuffer_Release(&lv);
+    return ret;
+}
+
 static PyMethodDef methods[] = {
     MQ_BIND_CHECKSUMS_METHOD,
     {"bind_put_result", (PyCFunction)(void (*)(void))bind_put_result, METH_FASTCALL,
@@ -889,6 +964,9 @@ static PyMethodDef methods[] = {
     {"put_plain", (PyCFunction)(void (*)(void))put_plain, METH_FASTCALL,
      "put_plain(store, uniq_gen, msgid_prefix, topic, topic_field, body, keys, tags, queue_id) -> result, the "
      "unique key (not written: too large) or None (not ASCII): MessageStore.put of the common shape"},
+    {"gather_plain", (PyCFunction)(void (*)(void))gather_plain, METH_FASTCALL,
+     "gather_plain(msgs, queue_ids, body_len) -> (topics, bodies, keys, tags) or None: the fields of a batch of "
+     "plain dicts in one pass"},
     {"encode_common_into", (PyCFunction)(void (*)(void))encode_common_into, METH_FASTCALL,
      "encode_common_into(out, pos, lo, hi, sizes, phys, store_ts, bodies, topics, topic_off, topic_len, props, "
      "props_off, props_len, queue_id, flag, queue_offset, born_ts, host) -> end: records lo:hi of the common "
@@ -915,5 +993,8 @@ PyMODINIT_FUNC PyInit__nat_put(void)
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (!*names[i].slot && !(*names[i].slot = PyUnicode_InternFromString(names[i].name))) return NULL;
     if (!mask16 && !(mask16 = PyLong_FromLong(0xFFFF))) return NULL;
+    static const char *fields[5] = {"topic", "body", "queue_id", "keys", "tags"};
+    for (int i = 0; i < 5; i++)
+        if (!s_fields[i] && !(s_fields[i] = PyUnicode_InternFromString(fields[i]))) return NULL;
     return PyModule_Create(&module);
 }

@@ -15,6 +15,7 @@ Implementations (registered as ``rocketmq.encode_one_v1``): the native kernel
 from __future__ import annotations
 
 import struct
+from itertools import repeat
 from typing import Any
 
 from mqstore.formats.rocketmq.record import MAGIC_V1, Host, MessageRecord, encode_record
@@ -354,3 +355,67 @@ put_plain_native = _NAT_PUT.put_plain if _NAT_PUT is not None else None
 put_plain = put_plain_native if put_plain_native is not None else put_plain_struct
 
 register("rocketmq.put_plain", put_plain_struct, put_plain_py, native=put_plain_native)
+
+
+# ---------------------------------------------------------------- put_batch: the fields of plain dicts
+_PLAIN_FIELDS = ("topic", "body", "queue_id", "keys", "tags")
+
+
+def gather_plain_py(msgs: list[Any], queue_ids: Any, body_len: Any) -> tuple[list[Any], ...] | None:
+    """The fields of a batch of plain dicts in one pass (the reference of the native
+    ``gather_plain``): each message an exact ``dict`` whose only keys are among ``topic`` (a
+    ``str``), ``body`` (``bytes``), ``queue_id`` (an ``int`` in ``[0, 2**31)``, default 0),
+    ``keys`` and ``tags`` (``str`` or None, default None), with ``topic`` and ``body`` present.
+    Fills ``queue_ids`` and ``body_len`` (int64, one per message) and returns ``(topics, bodies,
+    keys, tags)``; None (the outputs partly filled) when a message has another shape."""
+    if type(msgs) is not list or len(queue_ids) != len(msgs) or len(body_len) != len(msgs):
+        raise ValueError("gather_plain: queue_ids and body_len need one slot per message")
+    cols: tuple[list[Any], ...] = ([], [], [], [])
+    for i, m in enumerate(msgs):
+        if type(m) is not dict or not set(m) <= set(_PLAIN_FIELDS):
+            return None
+        topic, body, q = m.get("topic"), m.get("body"), m.get("queue_id", 0)
+        keys, tags = m.get("keys"), m.get("tags")
+        if type(topic) is not str or type(body) is not bytes or type(q) is not int or not 0 <= q < 2**31:
+            return None
+        if not (keys is None or type(keys) is str) or not (tags is None or type(tags) is str):
+            return None
+        queue_ids[i] = q
+        body_len[i] = len(body)
+        for col, v in zip(cols, (topic, body, keys, tags), strict=True):
+            col.append(v)
+    return cols
+
+
+def gather_plain_passes(msgs: list[Any], queue_ids: Any, body_len: Any) -> tuple[list[Any], ...] | None:
+    """:func:`gather_plain_py` by C-level passes over the whole batch (one per field and check)."""
+    if type(msgs) is not list or len(queue_ids) != len(msgs) or len(body_len) != len(msgs):
+        raise ValueError("gather_plain: queue_ids and body_len need one slot per message")
+    n = len(msgs)
+    if not n:
+        return [], [], [], []
+    if set(map(type, msgs)) != {dict} or not set().union(*msgs) <= set(_PLAIN_FIELDS):
+        return None
+    get = dict.get
+    topics = list(map(get, msgs, repeat("topic", n)))
+    bodies = list(map(get, msgs, repeat("body", n)))
+    qids = list(map(get, msgs, repeat("queue_id", n), repeat(0, n)))
+    keys = list(map(get, msgs, repeat("keys", n)))
+    tags = list(map(get, msgs, repeat("tags", n)))
+    if set(map(type, topics)) != {str} or set(map(type, bodies)) != {bytes} or set(map(type, qids)) != {int}:
+        return None
+    if not set(map(type, keys)) <= {str, type(None)} or not set(map(type, tags)) <= {str, type(None)}:
+        return None
+    if min(qids) < 0 or max(qids) >= 2**31:
+        return None
+    queue_ids[:] = qids
+    body_len[:] = list(map(len, bodies))
+    return topics, bodies, keys, tags
+
+
+gather_plain_native = _NAT_PUT.gather_plain if _NAT_PUT is not None else None
+#: ``gather_plain(msgs, queue_ids, body_len)``: :func:`gather_plain_py`, one C pass when built (None otherwise:
+#: ``put_batch`` then takes its C-level passes over the dicts)
+gather_plain = gather_plain_native
+
+register("rocketmq.gather_plain", gather_plain_passes, gather_plain_py, native=gather_plain_native)
