@@ -114,7 +114,7 @@ def _ab_put_batch(label: str, use: Callable[[str], None], n: int, rounds: int) -
     body = np.random.default_rng(5).bytes(1024)
     dicts = [{"topic": "BenchTopic", "body": body, "queue_id": i & 7, "keys": f"order-{i} user-{i % 977}",
               "tags": "TagA"} for i in range(n)]
-    res: dict[str, list[tuple[float, float]]] = {"old": [], "new": []}
+    res: dict[str, list[tuple[float, float, float]]] = {"old": [], "new": []}
     for r in range(rounds):
         for mode in ("old", "new") if r % 2 == 0 else ("new", "old"):
             use(mode)
@@ -124,17 +124,20 @@ def _ab_put_batch(label: str, use: Callable[[str], None], n: int, rounds: int) -
                     s.put_batch(dicts[:4])
                     s.flush()
                     s.engine.commit_log.warm_ahead()
-                    t, c = time.perf_counter(), time.process_time()
+                    t, c, th = time.perf_counter(), time.process_time(), time.thread_time()
                     for i in range(0, n, 1000):
                         s.put_batch(dicts[i : i + 1000])
-                    res[mode].append((n / (time.perf_counter() - t), n / (time.process_time() - c)))
+                    res[mode].append((n / (time.perf_counter() - t), n / (time.process_time() - c),
+                                      n / (time.thread_time() - th)))
             finally:
                 use("new")
                 shutil.rmtree(d, ignore_errors=True)
     ow, nw = (statistics.median(x[0] for x in res[m]) for m in ("old", "new"))
     oc, nc = (statistics.median(x[1] for x in res[m]) for m in ("old", "new"))
+    ot, nt = (statistics.median(x[2] for x in res[m]) for m in ("old", "new"))
     print(f"{label}, 1000 dicts (1 KiB, async): old {ow:,.0f} msgs/s, new {nw:,.0f} msgs/s wall ({nw / ow:.2f}x); "
-          f"per process CPU-s old {oc:,.0f}, new {nc:,.0f} ({nc / oc:.2f}x); {rounds} rounds of {n:,}")
+          f"per process CPU-s old {oc:,.0f}, new {nc:,.0f} ({nc / oc:.2f}x); putting thread old {1e6 / ot:.2f} us, "
+          f"new {1e6 / nt:.2f} us per message ({nt / ot:.2f}x); {rounds} rounds of {n:,}")
 
 
 def bench_put_batch(n: int, rounds: int) -> None:
