@@ -331,6 +331,28 @@ def test_warm_ahead_populates_without_writing(tmp_path: Path) -> None:
         assert not seg.array[cl.max_offset:].any() and cl.max_offset > end
 
 
+def test_warm_ahead_follows_the_segment_roll_and_stops_with_the_store(tmp_path: Path) -> None:
+    """With the background services on (the reput thread warms the pages ahead), puts that roll
+    2 MiB segments: the pre-faulted range follows the new last segment, no byte past the write
+    position is written, and the service threads end with the store."""
+    import threading
+
+    before = {t.ident for t in threading.enumerate()}
+    cfg = StoreConfig(**dict(SMALL, commit_log_file_size=2 << 20, background_services=True))
+    with MessageStore.open(tmp_path, cfg) as s:
+        cl = s.engine.commit_log
+        for i in range(3):
+            s.put_batch([{"topic": "T", "body": bytes([i + 1]) * 1000, "queue_id": j % 2} for j in range(1000)])
+            s.put("T", b"single", keys="k", tags="t")
+        assert len(cl.queue.files) >= 2
+        last = cl.queue.files[-1]
+        cl.warm_ahead(1 << 20)
+        assert cl._warmed[0] == last.file_from_offset
+        assert not last.array[last.wrote_position :].any()
+        assert s.max_offset("T", 0) == 3 * 500 + 3
+    assert not [t for t in threading.enumerate() if t.name.startswith("mqstore-") and t.ident not in before]
+
+
 def test_common_shape_put_equals_general_path(tmp_path: Path) -> None:
     """The unchecked single-put branch (string keys and tags, generated unique key) writes the
     bytes of the general path, across segment rolls, with the store time runs of the checkpoint."""
