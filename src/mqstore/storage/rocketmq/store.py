@@ -490,10 +490,13 @@ class RocketMQStore:
     def append_common(self, topic: str, topic_field: bytes, body: bytes, keys: str, uniq: str, tags: str,
                       queue_id: int, born_timestamp: int, size: int) -> tuple[int, int, int] | None:
         """:meth:`append_one` for the record shape of a plain ``put`` (ASCII string keys and tags,
-        a generated 32-character unique key, flag 0, born host = store host), written by one call
-        of :func:`~mqstore.kernels.rocketmq.put.encode_one_v1`.  ``size`` is
-        :func:`~mqstore.kernels.rocketmq.put.one_v1_size`.  Same bytes, offsets and
-        durability as :meth:`append_one`.  Returns ``(commit log offset, queue offset, store
+        a generated 32-character unique key, flag 0, born host = store host): the checks, the put
+        lock, the segment (and its roll through :meth:`_roll_for`), the clock, the queue offset,
+        the store-time runs and the reput wake-up in one call of
+        :func:`~mqstore.kernels.rocketmq.put_one.append_common` (native when built; the rules
+        are written there, with the reference ``append_common_py``), then the sync-flush rule.
+        ``size`` is :func:`~mqstore.kernels.rocketmq.put_one.one_v1_size`.  Same bytes, offsets
+        and durability as :meth:`append_one`.  Returns ``(commit log offset, queue offset, store
         timestamp)``, or None (nothing written) when the record is too large for this path: the
         caller then takes the checked one, which reports it."""
         got = _append_common(self, topic, topic_field, body, keys, uniq, tags, queue_id, born_timestamp, size)
