@@ -81,16 +81,17 @@ def _files(d: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted(d.iterdir()) if p.is_file()}
 
 
-@pytest.mark.parametrize("case", ["fresh", "continued", "replay", "gap", "behind", "roll"])
+@pytest.mark.parametrize("case", ["fresh", "continued", "replay", "gap", "behind", "roll", "bulk"])
 def test_put_encoded_same_bytes_as_put_units(tmp_path: Path, case: str) -> None:
-    """Every path of put_encoded (the bulk append and each fallback) writes the files put_units does."""
-    file_size = 8 * CQ_UNIT_SIZE
-    n = 21
+    """Every path of put_encoded (the bulk append, by pwrite for long runs, and each fallback)
+    writes the files put_units does; the mapping reads what was written through the file."""
+    file_size = (1000 if case == "bulk" else 8) * CQ_UNIT_SIZE
+    n = 2500 if case == "bulk" else 21
     offsets = np.arange(n, dtype=np.int64) * 100 + 1000
     sizes = np.full(n, 100, np.int32)
     tags = np.arange(n, dtype=np.int64) - 3
     qoffs = np.arange(n, dtype=np.int64)
-    first = {"fresh": None, "continued": 5, "replay": 5, "gap": 5, "behind": 5, "roll": 7}[case]
+    first = {"fresh": None, "continued": 5, "replay": 5, "gap": 5, "behind": 5, "roll": 7, "bulk": 3}[case]
     if case == "gap":
         qoffs[9:] += 3
     if case == "behind":
@@ -110,6 +111,8 @@ def test_put_encoded_same_bytes_as_put_units(tmp_path: Path, case: str) -> None:
         cq.flush()
     assert queues[0].max_physic_offset == queues[1].max_physic_offset
     assert queues[0].queue.max_offset == queues[1].queue.max_offset
+    for q in (0, n // 2, n - 1):
+        assert queues[1].get_unit(q) == queues[0].get_unit(q)
     for cq in queues:
         cq.close()
     assert _files(tmp_path / "units") == _files(tmp_path / "encoded")

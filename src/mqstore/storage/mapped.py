@@ -239,6 +239,33 @@ class MappedFile:
         self.wrote_position = pos + len(data)
         return pos
 
+    def append_by_write(self, data: bytes | np.ndarray) -> int:
+        """:meth:`append` through the file (``pwrite``, the GIL released) instead of the mapping:
+        the page cache is the mapping's, so it reads the same bytes and :meth:`flush` makes them
+        durable, but a fresh region takes no page fault per page (each of which first reads, i.e.
+        zero-fills, the page of a sparse file: ~4x the CPU of the write on this project's VM).
+        For bulk appends of whole runs (the offline rebuild's ConsumeQueue units)."""
+        if self.read_only:
+            raise ReadOnlyStoreError("store is opened read-only", path=str(self.path))
+        pos = self.wrote_position
+        n = len(data)
+        if pos + n > self.file_size:
+            raise StoreError(f"append of {n} bytes overflows the segment at {pos}", path=str(self.path))
+        with self._life:
+            if self._mm is None:
+                raise StoreError("segment is closed", path=str(self.path))
+            fd = os.open(self.path, os.O_WRONLY)
+            try:
+                with memoryview(data) as mv:
+                    mv = mv.cast("B")
+                    done = 0
+                    while done < n:
+                        done += os.pwrite(fd, mv[done:], pos + done)
+            finally:
+                os.close(fd)
+        self.wrote_position = pos + n
+        return pos
+
     # ------------------------------------------------------------------ flush
     def is_able_to_flush(self, least_pages: int) -> bool:
         if self.is_full() and self.flushed_position < self.wrote_position:
