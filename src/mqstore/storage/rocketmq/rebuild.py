@@ -264,7 +264,8 @@ def _rebuild(root: Path, out: str | os.PathLike[str] | None, cfg: StoreConfig,
     pool = ThreadPoolExecutor(1, thread_name_prefix="mqstore-index") if writers.index is not None else None
     pending: Future[int] | None = None
     try:
-        for n_batch, batch in enumerate(commit_log.scan_bounded(commit_log.min_offset, end, check_crc=check_crc)):
+        for n_batch, batch in enumerate(commit_log.scan_bounded(commit_log.min_offset, end, check_crc=check_crc,
+                                                                          populate_ahead=True)):
             writers.apply(batch, index=pool is None)
             if pending is not None:
                 pending.result()  # the keys of the previous batch are in (or its error is raised here)
