@@ -25,8 +25,15 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+#: set by :func:`main`: this process runs one command from the shell and ends with it (a command
+#: may then tune the interpreter for a short life; in-process callers such as tests never set it)
+one_shot = False
+
+
 def main() -> None:
     """The ``mqstore`` command: runs :func:`cli`, then ends the process (see :func:`_end_process`)."""
+    global one_shot
+    one_shot = True
     if sys.argv[1:] == ["--version"]:  # what click's version option prints, without importing click
         sys.stdout.write(f"mqstore, version {__version__}\n")
         _end_process(0)
