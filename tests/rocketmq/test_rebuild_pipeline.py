@@ -209,3 +209,22 @@ def test_kill9_mid_in_place_rebuild_leaves_the_store_and_the_next_rebuild_comple
     assert stats.messages == 40_000
     assert not list(store.glob(".rebuild-*"))  # the next in-place rebuild removed it
     assert compare_trees(many_keys, store) == []
+
+
+def test_scan_populating_ahead_gives_the_same_batches(many_keys: Path) -> None:
+    """``scan_bounded(populate_ahead=True)`` (the rebuild's: the next window's pages mapped by the
+    consuming thread) is advice only: the same batches as without."""
+    from mqstore.storage.rocketmq.commitlog import CommitLog
+
+    cl = CommitLog(many_keys / "commitlog", 4 << 20, read_only=True)
+    try:
+        cl.load()
+        runs = []
+        for populate in (False, True):
+            batches = list(cl.scan_bounded(cl.min_offset, cl.max_offset, batch_records=3_000, populate_ahead=populate))
+            runs.append([(b.commit_log_offset.copy(), b.key_hash.copy(), b.next_offset) for b in batches])
+        assert len(runs[0]) == len(runs[1]) > 10
+        for (o1, k1, n1), (o2, k2, n2) in zip(*runs, strict=True):
+            assert n1 == n2 and np.array_equal(o1, o2) and np.array_equal(k1, k2)
+    finally:
+        cl.close()

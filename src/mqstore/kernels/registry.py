@@ -67,6 +67,7 @@ KERNEL_MODULES = (
     "mqstore.kernels.rocketmq.put",
     "mqstore.kernels.rocketmq.put_one",
     "mqstore.kernels.rocketmq.dledger",
+    "mqstore.kernels.rocketmq.cq_group",
     "mqstore.kernels.kafka.batches",
     "mqstore.kernels.kafka.index_build",
     "mqstore.kernels.kafka.index_search",

@@ -359,6 +359,122 @@ static PyObject *find_boundary(PyObject *self, PyObject *const *args, Py_ssize_t
     return PyLong_FromLongLong((long long)found);
 }
 
+/* ---------------------------------------------------------------- ConsumeQueue units by queue */
+
+static int cmp_group_key(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static inline uint64_t group_key(int32_t tid, int32_t qid) { return ((uint64_t)(uint32_t)tid << 32) | (uint32_t)qid; }
+
+/* group_units(tid, qid, off, size, tags, rows, units, g_tid, g_qid, g_start, grp) -> groups
+ *
+ * The ConsumeQueue units of n rows grouped by queue (topic id, queue id), the groups in key order
+ * (topic id, then queue id as unsigned 32 bits), the rows of a group in their order: rows[] the
+ * rows so grouped, units[] their 20-byte units (big-endian CommitLog offset, size, tags code) in
+ * the same order, group g being rows/units [g_start[g], g_start[g + 1]) of queue (g_tid[g],
+ * g_qid[g]).  grp[] is scratch (n int32).  One pass to find the groups (the last group first, then
+ * a hash table), one to place the rows. */
+static PyObject *group_units(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (mq_check_nargs(nargs, 11, "group_units(tid, qid, off, size, tags, rows, units, g_tid, g_qid, g_start, grp)") < 0)
+        return NULL;
+    static const int size_of[11] = {4, 4, 8, 4, 8, 8, 0, 4, 4, 8, 4};
+    static const char *name_of[11] = {"tid", "qid", "off", "size", "tags", "rows", "units", "g_tid", "g_qid",
+                                      "g_start", "grp"};
+    mq_views vs = {.n = 0};
+    Py_buffer *v[11];
+    for (int k = 0; k < 11; k++)
+        if ((v[k] = mq_views_add(&vs, args[k], size_of[k], k >= 5, name_of[k])) == NULL) goto fail;
+    Py_ssize_t n = mq_len(v[0]);
+    int bad = mq_len(v[1]) != n || mq_len(v[2]) != n || mq_len(v[3]) != n || mq_len(v[4]) != n ||
+              mq_len(v[5]) < n || v[6]->len < 20 * n || mq_len(v[7]) < n || mq_len(v[8]) < n ||
+              mq_len(v[9]) < n + 1 || mq_len(v[10]) < n;
+    if (bad) {
+        PyErr_SetString(PyExc_ValueError, "group_units: input columns of mismatched lengths or outputs too short");
+        goto fail;
+    }
+    const int32_t *tid = v[0]->buf, *qid = v[1]->buf, *size = v[3]->buf;
+    const int64_t *off = v[2]->buf, *tags = v[4]->buf;
+    int64_t *rows = v[5]->buf, *g_start = v[9]->buf;
+    uint8_t *units = v[6]->buf;
+    int32_t *g_tid = v[7]->buf, *g_qid = v[8]->buf, *grp = v[10]->buf;
+
+    int64_t tsize = 16;
+    while (tsize < 2 * (int64_t)n) tsize <<= 1;
+    int32_t *table = malloc((size_t)tsize * sizeof(int32_t));   /* group of a hash slot, -1: free */
+    uint64_t *keys = malloc(((size_t)n + 1) * sizeof(uint64_t)); /* the key of each group */
+    int64_t *where = malloc(((size_t)n + 1) * sizeof(int64_t));  /* a group's next row position */
+    if (!table || !keys || !where) {
+        free(table); free(keys); free(where);
+        PyErr_NoMemory();
+        goto fail;
+    }
+    int64_t ng = 0;
+    Py_BEGIN_ALLOW_THREADS
+    memset(table, 0xff, (size_t)tsize * sizeof(int32_t));
+    uint64_t mask = (uint64_t)tsize - 1, last_key = 0;
+    int32_t last_g = -1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        uint64_t key = group_key(tid[i], qid[i]);
+        if (last_g < 0 || key != last_key) {
+            uint64_t slot = ((key * 0x9E3779B97F4A7C15ull) >> 29) & mask;
+            for (;;) {
+                int32_t g = table[slot];
+                if (g < 0) {
+                    g = (int32_t)ng++;
+                    table[slot] = g;
+                    keys[g] = key;
+                    where[g] = 0;
+                    last_g = g;
+                    break;
+                }
+                if (keys[g] == key) { last_g = g; break; }
+                slot = (slot + 1) & mask;
+            }
+            last_key = key;
+        }
+        grp[i] = last_g;
+        where[last_g]++;
+    }
+    /* key order: sort (key, group) pairs packed as the keys themselves, then map */
+    uint64_t *sorted = (uint64_t *)rows; /* rows[] is free until the second pass: ng <= n */
+    for (int64_t g = 0; g < ng; g++) sorted[g] = keys[g];
+    qsort(sorted, (size_t)ng, sizeof(uint64_t), cmp_group_key);
+    int64_t at = 0;
+    for (int64_t r = 0; r < ng; r++) {
+        uint64_t key = sorted[r];
+        uint64_t slot = ((key * 0x9E3779B97F4A7C15ull) >> 29) & mask;
+        while (keys[table[slot]] != key) slot = (slot + 1) & mask;
+        int32_t g = table[slot];
+        g_tid[r] = (int32_t)(key >> 32);
+        g_qid[r] = (int32_t)(uint32_t)key;
+        g_start[r] = at;
+        int64_t c = where[g];
+        where[g] = at;
+        at += c;
+    }
+    g_start[ng] = at;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t p = where[grp[i]]++;
+        rows[p] = i;
+        uint8_t *u = units + 20 * p;
+        mq_put_be64(u, off[i]);
+        mq_put_be32(u + 8, size[i]);
+        mq_put_be64(u + 12, tags[i]);
+    }
+    Py_END_ALLOW_THREADS
+    free(table); free(keys); free(where);
+    mq_views_release(&vs);
+    return PyLong_FromLongLong((long long)ng);
+fail:
+    mq_views_release(&vs);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
     MQ_BIND_CHECKSUMS_METHOD,
     {"scan", (PyCFunction)(void (*)(void))scan, METH_FASTCALL, "the CommitLog dispatch scan of one range (see scan_nb)"},
@@ -367,6 +483,8 @@ static PyMethodDef methods[] = {
     {"walk", (PyCFunction)(void (*)(void))walk, METH_FASTCALL, "the cheap TOTALSIZE walk (see framing_nb.walk)"},
     {"find_boundary", (PyCFunction)(void (*)(void))find_boundary, METH_FASTCALL,
      "the first record start at or after p found by its signature (see framing_nb.find_boundary)"},
+    {"group_units", (PyCFunction)(void (*)(void))group_units, METH_FASTCALL,
+     "the ConsumeQueue units of a batch grouped by queue (see kernels.rocketmq.cq_group)"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -32,7 +32,13 @@ from mqstore.kernels.rocketmq.scan import (
     valid_end,
 )
 from mqstore.storage.libc import libc_function
-from mqstore.storage.mapped import MappedFile, MappedFileQueue, MultiPathMappedFileQueue, populate_write
+from mqstore.storage.mapped import (
+    MappedFile,
+    MappedFileQueue,
+    MultiPathMappedFileQueue,
+    populate_read,
+    populate_write,
+)
 
 DEFAULT_COMMIT_LOG_FILE_SIZE = 1024 * 1024 * 1024
 WARM_AHEAD_BYTES = 64 << 20  # how far ahead of the write position warm_ahead() populates pages
@@ -299,12 +305,18 @@ class CommitLog:
 
     def scan_bounded(self, start: int, end: int | None = None, *, check_crc: bool = False,
                      batch_records: int = 1 << 16, skip_length_mismatch: bool = True,
-                     release_pages: bool = True, read_ahead: bool = True) -> Iterator[DispatchBatch]:
+                     release_pages: bool = True, read_ahead: bool = True,
+                     populate_ahead: bool = False) -> Iterator[DispatchBatch]:
         """The batches of :meth:`scan` with ``max_records=batch_records``, for bulk consumers (the
         offline rebuild).  The next batch is scanned in a worker thread while the caller consumes
         the current one (the scan kernel releases the GIL), and the mapped CommitLog pages behind
         a consumed batch are dropped from this process (``MADV_DONTNEED``: the page cache keeps
-        them), so the resident memory does not grow with the CommitLog size."""
+        them), so the resident memory does not grow with the CommitLog size.
+
+        ``populate_ahead`` (with ``read_ahead``): when the caller comes back for the next batch,
+        the pages of the batch after it (a window as long as the last batch) are mapped in this
+        thread (``MADV_POPULATE_READ``) while the worker scans: the worker then takes no page
+        fault (~8 % of its time), and this thread would only have waited for it."""
         batches = self.scan(start, end, check_crc=check_crc, max_records=max(1, batch_records),
                             skip_length_mismatch=skip_length_mismatch)
         released = max(start, self.min_offset)
@@ -316,8 +328,10 @@ class CommitLog:
             return
         from concurrent.futures import ThreadPoolExecutor
 
+        populated = released
         with ThreadPoolExecutor(1, thread_name_prefix="mqstore-scan") as pool:
             pending = pool.submit(next, batches, None)
+            prev = released
             while True:
                 batch = pending.result()
                 if batch is None:
@@ -326,11 +340,28 @@ class CommitLog:
                 yield batch
                 if release_pages:
                     released = self._release_pages(released, batch.next_offset)
+                if populate_ahead:
+                    span = max(batch.next_offset - prev, 0)
+                    hi = batch.next_offset + 2 * span if end is None else min(batch.next_offset + 2 * span, end)
+                    populated = self._populate_pages(max(populated, batch.next_offset + span), hi)
+                prev = batch.next_offset
+
+    def _populate_pages(self, start: int, end: int) -> int:
+        """Map the pages of [start, end) into this process (advice only); returns the new end."""
+        import mmap
+
+        page = mmap.PAGESIZE
+        for mf in list(self.queue.files):
+            a = max(start, mf.file_from_offset) - mf.file_from_offset
+            b = min(end, mf.end_offset) - mf.file_from_offset
+            a -= a % page
+            if b > a and mf._mm is not None:
+                populate_read(mf.array, a, b - a)
+        return max(start, end)
 
     def _release_pages(self, start: int, end: int) -> int:
         """Drop the whole mapped pages of [start, end) from this process; returns the new start."""
         import mmap
-
         page = mmap.PAGESIZE
         for mf in list(self.queue.files):
             a = max(start, mf.file_from_offset) - mf.file_from_offset

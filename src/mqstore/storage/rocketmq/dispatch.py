@@ -10,8 +10,10 @@ from pathlib import Path
 
 import numpy as np
 
+from mqstore.formats.rocketmq.consumequeue import CQ_UNIT_SIZE
 from mqstore.formats.rocketmq.consumequeue_ext import DEFAULT_EXT_FILE_SIZE
 from mqstore.formats.rocketmq.lmq import is_lmq
+from mqstore.kernels.rocketmq.cq_group import group_units
 from mqstore.kernels.rocketmq.scan import DispatchBatch
 from mqstore.storage.mapped import ensure_inside
 from mqstore.storage.rocketmq.config import validate_topic
@@ -185,11 +187,16 @@ class IndexWriters:
         if units.problems:
             self.multi_dispatch_problems = (self.multi_dispatch_problems + units.problems)[-1000:]
         if len(units):
-            for topic, qid, r in units.groups():
-                cq = self.consume_queue(topic, qid, create=True)
+            # one native call groups the units by queue and encodes them (queues in key order)
+            groups = group_units(units.topic_id, units.queue_id, units.commit_log_offset, units.size, units.tags_code)
+            queue_offsets = units.queue_offset[groups.rows]
+            for g in range(len(groups)):
+                a, b = int(groups.start[g]), int(groups.start[g + 1])
+                cq = self.consume_queue(units.topics[int(groups.topic_id[g])], int(groups.queue_id[g]), create=True)
                 assert cq is not None
-                cq.put_units(units.commit_log_offset[r], units.size[r], units.tags_code[r], units.queue_offset[r],
-                             units.store_timestamp[r] if cq.ext_write else None)  # (the times: ext units only)
+                cq.put_encoded(groups.units[CQ_UNIT_SIZE * a : CQ_UNIT_SIZE * b], groups.rows[a:b],
+                               units.commit_log_offset, units.size, units.tags_code, queue_offsets[a:b],
+                               units.store_timestamp if cq.ext_write else None)  # (the times: ext units only)
                 if self.time_index_on:
                     self.sync_time_index((cq.topic, cq.queue_id), self._batch_times(batch), tail_only=True)
             self.last_logic_store_ts = int(units.store_timestamp[-1])

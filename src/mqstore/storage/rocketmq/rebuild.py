@@ -254,7 +254,7 @@ def _rebuild(root: Path, out: str | os.PathLike[str] | None, cfg: StoreConfig,
     messages = keys = 0
     end = commit_log.max_offset
     last_stop = None
-    writeback = _Writeback()
+    writeback = _Writeback(background_sync=True)
     # Three stages overlap: the scan of batch N+2 (read-ahead thread), the ConsumeQueue units of
     # batch N+1 (this thread) and the IndexFile keys of batch N (the index thread); the kernels of
     # each release the GIL.  The index thread takes one batch at a time, in CommitLog order, and
@@ -264,7 +264,8 @@ def _rebuild(root: Path, out: str | os.PathLike[str] | None, cfg: StoreConfig,
     pool = ThreadPoolExecutor(1, thread_name_prefix="mqstore-index") if writers.index is not None else None
     pending: Future[int] | None = None
     try:
-        for n_batch, batch in enumerate(commit_log.scan_bounded(commit_log.min_offset, end, check_crc=check_crc)):
+        for n_batch, batch in enumerate(commit_log.scan_bounded(commit_log.min_offset, end, check_crc=check_crc,
+                                                                          populate_ahead=True)):
             writers.apply(batch, index=pool is None)
             if pending is not None:
                 pending.result()  # the keys of the previous batch are in (or its error is raised here)
@@ -282,8 +283,14 @@ def _rebuild(root: Path, out: str | os.PathLike[str] | None, cfg: StoreConfig,
         if pending is not None:
             pending.result()
             pending = None
+        # the IndexFile's slot table is written and synced in the index thread while this one
+        # syncs the ConsumeQueues: the two waits for the disk overlap
+        index_flushed = pool.submit(index.flush) if pool is not None else None
         writers.flush()
-        index.flush()
+        if index_flushed is not None:
+            index_flushed.result()
+        else:
+            index.flush()
         index_ts = checkpoint_index_time(len(index.files), lambda k: index.files[k].header.end_timestamp)
         write_rebuild_checkpoint(root, target, writers.last_logic_store_ts, index_ts)
         n_cq = len(writers.consume_queues)
@@ -291,6 +298,7 @@ def _rebuild(root: Path, out: str | os.PathLike[str] | None, cfg: StoreConfig,
     finally:
         if pool is not None:
             pool.shutdown(wait=True)  # an index build still running (after an error) ends before the files close
+        writeback.close()
         writers.close()
         commit_log.close()
     if in_place:
@@ -335,21 +343,37 @@ class _Writeback:
     rebuild goes on (``sync_file_range(SYNC_FILE_RANGE_WRITE)``: no waiting), so that the final
     flush (``msync``, which the rebuild must wait for) finds little left to write.  Only whole
     items already written are asked for, never the IndexFile's slot table (still being written:
-    cleaning its pages would fault them again).  Durability still comes from the final flush."""
+    cleaning its pages would fault them again).
 
-    def __init__(self) -> None:
+    With ``background_sync`` it also makes what was written durable early: an ``fdatasync`` of the
+    IndexFile being built runs in its own thread (one at a time; a kick while one runs adds none).
+    On a virtual disk the final flush otherwise waited ~0.15 s for the device to drain every write
+    of the run at once (the journal commit and cache flush of the first ``msync``); drained along
+    the way, the end waits only for the last batches.  Advice only: errors are the final flush's
+    (``fdatasync`` reports a write error to every descriptor open before it, the files' own
+    included).  Durability still comes from the final flush."""
+
+    def __init__(self, *, background_sync: bool = False) -> None:
         self._call = _load_sync_file_range()
         self._done: dict[Path, int] = {}  # bytes of each file already asked for
+        self._sync_pool = None
+        self._synced: object = None  # the Future of the running background fdatasync
+        if background_sync:
+            from concurrent.futures import ThreadPoolExecutor
+
+            self._sync_pool = ThreadPoolExecutor(1, thread_name_prefix="mqstore-sync")
 
     def kick(self, writers: IndexWriters) -> None:
         if self._call is None:
             return
         ranges = [(mf.path, 0, mf.wrote_position) for cq in writers.consume_queues.values()
                   for mf in cq.queue.files[-1:]]  # fmt: skip
+        index_path = None
         if writers.index is not None and writers.index.files:
             f = writers.index.files[-1]
             items = 40 + f.buffer.hash_slot_num * 4
             ranges.append((f.path, items, items + 20 * f.header.index_count))
+            index_path = f.path
         for path, lo, hi in ranges:
             lo = max(lo, self._done.get(path, 0))
             lo -= lo % 4096
@@ -365,6 +389,29 @@ class _Writeback:
             finally:
                 os.close(fd)
             self._done[path] = hi
+        if self._sync_pool is not None and index_path is not None:
+            running = self._synced
+            if running is None or running.done():  # type: ignore[attr-defined]
+                self._synced = self._sync_pool.submit(_datasync_quietly, index_path)
+
+    def close(self) -> None:
+        """Wait for a background ``fdatasync`` still running (before the files are closed)."""
+        if self._sync_pool is not None:
+            self._sync_pool.shutdown(wait=True)
+            self._sync_pool = None
+
+
+def _datasync_quietly(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:  # pragma: no cover - renamed meanwhile: nothing to do
+        return
+    try:
+        os.fdatasync(fd)
+    except OSError:  # pragma: no cover - advice only: the final flush reports it
+        pass
+    finally:
+        os.close(fd)
 
 
 _M_TRIM_THRESHOLD, _M_TOP_PAD, _M_MMAP_THRESHOLD = -1, -2, -3  # glibc <malloc.h>
