@@ -284,7 +284,7 @@ def test_unit_pointing_at_a_wrong_record(store: tuple[Path, dict]) -> None:
     assert problems == [f"timerlog: unit at {pos} says size {unit.size_py + 1} for the record at "
                         f"{unit.offset_py}, which is {unit.size_py} bytes"]
     data[pos + 36:pos + 40] = struct.pack(">i", unit.size_py)
-    data[pos + 24:pos + 32] = struct.pack(">q", 10**9)  # offsetPy past the CommitLog
+    data[pos + 28:pos + 36] = struct.pack(">q", 10**9)  # offsetPy past the CommitLog
     f.write_bytes(bytes(data))
     assert any("past the CommitLog end" in p for p in _verify_problems(root))
 
@@ -315,3 +315,54 @@ def test_wheel_of_a_wrong_size(store: tuple[Path, dict]) -> None:
         fh.truncate(DEFAULT_WHEEL_SLOTS * SLOT_SIZE - 5)
     assert any(p.startswith("timerwheel:") and "not a non-zero multiple" in p for p in _verify_problems(root))
     assert "timer wheel is" in _one_error_line("dump", "--timer", str(root))
+
+
+# ---------------------------------------------------------------- verify a window at a time
+
+
+@pytest.mark.parametrize("batch", [2, 3, 1 << 16])
+def test_verify_windowed_timer_checks_equal_the_whole_table(tmp_path: Path, batch: int,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """A store with timer files is verified a CommitLog window at a time (no whole record table):
+    the timerlog units are answered as the scan passes their records, with the same problems in
+    the same order as the reference, for units pointing at a wrong size, mid-record, a record of
+    another topic, past the end, and below the CommitLog's first offset."""
+    from mqstore.storage.rocketmq import verify as verify_module
+    from mqstore.storage.rocketmq.verify import verify_store, verify_store_reference
+
+    from .timer_support import config
+
+    root = tmp_path / "store"
+    msgs = [TimerMsg(("TopicA", "TopicB")[i % 2], WRITE_TIME + 1000 * (i % 7), i % 3) for i in range(23)]
+    built = build_timer_store(root, msgs, timerlog_file_size=UNIT_SIZE * 8 + 16 + 4, plain=5)
+
+    def same() -> list[str]:
+        calls = []
+        table = verify_module._verify_table
+        monkeypatch.setattr(verify_module, "_verify_table", lambda *a, **k: (calls.append(1), table(*a, **k)))
+        monkeypatch.setattr(verify_module, "_VERIFY_BATCH_RECORDS", batch)
+        fast = verify_store(root, config())
+        monkeypatch.undo()
+        ref = verify_store_reference(root, config())
+        assert calls == []
+        assert fast.problems == ref.problems
+        assert fast.messages == ref.messages
+        return fast.problems
+
+    assert same() == []
+    plain_size = int.from_bytes((root / "commitlog" / f"{0:020d}").read_bytes()[:4], "big")
+    damage = [(1, 36, ">i", lambda u: u.size_py + 3), (4, 28, ">q", lambda u: u.offset_py + 8),
+              (7, 28, ">q", lambda u: 0), (7, 36, ">i", lambda u: plain_size),  # the first plain message
+              (11, 28, ">q", lambda u: 10**9), (15, 28, ">q", lambda u: -5)]
+    for k, at, fmt, value in damage:
+        pos, unit = built["units"][k]
+        f = root / "timerlog" / f"{(pos // (UNIT_SIZE * 8 + 16 + 4)) * (UNIT_SIZE * 8 + 16 + 4):020d}"
+        data = bytearray(f.read_bytes())
+        rel = pos % (UNIT_SIZE * 8 + 16 + 4)
+        data[rel + at:rel + at + struct.calcsize(fmt)] = struct.pack(fmt, value(unit))
+        f.write_bytes(bytes(data))
+    problems = same()
+    assert any("says size" in p for p in problems)
+    assert any("not a record start" in p for p in problems)
+    assert any("not a message of rmq_sys_wheel_timer" in p for p in problems)
+    assert any("past the CommitLog end" in p for p in problems)

@@ -130,7 +130,7 @@ def test_index_count_past_the_capacity_is_a_verify_problem(base_store: Path, tmp
 
 
 def test_a_plain_store_is_checked_a_window_at_a_time(base_store: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """No record table of the whole CommitLog for a store without RocksDB/timer/sidecar files."""
+    """No record table of the whole CommitLog for a store without RocksDB ConsumeQueue or time-index sidecar files."""
     def no_table(*args: object, **kwargs: object) -> None:
         raise AssertionError("the whole-table check ran")
 

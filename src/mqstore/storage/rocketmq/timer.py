@@ -440,12 +440,14 @@ def check_against_commitlog(state: TimerState, starts: np.ndarray, sizes: np.nda
 
 
 def verify_timer(root: Path, starts: np.ndarray, sizes: np.ndarray, timer_starts: np.ndarray, cl_min: int,
-                 cl_end: int, precision_ms: int | None = None) -> list[str]:
-    """All timer checks of ``verify`` (empty when the store has no timer files)."""
+                 cl_end: int, precision_ms: int | None = None, state: TimerState | None = None) -> list[str]:
+    """All timer checks of ``verify`` (empty when the store has no timer files); ``state``: the
+    files as :func:`load_timer_state` read them (read here when ``None``)."""
     root = Path(root)
     if not timer_files_present(root):
         return []
-    state = load_timer_state(root, precision_ms)
+    if state is None:
+        state = load_timer_state(root, precision_ms)
     problems = list(state.problems) + list(state.scan.problems)
     ck = state.checkpoint
     if ck is not None and state.scan.files and ck.last_timer_log_flush_pos > state.scan.end:

@@ -150,11 +150,46 @@ class _Unordered(Exception):
 
 def _windowed_applies(store: RocketMQStore, root: Path) -> bool:
     """Whether every check can run a CommitLog window at a time: not for the RocksDB
-    ConsumeQueue, the timer files and the time-index sidecars (they look records up in any order)."""
+    ConsumeQueue and the time-index sidecars (they look up about a record per message, in any
+    order).  The timer files can (:class:`_TimerLookups`)."""
     from mqstore.storage.rocketmq.timeindex import timeindex_root
-    from mqstore.storage.rocketmq.timer import timer_files_present
 
-    return store.rocksdb_cq is None and not timer_files_present(root) and not timeindex_root(root).exists()
+    return store.rocksdb_cq is None and not timeindex_root(root).exists()
+
+
+class _TimerLookups:
+    """The CommitLog records the timerlog units point at, found as the windowed scan passes them:
+    memory is the timerlog's (its units), not the CommitLog's.  :meth:`columns` gives what
+    :func:`~mqstore.storage.rocketmq.timer.check_against_commitlog` takes from the whole record
+    table (the sorted starts, their sizes, the starts of timer-topic records), restricted to the
+    offsets the units name: the same answers."""
+
+    def __init__(self, state, cl_min: int) -> None:
+        offs = state.scan.units.offset_py.astype(np.int64)
+        self.offsets = np.unique(offs[offs >= cl_min])
+        self.found = np.zeros(len(self.offsets), bool)
+        self.on_topic = np.zeros(len(self.offsets), bool)
+        self.sizes = np.zeros(len(self.offsets), np.int64)
+
+    def see(self, lo: int | None, hi: int | None, w: _Window) -> None:
+        """Answer the offsets in ``[lo, hi)`` from the window of the records starting there."""
+        from mqstore.formats.rocketmq.timer import TIMER_TOPIC
+
+        a = 0 if lo is None else int(np.searchsorted(self.offsets, lo))
+        b = len(self.offsets) if hi is None else int(np.searchsorted(self.offsets, hi))
+        n = w.n
+        if a == b or not n:
+            return
+        q = self.offsets[a:b]
+        starts = w.starts[:n]
+        i = np.minimum(np.searchsorted(starts, q), n - 1)
+        hit = starts[i] == q
+        self.found[a:b] = hit
+        self.sizes[a:b] = np.where(hit, w.batch.size[:n][i], 0)
+        self.on_topic[a:b] = hit & (w.batch.topic_id[:n][i] == w.topic_index.get(TIMER_TOPIC, -1))
+
+    def columns(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        return self.offsets[self.found], self.sizes[self.found], self.offsets[self.on_topic]
 
 
 #: ConsumeQueue units / IndexFile items read per step of the windowed check
@@ -378,10 +413,16 @@ def _verify_windowed(store: RocketMQStore, root: Path, rep: VerifyReport, max_pr
             if k < cnt:
                 break
 
+    from mqstore.storage.rocketmq.timer import load_timer_state, timer_files_present
+
+    timer = load_timer_state(root) if timer_files_present(root) else None
+    lookups = _TimerLookups(timer, cl_min) if timer is not None else None
     scan_problems: list[str] = []
     for lo, hi, w in _windows(cl, rule, rep, scan_problems, progress):
         for s in streams:
             advance(s, w, lo, hi)
+        if lookups is not None:
+            lookups.see(lo, hi, w)
         del w
     strays = [(s, fi, idx, off) for s in streams for fi, idx, off in s.strays]
     if strays:  # a second scan for the units/items that point behind where their file's cursor was
@@ -422,8 +463,11 @@ def _verify_windowed(store: RocketMQStore, root: Path, rep: VerifyReport, max_pr
         problem(text)
     for text in store.index.verify_chains():
         problem(f"index/{text}")
-    empty = np.empty(0, np.int64)
-    _verify_config_and_timer(root, empty, empty, empty, cl_min, end(), problem)
+    if lookups is None:
+        empty = np.empty(0, np.int64)
+        _verify_config_and_timer(root, empty, empty, empty, cl_min, end(), problem)
+    else:
+        _verify_config_and_timer(root, *lookups.columns(), cl_min, end(), problem, timer)
 
 
 #: records per scanned batch of verify (bounded batches: the scan's own arrays stay small, the
@@ -950,13 +994,14 @@ def _rocksdb_queue_problems(db, problem: Callable[[str], None], seen: dict[tuple
 
 
 def _verify_config_and_timer(root: Path, starts: np.ndarray, sizes: np.ndarray, timer_starts: np.ndarray,
-                             cl_min: int, end: int, problem: Callable[[str], None]) -> None:
+                             cl_min: int, end: int, problem: Callable[[str], None], timer_state=None) -> None:
     """The ``config/`` files, then the timer files (5.x: timerlog units against the CommitLog
-    records, ``starts``/``sizes`` sorted by offset, and the wheel's slot chains)."""
+    records, ``starts``/``sizes`` sorted by offset, and the wheel's slot chains; ``timer_state``:
+    the timer files as already read)."""
     from mqstore.storage.rocketmq.timer import verify_timer
 
     for c in list_config_files(root):
         if c.error is not None:
             problem(f"config/{c.name}: {c.error}")
-    for text in verify_timer(root, starts, sizes, timer_starts, cl_min, end):
+    for text in verify_timer(root, starts, sizes, timer_starts, cl_min, end, state=timer_state):
         problem(text)
