@@ -253,12 +253,14 @@ def main() -> None:
         rows.append(("mqstore --version (start-up)", f"{walls[3]:.3f} s", "", "0.15 s", f"{0.15 / walls[3]:.2f}",
                      "median of 7"))
     # ------------------------------------------------------------------ RocketMQ
-    root = args.data / f"rocketmq-{args.mb}m"
-    n = make_rocketmq(root, args.mb)
-    seg = root / "commitlog" / "00000000000000000000"
-    size_mb = seg.stat().st_size / 1e6
-    cat = cat_s(seg)
-    out = args.data / "rocketmq-out"
+    rocketmq_rows = ("rocketmq_rebuild", "rocketmq_verify", "rocketmq_dump_json", "query_by_key")
+    if not set(rocketmq_rows) <= set(args.skip):  # (no RocketMQ data made when every RocketMQ row is skipped)
+        root = args.data / f"rocketmq-{args.mb}m"
+        n = make_rocketmq(root, args.mb)
+        seg = root / "commitlog" / "00000000000000000000"
+        size_mb = seg.stat().st_size / 1e6
+        cat = cat_s(seg)
+        out = args.data / "rocketmq-out"
     if "rocketmq_rebuild" not in args.skip:
         r = median_run([*CLI, "rocketmq", "rebuild-index", str(root), "--out", str(out)], before=[out])
         add("rocketmq_rebuild", f"rocketmq rebuild-index ({args.mb} MiB, {n:,} msgs)", r, n, cat, size_mb)

@@ -15,7 +15,9 @@ under ``/tmp``, async flush, background services on, 1 KiB bodies, KEYS + TAGS +
 UNIQ_KEY, 8 queues).  ``query`` first checks that both give equal results on 500 keys.
 ``put-batch`` (``put_batch`` of 1000 dicts) compares the store's two batch encoders in this tree:
 old = the column encoder (bodies joined, ``crc32_spans``, ``put.encode_records_into``; what every
-batch took before the native list encoder), new = ``put_one.encode_common_into``.  ``put-batch-base`` compares ``put_batch`` of the base version
+batch took before the native list encoder), new = ``put_one.encode_common_into``.  ``put-batch-gather`` compares ``put_batch`` with the dicts' fields
+gathered by C-level passes (old) and by one native pass (``put_one.gather_plain``, new).
+``put-batch-base`` compares ``put_batch`` of the base version
 (its ``_put_fast`` text, ``build_common_props`` and ``queue_ranks`` on numba, as they were) with this
 tree's (native properties and queue ranks), both on the native encoder.
 """
@@ -53,35 +55,54 @@ def grab(path: Path, start: str, stop: str, ns: dict[str, Any]) -> dict[str, Any
 
 
 def bench_put(base: Path, n: int, rounds: int) -> None:
+    """The base version's ``MessageStore.put`` and ``RocketMQStore.append_common`` (its locked
+    section in Python) against this tree's ``put`` (one native ``put_one.put_plain`` call)."""
     import numpy as np
 
+    from mqstore.kernels.rocketmq import put_one
+
+    ns = dict(vars(store_mod))
+    ns["_encode_one_v1"] = put_one.encode_one_v1  # what the base version's section called
+    old_common = grab(base / "mqstore/storage/rocketmq/store.py", "    def append_common(self, topic: str",
+                      "    def append_columns(", ns)["append_common"]
+    api._UniqKeyGenerator().next(0)  # fills api._HEX4 (a module global the copied namespace must see filled)
+    ans = dict(vars(api))
+    ans["_ONE_V1_FIXED"] = put_one.ONE_V1_FIXED
     old_put = grab(base / "mqstore/api/rocketmq.py", "    def put(self, topic: str, body: bytes",
-                   "    def _put_checked(", dict(vars(api)))["put"]
+                   "    def _put_checked(", ans)["put"]
     new_put = MessageStore.put
+
+    def on_open(s: MessageStore, mode: str) -> None:
+        if mode == "old":
+            s.engine.append_common = types.MethodType(old_common, s.engine)  # type: ignore[method-assign]
     body = np.random.default_rng(5).bytes(1024)
     keys = [f"order-{i} user-{i % 977}" for i in range(n)]
-    res: dict[str, list[tuple[float, float]]] = {"old": [], "new": []}
+    res: dict[str, list[tuple[float, float, float]]] = {"old": [], "new": []}
     for r in range(rounds):
         for mode in ("old", "new") if r % 2 == 0 else ("new", "old"):
             MessageStore.put = old_put if mode == "old" else new_put  # type: ignore[method-assign]
             d = Path(tempfile.mkdtemp(prefix="mqstore-ab-", dir="/tmp"))
             try:
                 with MessageStore.open(d / "store", StoreConfig(hash_slot_num=500_000, index_num=2_000_000)) as s:
+                    on_open(s, mode)
                     s.put("BenchTopic", b"w", keys="w")
                     s.flush()
                     s.engine.commit_log.warm_ahead()
                     put = s.put
-                    t, c = time.perf_counter(), time.process_time()
+                    t, c, th = time.perf_counter(), time.process_time(), time.thread_time()
                     for i in range(n):
                         put("BenchTopic", body, i & 7, keys=keys[i], tags="TagA")
-                    res[mode].append((n / (time.perf_counter() - t), n / (time.process_time() - c)))
+                    res[mode].append((n / (time.perf_counter() - t), n / (time.process_time() - c),
+                                      n / (time.thread_time() - th)))
             finally:
                 MessageStore.put = new_put  # type: ignore[method-assign]
                 shutil.rmtree(d, ignore_errors=True)
     ow, nw = (statistics.median(x[0] for x in res[m]) for m in ("old", "new"))
     oc, nc = (statistics.median(x[1] for x in res[m]) for m in ("old", "new"))
+    ot, nt = (statistics.median(x[2] for x in res[m]) for m in ("old", "new"))
     print(f"put, single (1 KiB, async): old {ow:,.0f} msgs/s, new {nw:,.0f} msgs/s wall ({nw / ow:.2f}x); "
-          f"per process CPU-s old {oc:,.0f}, new {nc:,.0f} ({nc / oc:.2f}x); {rounds} rounds of {n:,}")
+          f"per process CPU-s old {oc:,.0f}, new {nc:,.0f} ({nc / oc:.2f}x); per CPU-s of the putting thread old "
+          f"{ot:,.0f} ({1e6 / ot:.2f} us), new {nt:,.0f} ({1e6 / nt:.2f} us) ({nt / ot:.2f}x); {rounds} rounds of {n:,}")
 
 
 def _ab_put_batch(label: str, use: Callable[[str], None], n: int, rounds: int) -> None:
@@ -93,7 +114,7 @@ def _ab_put_batch(label: str, use: Callable[[str], None], n: int, rounds: int) -
     body = np.random.default_rng(5).bytes(1024)
     dicts = [{"topic": "BenchTopic", "body": body, "queue_id": i & 7, "keys": f"order-{i} user-{i % 977}",
               "tags": "TagA"} for i in range(n)]
-    res: dict[str, list[tuple[float, float]]] = {"old": [], "new": []}
+    res: dict[str, list[tuple[float, float, float]]] = {"old": [], "new": []}
     for r in range(rounds):
         for mode in ("old", "new") if r % 2 == 0 else ("new", "old"):
             use(mode)
@@ -103,17 +124,20 @@ def _ab_put_batch(label: str, use: Callable[[str], None], n: int, rounds: int) -
                     s.put_batch(dicts[:4])
                     s.flush()
                     s.engine.commit_log.warm_ahead()
-                    t, c = time.perf_counter(), time.process_time()
+                    t, c, th = time.perf_counter(), time.process_time(), time.thread_time()
                     for i in range(0, n, 1000):
                         s.put_batch(dicts[i : i + 1000])
-                    res[mode].append((n / (time.perf_counter() - t), n / (time.process_time() - c)))
+                    res[mode].append((n / (time.perf_counter() - t), n / (time.process_time() - c),
+                                      n / (time.thread_time() - th)))
             finally:
                 use("new")
                 shutil.rmtree(d, ignore_errors=True)
     ow, nw = (statistics.median(x[0] for x in res[m]) for m in ("old", "new"))
     oc, nc = (statistics.median(x[1] for x in res[m]) for m in ("old", "new"))
+    ot, nt = (statistics.median(x[2] for x in res[m]) for m in ("old", "new"))
     print(f"{label}, 1000 dicts (1 KiB, async): old {ow:,.0f} msgs/s, new {nw:,.0f} msgs/s wall ({nw / ow:.2f}x); "
-          f"per process CPU-s old {oc:,.0f}, new {nc:,.0f} ({nc / oc:.2f}x); {rounds} rounds of {n:,}")
+          f"per process CPU-s old {oc:,.0f}, new {nc:,.0f} ({nc / oc:.2f}x); putting thread old {1e6 / ot:.2f} us, "
+          f"new {1e6 / nt:.2f} us per message ({nt / ot:.2f}x); {rounds} rounds of {n:,}")
 
 
 def bench_put_batch(n: int, rounds: int) -> None:
@@ -125,6 +149,17 @@ def bench_put_batch(n: int, rounds: int) -> None:
         api.encode_common_into = None if mode == "old" else native  # type: ignore[assignment]
 
     _ab_put_batch("put_batch", use, n, rounds)
+
+
+def bench_put_batch_gather(n: int, rounds: int) -> None:
+    gather = api._gather_plain
+    if gather is None:
+        raise SystemExit("the native module is not built: nothing to compare")
+
+    def use(mode: str) -> None:
+        api._gather_plain = None if mode == "old" else gather  # type: ignore[assignment]
+
+    _ab_put_batch("put_batch, fields gathered in one C pass", use, n, rounds)
 
 
 def bench_put_batch_base(base: Path, n: int, rounds: int) -> None:
@@ -224,6 +259,9 @@ def main() -> None:
     pb = sub.add_parser("put-batch")
     pb.add_argument("--messages", type=int, default=200_000)
     pb.add_argument("--rounds", type=int, default=6)
+    pbg = sub.add_parser("put-batch-gather")
+    pbg.add_argument("--messages", type=int, default=200_000)
+    pbg.add_argument("--rounds", type=int, default=6)
     pbb = sub.add_parser("put-batch-base")
     pbb.add_argument("--messages", type=int, default=200_000)
     pbb.add_argument("--rounds", type=int, default=6)
@@ -236,6 +274,8 @@ def main() -> None:
         bench_put(args.base_src, args.messages, args.rounds)
     elif args.what == "put-batch":
         bench_put_batch(args.messages, args.rounds)
+    elif args.what == "put-batch-gather":
+        bench_put_batch_gather(args.messages, args.rounds)
     elif args.what == "put-batch-base":
         bench_put_batch_base(args.base_src, args.messages, args.rounds)
     else:

@@ -122,6 +122,27 @@ def _headers(root: Path, *, bad_key: bool) -> Path:
     return part
 
 
+def _plain(root: Path) -> Path:
+    """Three segments without transactions (the rebuild's native path skips the transaction
+    replay): a CRC failure in the second, a torn tail in the last, and a stale .txnindex."""
+    part = root / "plain" / "topic-0"
+    part.mkdir(parents=True)
+    off = 0
+    for s in range(3):
+        base = off
+        data = bytearray()
+        for i in range(40):
+            data += batch(off, count=1 + i % 4, value=b"p" * (i * 37 % 900), producer_id=3 if i % 7 == 0 else -1)
+            off += 1 + i % 4
+        if s == 1:
+            data[len(data) // 3] ^= 0x04
+        if s == 2:
+            data += batch(off, count=2)[:50]
+        (part / f"{base:020d}.log").write_bytes(bytes(data))
+    (part / f"{0:020d}.txnindex").write_bytes(b"")
+    return part
+
+
 def _transactional(root: Path) -> Path:
     part = root / "txn" / "topic-0"
     ops = [Op("txn", 7, 2), Op("plain", n=3), Op("txn", 8, 1), Op("end", 7, commit=False), Op("txn", 9, 2),
@@ -140,6 +161,7 @@ def partitions(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         "corrupt": _corrupt_and_torn(root),
         "mixed": _legacy_and_compressed(root),
         "txn": _transactional(root),
+        "plain": _plain(root),
         "headers": _headers(root, bad_key=False),
         "badkey": _headers(root, bad_key=True),
     }
@@ -217,3 +239,25 @@ def test_commands_do_not_import_numba(partitions: dict[str, Path], tmp_path: Pat
         extra = {"mqstore.storage.kafka.internal", "mqstore.storage.kafka.logdir",
                  "mqstore.formats.kafka.coordinator_records", "mqstore.formats.kafka.metadata_records"}
         assert not extra & set(modules), f"{command} imported {sorted(extra & set(modules))}"
+
+
+@pytest.mark.parametrize("name", ["plain", "mixed", "headers", "badkey"])
+def test_rebuild_index_does_not_import_numpy(partitions: dict[str, Path], tmp_path: Path, name: str) -> None:
+    """``kafka rebuild-index`` of a partition without transactions runs on the native recovery
+    alone (walk, checksums and index bytes in one call; the transaction replay is skipped): no
+    numpy import (~0.1 s of a one-shot command).  Its files equal the numba path's."""
+    out = tmp_path / "native"
+    out.mkdir()
+    args = ["kafka", "rebuild-index", str(partitions[name]), "--out", str(out)]
+    r = subprocess.run([sys.executable, "-X", "importtime", "-m", "mqstore.cli.main", *args],
+                       capture_output=True, text=True, env=_env(None), check=False)
+    assert r.returncode == 0, r.stderr[-2000:]
+    modules = [line.rsplit("|", 1)[-1].strip() for line in r.stderr.splitlines() if line.startswith("import time:")]
+    assert "mqstore.storage.kafka.rebuild" in modules
+    loaded = [m for m in modules if re.match(r"(numpy|numba|llvmlite)(\.|$)", m)]
+    assert not loaded, f"rebuild-index imported {loaded[:5]}"
+    ref = tmp_path / "numba"
+    ref.mkdir()
+    res = _run_all([["kafka", "rebuild-index", str(partitions[name]), "--out", str(ref)]], "numba")
+    assert res["results"][0]["code"] == 0
+    assert _files(out) == _files(ref) and _files(out)

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from kraft_support import group_metadata, offset_commit, txn_batch, txn_marker, write_partition
 
@@ -173,29 +173,39 @@ _op = st.one_of(
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                   HealthCheck.function_scoped_fixture])
 @given(ops=st.lists(_op, min_size=1, max_size=25), compress=st.booleans())
+@example(ops=[("txn", "g2", 1, 0), ("delete", "g2", 1, 0), ("end", True, 0, 0)], compress=False)
+@example(ops=[("txn", "g1", 0, 5), ("commit", "g1", 0, 9), ("end", True, 0, 0)], compress=False)
+@example(ops=[("commit", "g1", 0, 9), ("txn", "g1", 0, 5), ("end", True, 0, 0)], compress=False)
 def test_replay_matches_a_dictionary_model(tmp_path_factory: pytest.TempPathFactory, ops: list[Any],
                                            compress: bool) -> None:
+    """The group coordinator's replay (Kafka 4.x): a commit sets (group, partition) with its record's
+    log position; a tombstone removes the committed offset and the open transaction's pending one;
+    a COMMIT marker applies each pending offset unless a later-written commit is already there (the
+    most recent record wins, whether transactional or not); ABORT drops them."""
     root: Path = tmp_path_factory.mktemp("replay")
-    model: dict[tuple[str, int], int] = {}
-    pending: list[tuple[str, int, int | None]] = []
+    committed: dict[tuple[str, int], tuple[int, int]] = {}  # key -> (log position, offset)
+    pending: dict[tuple[str, int], tuple[int, int]] = {}
     batches: list[Any] = []
-    for op, a, b, c in ops:
+    for pos, (op, a, b, c) in enumerate(ops):
         if op in ("commit", "delete"):
             rec = offset_commit(a, "orders", b, c if op == "commit" else None)
             batches.append(encode_batch([rec], compression=Compression.GZIP) if compress else [rec])
             if op == "commit":
-                model[(a, b)] = c
+                committed[(a, b)] = (pos, c)
             else:
-                model.pop((a, b), None)
+                committed.pop((a, b), None)
+                pending.pop((a, b), None)
         elif op == "txn":
             batches.append(txn_batch([offset_commit(a, "orders", b, c)], producer_id=7))
-            pending.append((a, b, c))
+            pending[(a, b)] = (pos, c)
         else:
             batches.append(txn_marker(7, commit=a))
             if a:
-                for g, p, o in pending:
-                    model[(g, p)] = o  # type: ignore[assignment]
+                for key, (at, o) in pending.items():
+                    if key not in committed or at > committed[key][0]:
+                        committed[key] = (at, o)
             pending.clear()
+    model = {key: o for key, (_at, o) in committed.items()}
     write_partition(root, "__consumer_offsets-0", batches)
     write_partition(root, "orders-0", [[SimpleRecord(value=b"x")] * 5])
     rep = consumer_groups(root)

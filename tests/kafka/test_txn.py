@@ -59,8 +59,8 @@ from mqstore.storage.kafka.txn import (
     partition_txn_columns,
     read_producer_snapshot,
     read_txn_index,
-    rebuild_txn_indexes,
 )
+from mqstore.storage.kafka.txn_rebuild import rebuild_txn_indexes
 
 I64 = st.integers(-(1 << 63), (1 << 63) - 1)
 I32 = st.integers(-(1 << 31), (1 << 31) - 1)

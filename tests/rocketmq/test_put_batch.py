@@ -331,6 +331,28 @@ def test_warm_ahead_populates_without_writing(tmp_path: Path) -> None:
         assert not seg.array[cl.max_offset:].any() and cl.max_offset > end
 
 
+def test_warm_ahead_follows_the_segment_roll_and_stops_with_the_store(tmp_path: Path) -> None:
+    """With the background services on (the reput thread warms the pages ahead), puts that roll
+    2 MiB segments: the pre-faulted range follows the new last segment, no byte past the write
+    position is written, and the service threads end with the store."""
+    import threading
+
+    before = {t.ident for t in threading.enumerate()}
+    cfg = StoreConfig(**dict(SMALL, commit_log_file_size=2 << 20, background_services=True))
+    with MessageStore.open(tmp_path, cfg) as s:
+        cl = s.engine.commit_log
+        for i in range(3):
+            s.put_batch([{"topic": "T", "body": bytes([i + 1]) * 1000, "queue_id": j % 2} for j in range(1000)])
+            s.put("T", b"single", keys="k", tags="t")
+        assert len(cl.queue.files) >= 2
+        last = cl.queue.files[-1]
+        cl.warm_ahead(1 << 20)
+        assert cl._warmed[0] == last.file_from_offset
+        assert not last.array[last.wrote_position :].any()
+        assert s.max_offset("T", 0) == 3 * 500 + 3
+    assert not [t for t in threading.enumerate() if t.name.startswith("mqstore-") and t.ident not in before]
+
+
 def test_common_shape_put_equals_general_path(tmp_path: Path) -> None:
     """The unchecked single-put branch (string keys and tags, generated unique key) writes the
     bytes of the general path, across segment rolls, with the store time runs of the checkpoint."""
@@ -502,7 +524,7 @@ def test_single_put_native_path_equals_append_one(tmp_path: Path, monkeypatch: p
             return out
 
     fast = run(tmp_path / "fast")
-    monkeypatch.setattr("mqstore.storage.rocketmq.store.RocketMQStore.append_common", lambda *a: None)
+    monkeypatch.setattr("mqstore.api.rocketmq._put_plain", None)  # put() through append_one
     ref = run(tmp_path / "ref")
     _results_equal(fast, ref)
     assert _commitlog(tmp_path / "fast") == _commitlog(tmp_path / "ref")
@@ -691,3 +713,144 @@ with api.MessageStore.open({str(tmp_path)!r}) as s:
     assert r.uniq_key.startswith(s._uniq._hex_prefix) and len(r.uniq_key) == 32
 """
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+# ----------------------------------------------------------------------------- the single put's engine call
+@pytest.mark.parametrize("append", twins("rocketmq.append_common"))
+def test_append_common_twins_write_the_reference_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                       append: Any) -> None:
+    """``put_one.append_common`` (native, ``struct`` and codec twins) as the engine's single-put
+    entry: the same CommitLog bytes, results, queue offsets and store-time runs as the reference,
+    across segment rolls (16 KiB segments: the end-of-segment rule), with a clock that moves;
+    records too large for the path give None and the checked path reports them."""
+    import functools
+
+    from mqstore.kernels.rocketmq import put_one
+    from mqstore.kernels.rocketmq.put_one import append_common_py
+
+    rng = np.random.default_rng(7)
+    bodies = [rng.bytes(int(n)) for n in rng.integers(0, 1500, 60)]
+
+    def run(root: Path, impl: Any) -> tuple[list[PutResult], dict[Any, int], list[Any]]:
+        ticks = iter(range(1_700_000_000_000, 1_700_000_100_000, 7))
+        cfg = StoreConfig(**{**SMALL, "clock": lambda: next(ticks) // 21 * 21})
+        with MessageStore.open(root, cfg) as s:
+            s._put_plain = functools.partial(put_one._put_plain, impl)  # put() through ``impl``
+            s._uniq.set_counter(3)
+            s._uniq._hex_prefix = "0A0B0C0D1F2E00000042"
+            out = [s.put(("A", "Bb")[i % 2], b, i % 3, keys=f"k{i} x{i % 5}", tags=f"t{i % 4}")
+                   for i, b in enumerate(bodies)]
+            assert impl(s.engine, "A", b"\x01A", b"x" * 20000, "a", "u" * 32, "b", 0, 1, 20000 + 155) is None
+            with pytest.raises(MessageTooLargeError):
+                s.put("A", b"x" * 20000, keys="a", tags="b")
+            state = dict(s.engine.queue_offsets), list(s.engine._ts_runs)
+        return out, *state
+
+    ref = run(tmp_path / "ref", append_common_py)
+    got = run(tmp_path / "got", append)
+    _results_equal(got[0], ref[0])
+    assert got[1:] == ref[1:]
+    assert _commitlog(tmp_path / "got") == _commitlog(tmp_path / "ref")
+    assert len(list((tmp_path / "got" / "commitlog").iterdir())) > 3  # the segment rolled
+
+
+@pytest.mark.parametrize("append", twins("rocketmq.append_common"))
+def test_append_common_refuses_and_leaves_the_store_alone(tmp_path: Path, append: Any) -> None:
+    """A size that is not the record's is an error with nothing written or advanced; a closed
+    store is refused by the store's own check; the put lock is released after an error."""
+    from mqstore.errors import StoreClosedError
+
+    with MessageStore.open(tmp_path / "s", StoreConfig(**SMALL)) as s:
+        e = s.engine
+        s.put("T", b"first", keys="k", tags="t")
+        before = (_commitlog(tmp_path / "s"), dict(e.queue_offsets), e.commit_log.max_offset)
+        with pytest.raises(ValueError):
+            append(e, "T", b"\x01T", b"body", "k", "u" * 32, "t", 0, 1, 500)
+        assert (_commitlog(tmp_path / "s"), dict(e.queue_offsets), e.commit_log.max_offset) == before
+        assert e._put_lock.acquire(blocking=False)
+        e._put_lock.release()
+    with pytest.raises(StoreClosedError):
+        append(e, "T", b"\x01T", b"body", "k", "u" * 32, "t", 0, 1, 187)
+
+
+@pytest.mark.parametrize("plain", twins("rocketmq.put_plain"))
+def test_put_plain_twins_equal_the_reference(tmp_path: Path, plain: Any) -> None:
+    """``put_one.put_plain`` (native, ``struct`` and codec twins), the whole ``put`` of the common
+    shape: the same results, unique keys, CommitLog bytes, queue offsets and time runs as the
+    reference across segment rolls with a moving clock; None (nothing consumed) for non-ASCII
+    texts and property separators; the unique key (nothing written) for a record too large."""
+    from mqstore.kernels.rocketmq.put_one import put_plain_py
+
+    rng = np.random.default_rng(9)
+    bodies = [rng.bytes(int(n)) for n in rng.integers(0, 1500, 50)]
+
+    def run(root: Path, impl: Any) -> tuple[Any, ...]:
+        ticks = iter(range(1_700_000_000_000, 1_700_000_100_000, 5))
+        with MessageStore.open(root, StoreConfig(**{**SMALL, "clock": lambda: next(ticks) // 15 * 15})) as s:
+            s._uniq.set_counter(65530)  # the counter wraps at 16 bits
+            s._uniq._hex_prefix = "0A0B0C0D1F2E00000042"
+            s._put_plain = impl
+            e, g, pre = s.engine, s._uniq, s._msgid_prefix
+            out = [impl(e, g, pre, ("A", "Bb")[i % 2], (b"\x01A", b"\x02Bb")[i % 2], b, f"k{i} x{i % 5}", f"t{i % 4}",
+                        i % 3) for i, b in enumerate(bodies)]
+            assert impl(e, g, pre, "A", b"\x01A", b"b", "ключ", "t", 0) is None
+            assert impl(e, g, pre, "A", b"\x01A", b"b", "k", "t\x01", 0) is None
+            big = impl(e, g, pre, "A", b"\x01A", b"x" * 20000, "k", "t", 0)
+            assert type(big) is str and len(big) == 32
+            out.append(s.put("A", b"last", 1, keys="k", tags="t"))
+            return out, big, dict(e.queue_offsets), list(e._ts_runs), e.commit_log.max_offset
+
+    ref = run(tmp_path / "ref", put_plain_py)
+    got = run(tmp_path / "got", plain)
+    _results_equal(got[0], ref[0])
+    assert all(type(r) is PutResult for r in got[0])
+    assert got[1:] == ref[1:]
+    assert _commitlog(tmp_path / "got") == _commitlog(tmp_path / "ref")
+
+
+@pytest.mark.parametrize("gather", twins("rocketmq.gather_plain"))
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.one_of(
+    st.fixed_dictionaries({"topic": st.sampled_from(["A", "Bb"]), "body": st.binary(max_size=20)},
+                          optional={"queue_id": st.one_of(st.integers(-2, 2**31 + 1), st.booleans(), st.none()),
+                                    "keys": st.one_of(st.none(), st.text(max_size=5), st.lists(st.text(max_size=3))),
+                                    "tags": st.one_of(st.none(), st.text(max_size=5), st.integers()),
+                                    "flag": st.integers(0, 1)}),
+    st.fixed_dictionaries({"body": st.binary(max_size=3)}),
+    st.fixed_dictionaries({"topic": st.just("A"), "body": st.text(max_size=3)})), max_size=12))
+def test_gather_plain_twins(gather: Any, msgs: list[dict[str, Any]]) -> None:
+    """``put_one.gather_plain`` (native and reference) agree on every batch of dicts: the columns
+    and the filled arrays of a plain batch, None for any other shape."""
+    from mqstore.kernels.rocketmq.put_one import gather_plain_py
+
+    n = len(msgs)
+    q1, b1, q2, b2 = (np.full(n, -7, np.int64) for _ in range(4))
+    exp = gather_plain_py(msgs, q1, b1)
+    got = gather(msgs, q2, b2)
+    assert (got is None) == (exp is None)
+    if exp is not None:
+        assert got == exp and (q1 == q2).all() and (b1 == b2).all()
+        assert all(type(m) is dict and set(m) <= {"topic", "body", "queue_id", "keys", "tags"} for m in msgs)
+
+
+def test_put_batch_of_plain_dicts_equals_the_passes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``put_batch`` of plain dicts through the one-pass gather writes the bytes and results of the
+    C-level passes over the dicts (gather switched off), across segment rolls."""
+    import mqstore.api.rocketmq as api_mod
+
+    rng = np.random.default_rng(3)
+    msgs = [{"topic": ("A", "Bb")[i % 2], "body": rng.bytes(int(rng.integers(0, 700))), "queue_id": i % 3,
+             **({"keys": f"k{i} x{i % 5}"} if i % 4 else {}), **({"tags": f"t{i % 3}"} if i % 5 else {"tags": None})}
+            for i in range(90)]
+
+    def run(root: Path) -> list[PutResult]:
+        with MessageStore.open(root, StoreConfig(**SMALL)) as s:
+            s._uniq.set_counter(11)
+            s._uniq._hex_prefix = "0A0B0C0D1F2E00000042"
+            return [r for i in range(0, 90, 30) for r in s.put_batch(msgs[i : i + 30])]
+
+    fast = run(tmp_path / "fast")
+    monkeypatch.setattr(api_mod, "_gather_plain", None)
+    ref = run(tmp_path / "ref")
+    _results_equal(fast, ref)
+    assert _commitlog(tmp_path / "fast") == _commitlog(tmp_path / "ref")

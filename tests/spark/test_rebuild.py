@@ -266,7 +266,7 @@ def _kafka_local(path: Path, out: Path, **kw: int) -> int:
     """The local rebuild (indexes per segment, then the partition's .txnindex files); returns the
     number of aborted transactions written."""
     from mqstore.storage.kafka.rebuild import rebuild_indexes as kafka_rebuild
-    from mqstore.storage.kafka.txn import rebuild_txn_indexes
+    from mqstore.storage.kafka.txn_rebuild import rebuild_txn_indexes
 
     out.mkdir(parents=True, exist_ok=True)
     for log in sorted(path.glob("*.log")):

@@ -65,8 +65,8 @@ from mqstore.storage.kafka.txn import (
     partition_txn_state,
     read_producer_snapshot,
     read_txn_index,
-    rebuild_txn_indexes,
 )
+from mqstore.storage.kafka.txn_rebuild import rebuild_txn_indexes
 
 __all__ = [
     "EARLIEST_TIMESTAMP",

@@ -46,8 +46,8 @@ from mqstore.kernels.rocketmq.columns import (
     RECORD_FIELDS,
     decode_fields,
 )
-from mqstore.kernels.rocketmq.put_one import ONE_V1_FIXED as _ONE_V1_FIXED
 from mqstore.kernels.rocketmq.put_one import encode_common_into
+from mqstore.kernels.rocketmq.put_one import gather_plain as _gather_plain
 from mqstore.storage.rocketmq.config import FLUSH_ASYNC, FLUSH_SYNC, StoreConfig, validate_topic
 from mqstore.storage.rocketmq.consumequeue import BOUNDARY_LOWER, BOUNDARY_UPPER
 from mqstore.storage.rocketmq.layout import resolve_config
@@ -106,12 +106,14 @@ def _put_result_py(o: int, qo: int, ts: int, size: int, prefix: str, uniq: str |
 #: the result of a single put from (offset, queue offset, store time, size, message id prefix,
 #: unique key): one C call when the native put module is built
 _make_put_result = _put_result_py
-if _put_one.put_result_native is not None:
-    try:
-        if _put_one.bind_put_result(PutResult, tuple(PutResult.__dict__[f.name] for f in fields(PutResult))):
-            _make_put_result = _put_one.put_result_native
-    except TypeError:  # pragma: no cover - a model the C builder cannot fill
-        pass
+#: put() of the common shape after its checks (put_one.put_plain): one C call when built and bound
+_put_plain = _put_one.put_plain_struct
+try:
+    if _put_one.bind_put_result(PutResult, tuple(PutResult.__dict__[f.name] for f in fields(PutResult))):
+        _make_put_result = _put_one.put_result_native
+        _put_plain = _put_one.put_plain
+except TypeError:  # pragma: no cover - a model the C builder cannot fill
+    pass
 
 
 class PutBatchResult(Sequence[PutResult]):
@@ -575,6 +577,9 @@ class MessageStore:
         self._fast_ok = not engine.config.enabled_append_prop_crc and not self._store_host.is_v6
         self._topic_fields: dict[str, bytes] = {}
         self._clock_cfg = engine.config
+        # put() of ASCII string keys and tags into an async-flush store: one call (native when
+        # built); a sync-flush store writes through the engine's append_one, which flushes
+        self._put_plain = None if engine._sync_flush else _put_plain
 
     # ------------------------------------------------------------------ lifecycle
     @classmethod
@@ -706,26 +711,33 @@ class MessageStore:
         tf = self._topic_fields.get(topic) if type(topic) is str else None  # type: ignore[arg-type]
         if (tf and type(keys) is str and type(tags) is str and type(body) is bytes and uniq_key is None
                 and born_timestamp is None and born_host is None and not properties and not sys_flag and not flag
-                and type(queue_id) is int and 0 <= queue_id < _INT32 and self._fast_ok
-                and "\x01" not in keys and "\x02" not in keys and "\x01" not in tags and "\x02" not in tags):
+                and type(queue_id) is int and 0 <= queue_id < _INT32 and self._fast_ok):
             # The common shape (string keys and tags, generated unique key): nothing else to check.
-            clock = self._clock_cfg.clock
-            now = _time_ns() // 1_000_000 if clock is None else int(clock())
-            u = self._uniq
-            h = u.head
-            uniq = (h[1] if h[0] == now else u.head_for(now)[1]) + _HEX4[next(u.count) & 0xFFFF]
-            if keys.isascii() and tags.isascii():  # the whole record by one compiled call
-                size = _ONE_V1_FIXED + len(body) + len(tf) + len(keys) + 32 + len(tags)
-                got = self._engine.append_common(topic, tf, body, keys, uniq, tags, queue_id, now, size)
+            plain = self._put_plain
+            if plain is not None:  # ASCII texts: clock, unique key, record and result in one call
+                got = plain(self._engine, self._uniq, self._msgid_prefix, topic, tf, body, keys, tags, queue_id)
                 if got is not None:
-                    return _make_put_result(got[0], got[1], got[2], size, self._msgid_prefix, uniq)
-            try:  # the properties in the Java HashMap order of KEYS, TAGS, UNIQ_KEY (see _TEMPLATES)
-                props = f"KEYS\x01{keys}\x02UNIQ_KEY\x01{uniq}\x02TAGS\x01{tags}\x02".encode()
-            except UnicodeEncodeError:
-                props = None  # lone surrogates: the checked path reports them
-            if props is not None:
-                o, size, qo, ts = self._engine.append_one(topic, tf, body, props, queue_id, 0, now)
-                return _make_put_result(o, qo, ts, size, self._msgid_prefix, uniq)
+                    if type(got) is not str:
+                        return got  # type: ignore[no-any-return]
+                    # too large for the path (nothing written, ``got`` is its unique key): the checked write
+                    # reports it
+                    props = f"KEYS\x01{keys}\x02UNIQ_KEY\x01{got}\x02TAGS\x01{tags}\x02".encode()
+                    o, size, qo, ts = self._engine.append_one(topic, tf, body, props, queue_id, 0,
+                                                              self._engine.config.now())
+                    return _make_put_result(o, qo, ts, size, self._msgid_prefix, got)  # pragma: no cover
+            if "\x01" not in keys and "\x02" not in keys and "\x01" not in tags and "\x02" not in tags:
+                clock = self._clock_cfg.clock
+                now = _time_ns() // 1_000_000 if clock is None else int(clock())
+                u = self._uniq
+                h = u.head
+                uniq = (h[1] if h[0] == now else u.head_for(now)[1]) + _HEX4[next(u.count) & 0xFFFF]
+                try:  # the properties in the Java HashMap order of KEYS, TAGS, UNIQ_KEY (see _TEMPLATES)
+                    props = f"KEYS\x01{keys}\x02UNIQ_KEY\x01{uniq}\x02TAGS\x01{tags}\x02".encode()
+                except UnicodeEncodeError:
+                    props = None  # lone surrogates: the checked path reports them
+                if props is not None:
+                    o, size, qo, ts = self._engine.append_one(topic, tf, body, props, queue_id, 0, now)
+                    return _make_put_result(o, qo, ts, size, self._msgid_prefix, uniq)
         return self._put_checked(topic, body, queue_id, keys, tags, properties, flag, born_host, born_timestamp,
                                  uniq_key, sys_flag)
 
@@ -808,9 +820,12 @@ class MessageStore:
         fast_props = self._fast_props
         return [fast_props(k, t, u, now)[0] for k, t, u in zip(keys, tags, uniqs, strict=True)]
 
-    def _put_fast(self, topic: list[Any], body: list[Any], queue_id: list[Any], keys: list[Any], tags: list[Any],
-                  uniq_key: list[Any], flag: list[Any], born_timestamp: list[Any]) -> PutBatchResult | None:
-        """The columnar put: ``None`` (nothing written) when a message needs the general path."""
+    def _put_fast(self, topic: list[Any], body: list[Any], queue_id: list[Any] | None, keys: list[Any], tags: list[Any],
+                  uniq_key: list[Any], flag: list[Any] | None, born_timestamp: list[Any],
+                  plain: tuple[np.ndarray, np.ndarray] | None = None) -> PutBatchResult | None:
+        """The columnar put: ``None`` (nothing written) when a message needs the general path.
+        ``plain``: the queue ids and body lengths of a batch ``put_one.gather_plain`` checked
+        (``queue_id`` and ``flag`` are then None: flags 0)."""
         if not self._fast_ok:
             return None
         n = len(body)
@@ -818,20 +833,27 @@ class MessageStore:
             names = {t: self._topic_field(t) for t in set(topic)}
         except TypeError:  # an unhashable topic: the general path reports it
             return None
-        if not all(names.values()) or set(map(type, body)) != {bytes}:
+        if not all(names.values()):
             return None
-        if not set(map(type, queue_id)) <= {int} or not set(map(type, flag)) <= {int}:
-            return None
-        try:
-            qids = np.array(queue_id, dtype=np.int64)
-            flg = np.array(flag, dtype=np.int64)
-        except (TypeError, ValueError, OverflowError):
-            return None
-        if qids.shape != (n,) or flg.shape != (n,):
-            return None
-        if n and (int(qids.min()) < 0 or int(qids.max()) >= _INT32 or int(flg.min()) < -_INT32
-                  or int(flg.max()) >= _INT32):
-            return None
+        if plain is not None:
+            qids, body_len = plain
+            flg = np.zeros(n, np.int64)
+        else:
+            if set(map(type, body)) != {bytes}:
+                return None
+            if not set(map(type, queue_id)) <= {int} or not set(map(type, flag)) <= {int}:  # type: ignore[arg-type]
+                return None
+            try:
+                qids = np.array(queue_id, dtype=np.int64)
+                flg = np.array(flag, dtype=np.int64)
+            except (TypeError, ValueError, OverflowError):
+                return None
+            if qids.shape != (n,) or flg.shape != (n,):
+                return None
+            if n and (int(qids.min()) < 0 or int(qids.max()) >= _INT32 or int(flg.min()) < -_INT32
+                      or int(flg.max()) >= _INT32):
+                return None
+            body_len = np.fromiter(map(len, body), np.int64, n)
         eng = self._engine
         now = eng.config.now()
         uniqs: list[str | None] | None = None
@@ -878,7 +900,6 @@ class MessageStore:
             topics_buf = b"".join(tf[1:] for tf in tfs)
             topic_len = np.fromiter((len(tf) - 1 for tf in tfs), np.int64, n)
             topic_off = np.cumsum(topic_len) - topic_len
-        body_len = np.fromiter(map(len, body), np.int64, n)
         host = np.zeros(20, np.uint8)
         host[:4] = np.frombuffer(self._store_host_b[:4], np.uint8)
         host[16:] = np.frombuffer(self._store_host_b[4:], np.uint8)
@@ -907,6 +928,16 @@ class MessageStore:
         results are made on demand, or a list)."""
         self._engine.check_open()
         msgs = messages if isinstance(messages, list) else list(messages)
+        if msgs and self._fast_ok and _gather_plain is not None:  # plain dicts: their fields in one C pass
+            n = len(msgs)
+            qids, blen = np.empty(n, np.int64), np.empty(n, np.int64)
+            got = _gather_plain(msgs, qids, blen)
+            if got is not None:
+                nones = [None] * n
+                res = self._put_fast(got[0], got[1], None, got[2], got[3], nones, None, nones, plain=(qids, blen))
+                if res is not None:
+                    return res
+                return self._put_records(msgs)
         if msgs and self._fast_ok and set(map(type, msgs)) == {dict}:
             n = len(msgs)
             names = set().union(*msgs)  # every field used by any message (C-level passes, no loop)

@@ -65,6 +65,22 @@ def echo_json_lines(objs: Iterable[Any]) -> int:
     return n
 
 
+def preload_tables() -> None:
+    """Import rich's table printing in a daemon thread, for a command that will print a table after
+    a long native call: the call releases the GIL, so the import (~50 ms) overlaps it rather than
+    following it.  :func:`print_table` then finds the modules loaded (or waits for them)."""
+    import threading
+
+    def load() -> None:
+        try:
+            import rich.console
+            import rich.table  # noqa: F401
+        except Exception:  # (print_table imports them again and reports any error)
+            pass
+
+    threading.Thread(target=load, name="mqstore-preload", daemon=True).start()
+
+
 def print_table(title: str | None, columns: list[str], rows: Iterable[Iterable[Any]]) -> None:
     from rich.console import Console
     from rich.table import Table

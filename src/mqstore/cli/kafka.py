@@ -11,7 +11,15 @@ from typing import Any
 import click
 
 from mqstore.cli import kafka_internal
-from mqstore.cli.common import echo_json_lines, handle_errors, json_option, print_table, progress, to_json
+from mqstore.cli.common import (
+    echo_json_lines,
+    handle_errors,
+    json_option,
+    preload_tables,
+    print_table,
+    progress,
+    to_json,
+)
 from mqstore.errors import InvalidArgumentError, StoreNotFoundError
 
 
@@ -624,6 +632,8 @@ def rebuild_index(path: str, out_dir: str | None, index_interval_bytes: int, max
             Path(sub).mkdir(parents=True, exist_ok=True)
     rows = []
     keys: dict[str, Any] = {}
+    if not as_json:
+        preload_tables()  # (imported while the native walk runs without the GIL)
     with shared_analyses():  # the transaction replay reads the segments the index rebuild just read
         with _progress("rebuild-index") as prog:
             for f, sub in jobs:
@@ -664,7 +674,7 @@ def _rebuild_keyindex(log_path: Path, out_dir: str | None, key_header: str | Non
 def _rebuild_txn(jobs: list[tuple[Path, str | None]]) -> dict[str, tuple[str | None, int]]:
     """The .txnindex of the rebuilt segments, per partition (a transaction may begin in an
     earlier segment, so the whole partition is read): log path → (file written or None, entries)."""
-    from mqstore.storage.kafka.txn import rebuild_txn_indexes
+    from mqstore.storage.kafka.txn_rebuild import rebuild_txn_indexes
 
     groups: dict[tuple[Path, str | None], dict[int, Path]] = {}
     for f, sub in jobs:

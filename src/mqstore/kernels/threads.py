@@ -15,10 +15,12 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mqstore.errors import InvalidArgumentError
+
+if TYPE_CHECKING:  # (imported when a pool is first made: a one-shot command without one does not pay for it)
+    from concurrent.futures import Future, ThreadPoolExecutor
 
 MAX_DEFAULT_THREADS = 4
 
@@ -53,6 +55,8 @@ def resolve_threads(threads: int | None) -> int:
 
 
 def _get_pool(workers: int) -> ThreadPoolExecutor:
+    from concurrent.futures import ThreadPoolExecutor
+
     global _pool, _pool_size
     with _lock:
         if _pool is None or _pool_size < workers:

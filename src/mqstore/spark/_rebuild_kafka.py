@@ -69,7 +69,7 @@ class PartitionTxnTask:
 def rebuild_partition_txn(task: PartitionTxnTask) -> dict[str, object]:
     """One Spark task per partition: its segments' ``.txnindex`` (a transaction may span
     segments, so the whole partition is read), the same code and bytes as the local command."""
-    from mqstore.storage.kafka.txn import rebuild_txn_indexes
+    from mqstore.storage.kafka.txn_rebuild import rebuild_txn_indexes
 
     res = rebuild_txn_indexes(task.directory, task.out_dir, only=set(task.bases))
     return {"partition": task.partition, "files": sum(1 for r in res if r.written and r.entries),

@@ -15,6 +15,8 @@
 #include "mq_kafka.h"
 
 #include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 /* stop reasons (kernels/kafka/batches.py, kernels/kafka/file_scan.py) */
@@ -266,6 +268,55 @@ static PyObject *file_scan(PyObject *self, PyObject *const *args, Py_ssize_t nar
     return Py_BuildValue("(LLi)", (long long)n, (long long)p, reason);
 }
 
+/* The first position in [lo, hi) of a file that looks like the start of a v2 batch whose CRC-32C
+ * verifies (kernels/kafka/file_scan_nb.py:find_batch_start), or -1; buf and buf2 are scratch. */
+static int64_t mk_find_start(int fd, int64_t file_end, int64_t lo, int64_t hi, uint8_t *buf, int64_t bsz,
+                             uint8_t *buf2, int64_t b2sz, int64_t budget)
+{
+    int64_t found = -1;
+    int64_t q = lo < 0 ? 0 : lo;
+    while (q < hi) {
+        int64_t got = fill(fd, buf, bsz, q, file_end);
+        if (got < 61) break;
+        int64_t last = hi < q + got - 60 ? hi : q + got - 60;
+        int stop = 0;
+        for (int64_t c = q; c < last && !stop; c++) {
+            const uint8_t *h = buf + (c - q);
+            if (h[16] != 2) continue;
+            int32_t s = mq_be32(h + 8);
+            if (s < 49 || c > file_end - 12 - s || mq_be32(h + 23) < 0 || mq_be32(h + 57) < 0) continue;
+            int64_t nxt = c + 12 + s;
+            if (nxt <= file_end - 17) {
+                if (fill(fd, buf2, 17, nxt, file_end) != 17 || buf2[16] != 2 || mq_be32(buf2 + 8) < 14) continue;
+            }
+            if (s > budget) {
+                stop = 1;
+                break;
+            }
+            budget -= s;
+            int64_t cs = c + 21;
+            uint32_t x = 0;
+            while (cs < nxt) {
+                int64_t g = fill(fd, buf2, b2sz, cs, nxt);
+                if (g <= 0) {
+                    stop = 1;
+                    break;
+                }
+                x = mq_crc32c(x, buf2, (size_t)g);
+                cs += g;
+            }
+            if (stop) break;
+            if (x == mq_beu32(h + 17)) {
+                found = c;
+                stop = 1;
+            }
+        }
+        if (stop || last <= q) break;
+        q = last;
+    }
+    return found;
+}
+
 /* find_batch_start(fd, file_end, lo, hi, buf, buf2, verify_budget) -> position or -1
  * (kernels/kafka/file_scan_nb.py:find_batch_start) */
 static PyObject *find_batch_start(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
@@ -287,49 +338,10 @@ static PyObject *find_batch_start(PyObject *self, PyObject *const *args, Py_ssiz
         PyBuffer_Release(&b1);
         return NULL;
     }
-    uint8_t *buf = (uint8_t *)b1.buf, *buf2 = (uint8_t *)b2.buf;
-    int64_t bsz = (int64_t)b1.len, b2sz = (int64_t)b2.len, found = -1;
+    int64_t found;
     Py_BEGIN_ALLOW_THREADS
-    int64_t q = lo < 0 ? 0 : lo;
-    while (q < hi) {
-        int64_t got = fill((int)fd, buf, bsz, q, file_end);
-        if (got < 61) break;
-        int64_t last = hi < q + got - 60 ? hi : q + got - 60;
-        int stop = 0;
-        for (int64_t c = q; c < last && !stop; c++) {
-            const uint8_t *h = buf + (c - q);
-            if (h[16] != 2) continue;
-            int32_t s = mq_be32(h + 8);
-            if (s < 49 || c > file_end - 12 - s || mq_be32(h + 23) < 0 || mq_be32(h + 57) < 0) continue;
-            int64_t nxt = c + 12 + s;
-            if (nxt <= file_end - 17) {
-                if (fill((int)fd, buf2, 17, nxt, file_end) != 17 || buf2[16] != 2 || mq_be32(buf2 + 8) < 14) continue;
-            }
-            if (s > budget) {
-                stop = 1;
-                break;
-            }
-            budget -= s;
-            int64_t cs = c + 21;
-            uint32_t x = 0;
-            while (cs < nxt) {
-                int64_t g = fill((int)fd, buf2, b2sz, cs, nxt);
-                if (g <= 0) {
-                    stop = 1;
-                    break;
-                }
-                x = mq_crc32c(x, buf2, (size_t)g);
-                cs += g;
-            }
-            if (stop) break;
-            if (x == mq_beu32(h + 17)) {
-                found = c;
-                stop = 1;
-            }
-        }
-        if (stop || last <= q) break;
-        q = last;
-    }
+    found = mk_find_start((int)fd, file_end, lo, hi, (uint8_t *)b1.buf, (int64_t)b1.len, (uint8_t *)b2.buf,
+                          (int64_t)b2.len, budget);
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&b2);
     PyBuffer_Release(&b1);
@@ -423,6 +435,279 @@ fail:
     return NULL;
 }
 
+/* ------------------------------------------------------------------ one-shot recovery of a file */
+
+/* One part of a file walked by one thread into columns it grows itself (malloc). */
+typedef struct {
+    int fd;
+    int64_t file_end, start, stop_at, bsz;
+    mk_cols c;
+    uint8_t *ok;
+    int64_t *prod[3];
+    int64_t cap, n, p;
+    int reason, oom;
+} mk_part;
+
+static void mk_part_free(mk_part *t)
+{
+    free(t->c.position); free(t->c.size); free(t->c.base_offset); free(t->c.last_offset); free(t->c.max_ts);
+    free(t->c.base_ts); free(t->c.epoch); free(t->c.magic); free(t->c.attrs); free(t->c.count); free(t->c.crc);
+    free(t->ok); free(t->prod[0]); free(t->prod[1]); free(t->prod[2]);
+    memset(&t->c, 0, sizeof t->c);
+    t->ok = NULL;
+    t->prod[0] = t->prod[1] = t->prod[2] = NULL;
+}
+
+#define MK_GROW(ptr, n) do { void *q_ = realloc((ptr), (size_t)(n) * sizeof *(ptr)); if (!q_) return -1; (ptr) = q_; } while (0)
+
+static int mk_part_grow(mk_part *t, int64_t cap)
+{
+    MK_GROW(t->c.position, cap); MK_GROW(t->c.size, cap); MK_GROW(t->c.base_offset, cap);
+    MK_GROW(t->c.last_offset, cap); MK_GROW(t->c.max_ts, cap); MK_GROW(t->c.base_ts, cap);
+    MK_GROW(t->c.epoch, cap); MK_GROW(t->c.magic, cap); MK_GROW(t->c.attrs, cap); MK_GROW(t->c.count, cap);
+    MK_GROW(t->c.crc, cap); MK_GROW(t->ok, cap);
+    MK_GROW(t->prod[0], cap); MK_GROW(t->prod[1], cap); MK_GROW(t->prod[2], cap);
+    t->cap = cap;
+    return 0;
+}
+
+/* walk the part from t->p up to t->stop_at (the columns grow as needed): t->reason, t->p, t->n */
+static void mk_part_walk(mk_part *t)
+{
+    uint8_t *buf = malloc((size_t)t->bsz);
+    if (!buf) {
+        t->oom = 1;
+        return;
+    }
+    for (;;) {
+        if (t->n >= t->cap) {
+            int64_t room = (t->file_end - t->p) / 26 + 1, want = t->cap ? t->cap * 2 : 4096;
+            if (want > t->n + room) want = t->n + room;
+            if (want <= t->n) want = t->n + 1;
+            if (mk_part_grow(t, want) < 0) {
+                t->oom = 1;
+                break;
+            }
+        }
+        int64_t n = t->n;
+        mk_cols c = {t->c.position + n, t->c.size + n, t->c.base_offset + n, t->c.last_offset + n, t->c.max_ts + n,
+                     t->c.base_ts + n, t->c.epoch + n, t->c.magic + n, t->c.attrs + n, t->c.count + n, t->c.crc + n};
+        int64_t *prod[3] = {t->prod[0] + n, t->prod[1] + n, t->prod[2] + n};
+        int64_t got, p;
+        int r = file_scan_run(t->fd, t->file_end, t->p, t->stop_at, buf, t->bsz, &c, t->ok + n, prod, t->cap - n,
+                              &got, &p);
+        t->n += got;
+        t->p = p;
+        if (r == STOP_FULL) continue;
+        t->reason = r;
+        break;
+    }
+    free(buf);
+}
+
+static void *mk_part_thread(void *arg)
+{
+    mk_part_walk((mk_part *)arg);
+    return NULL;
+}
+
+#define MK_MAX_PARTS 64
+#define MK_NO_LIMIT ((int64_t)1 << 62)
+
+/* recover(fd, file_end, parts, search_bytes, verify_bytes, buffer_size, base, interval, max_off, max_time)
+ *   -> (reason, valid_end, count, n_valid, bad, next_position, last_offset, build_err, build_position,
+ *       offset_index, time_index, txn_batches)
+ *
+ * What LogSegment.recover learns from a .log and writes, in one call: the batch walk with every
+ * checksum (file_scan) over `parts` parts of the file walked by as many threads (each part after
+ * the first starting at a guessed batch start, find_batch_start, that the part before must reach;
+ * else the walk goes on sequentially from where the chain leads, as
+ * storage/kafka/file_scan.py:_scan_check_file), the valid prefix (up to the first batch whose
+ * checksum fails: `bad` = (position, size, magic, stored crc) of it, or None), the index entries
+ * of that prefix (build_index) serialised as on disk, and the number of magic-2 batches of the
+ * prefix with the transactional or control bit.  next_position: position of the batch after the
+ * prefix (-1: none); last_offset: of the last valid batch (None: no valid batch); build_position:
+ * the position the build error concerns (-1: none).  Only the small results cross into Python. */
+static PyObject *recover(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (mq_check_nargs(nargs, 10, "recover(fd, file_end, parts, search_bytes, verify_bytes, buffer_size, base, "
+                                  "interval, max_off, max_time)") < 0)
+        return NULL;
+    long fd = PyLong_AsLong(args[0]);
+    int64_t file_end = mq_i64(args[1]), nparts = mq_i64(args[2]), search = mq_i64(args[3]), verify = mq_i64(args[4]);
+    int64_t bsz = mq_i64(args[5]), base = mq_i64(args[6]), interval = mq_i64(args[7]), max_off = mq_i64(args[8]);
+    int64_t max_time = mq_i64(args[9]);
+    if (PyErr_Occurred()) return NULL;
+    if (file_end < 0 || bsz < 64 || nparts < 1 || nparts > MK_MAX_PARTS) {
+        PyErr_SetString(PyExc_ValueError, "recover: bad arguments");
+        return NULL;
+    }
+    mk_part parts[MK_MAX_PARTS];
+    memset(parts, 0, sizeof parts);
+    int64_t cuts[MK_MAX_PARTS];
+    int k_used = 1, failed = 0, oom = 0;
+    int64_t count = 0, n_valid = 0, txn = 0, no = 0, nt = 0, at = 0, bad_k = -1, bad_i = 0, reason = STOP_END;
+    int64_t valid_end = 0, next_pos = -1, build_pos = -1, last_off = 0;
+    int err = 0, have_last = 0;
+    int32_t *sizes = NULL;
+    int64_t *last = NULL, *mts = NULL, *oo = NULL, *op = NULL, *tt = NULL, *to = NULL;
+    int64_t cap_o = 0, cap_t = 0;
+    pthread_t tids[MK_MAX_PARTS];
+    int started[MK_MAX_PARTS];
+    memset(started, 0, sizeof started);
+    Py_BEGIN_ALLOW_THREADS
+    /* the cuts: a guessed batch start near each k/parts of the file */
+    cuts[0] = 0;
+    if (nparts > 1) {
+        uint8_t *s1 = malloc((size_t)bsz), *s2 = malloc((size_t)bsz);
+        if (s1 && s2) {
+            for (int64_t k = 1; k < nparts; k++) {
+                int64_t lo = file_end * k / nparts;
+                if (lo < cuts[k_used - 1] + 1) lo = cuts[k_used - 1] + 1;
+                int64_t hi = lo + search < file_end ? lo + search : file_end;
+                int64_t s = mk_find_start((int)fd, file_end, lo, hi, s1, bsz, s2, bsz, verify);
+                if (s > cuts[k_used - 1]) cuts[k_used++] = s;
+            }
+        }
+        free(s1);
+        free(s2);
+    }
+    for (int k = 0; k < k_used; k++) {
+        parts[k].fd = (int)fd;
+        parts[k].file_end = file_end;
+        parts[k].start = parts[k].p = cuts[k];
+        parts[k].stop_at = k + 1 < k_used ? cuts[k + 1] : MK_NO_LIMIT;
+        parts[k].bsz = bsz;
+    }
+    for (int k = 1; k < k_used; k++)
+        started[k] = pthread_create(&tids[k], NULL, mk_part_thread, &parts[k]) == 0;
+    mk_part_walk(&parts[0]);
+    for (int k = 1; k < k_used; k++) {
+        if (started[k]) pthread_join(tids[k], NULL);
+        else mk_part_walk(&parts[k]);
+    }
+    /* the chain: part k must end exactly at cut k + 1, else it goes on from where it stopped */
+    int kk = 0;
+    for (; kk < k_used; kk++) {
+        mk_part *t = &parts[kk];
+        if (t->oom) { oom = 1; break; }
+        reason = t->reason;
+        valid_end = t->p;
+        if (reason != STOP_LIMIT) break;
+        if (t->p != t->stop_at) {
+            t->stop_at = MK_NO_LIMIT;
+            mk_part_walk(t);
+            if (t->oom) { oom = 1; break; }
+            reason = t->reason;
+            valid_end = t->p;
+            break;
+        }
+    }
+    if (kk == k_used) kk = k_used - 1;
+    int k_last = kk; /* parts 0..k_last hold the batches, in order */
+    if (!oom && reason != STOP_READ_ERROR) {
+        for (int k = 0; k <= k_last; k++) count += parts[k].n;
+        /* the valid prefix: up to the first batch whose checksum fails */
+        for (int k = 0; k <= k_last && bad_k < 0; k++)
+            for (int64_t i = 0; i < parts[k].n; i++)
+                if (!parts[k].ok[i]) {
+                    bad_k = k;
+                    bad_i = i;
+                    break;
+                }
+        n_valid = 0;
+        for (int k = 0; k <= k_last; k++) {
+            if (k == bad_k) { n_valid += bad_i; break; }
+            n_valid += parts[k].n;
+        }
+        sizes = malloc((size_t)(n_valid + 1) * sizeof *sizes);
+        last = malloc((size_t)(n_valid + 1) * sizeof *last);
+        mts = malloc((size_t)(n_valid + 1) * sizeof *mts);
+        cap_o = (max_off < n_valid ? max_off : n_valid) + 1;
+        cap_t = (max_time < n_valid + 1 ? max_time : n_valid + 1) + 1;
+        oo = malloc((size_t)cap_o * 8); op = malloc((size_t)cap_o * 8);
+        tt = malloc((size_t)cap_t * 8); to = malloc((size_t)cap_t * 8);
+        if (!sizes || !last || !mts || !oo || !op || !tt || !to) {
+            oom = 1;
+        } else {
+            int64_t j = 0;
+            for (int k = 0; k <= k_last && j < n_valid; k++)
+                for (int64_t i = 0; i < parts[k].n && j < n_valid; i++, j++) {
+                    sizes[j] = parts[k].c.size[i];
+                    last[j] = parts[k].c.last_offset[i];
+                    mts[j] = parts[k].c.max_ts[i];
+                    if (parts[k].c.magic[i] >= 2 && (parts[k].c.attrs[i] & 0x30)) txn++;
+                }
+            /* the position of batch i of the walk (i < count) */
+#define MK_POS_OF(idx, out) do { int64_t r_ = (idx); for (int k_ = 0; k_ <= k_last; k_++) { \
+        if (r_ < parts[k_].n) { (out) = parts[k_].c.position[r_]; break; } r_ -= parts[k_].n; } } while (0)
+            if (n_valid < count) MK_POS_OF(n_valid, next_pos);
+            if (n_valid) {
+                have_last = 1;
+                last_off = last[n_valid - 1];
+            }
+            err = mk_build_index(sizes, last, mts, n_valid, base, interval, max_off, max_time, oo, op, cap_o, tt, to,
+                                 cap_t, &no, &nt, &at);
+            if (err < 0) failed = 1;
+            else if (err != MK_BUILD_OK && at < count) MK_POS_OF(at, build_pos);
+#undef MK_POS_OF
+        }
+    }
+    Py_END_ALLOW_THREADS
+    PyObject *res = NULL, *oi = NULL, *ti = NULL, *bad = NULL;
+    if (oom) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (failed) {
+        PyErr_SetString(PyExc_ValueError, "recover: the index entries overflow their arrays");
+        goto done;
+    }
+    if (reason == STOP_READ_ERROR) {
+        res = Py_BuildValue("(iLLLOLOiLOOL)", (int)reason, (long long)valid_end, 0LL, 0LL, Py_None, -1LL, Py_None, 0,
+                            -1LL, Py_None, Py_None, 0LL);
+        goto done;
+    }
+    if (err == MK_BUILD_OK) {
+        oi = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(no * 8));
+        ti = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(nt * 12));
+        if (!oi || !ti) goto done;
+        uint8_t *w = (uint8_t *)PyBytes_AS_STRING(oi);
+        for (int64_t i = 0; i < no; i++, w += 8) {
+            mq_put_be32(w, (int32_t)(oo[i] - base));
+            mq_put_be32(w + 4, (int32_t)op[i]);
+        }
+        w = (uint8_t *)PyBytes_AS_STRING(ti);
+        for (int64_t i = 0; i < nt; i++, w += 12) {
+            mq_put_be64(w, tt[i]);
+            mq_put_be32(w + 8, (int32_t)(to[i] - base));
+        }
+    } else {
+        oi = Py_NewRef(Py_None);
+        ti = Py_NewRef(Py_None);
+    }
+    if (bad_k >= 0) {
+        mk_part *t = &parts[bad_k];
+        bad = Py_BuildValue("(LiiK)", (long long)t->c.position[bad_i], (int)t->c.size[bad_i], (int)t->c.magic[bad_i],
+                            (unsigned long long)t->c.crc[bad_i]);
+        if (!bad) goto done;
+    } else {
+        bad = Py_NewRef(Py_None);
+    }
+    PyObject *lo = have_last ? PyLong_FromLongLong((long long)last_off) : Py_NewRef(Py_None);
+    if (!lo) goto done;
+    res = Py_BuildValue("(iLLLOLNiLOOL)", (int)reason, (long long)valid_end, (long long)count, (long long)n_valid, bad,
+                        (long long)next_pos, lo, err, (long long)build_pos, oi, ti, (long long)txn);
+done:
+    Py_XDECREF(oi);
+    Py_XDECREF(ti);
+    Py_XDECREF(bad);
+    free(sizes); free(last); free(mts); free(oo); free(op); free(tt); free(to);
+    for (int k = 0; k < MK_MAX_PARTS; k++) mk_part_free(&parts[k]);
+    return res;
+}
+
 /* ------------------------------------------------------------------ record bodies */
 
 /* parse_bodies(a, bstart, bend, bcount, bbase, bts, bmax, blogappend, lo, hi, fill,
@@ -501,6 +786,10 @@ static PyMethodDef methods[] = {
     {"build_index", (PyCFunction)(void (*)(void))build_index, METH_FASTCALL,
      "build_index(positions, sizes, last_offsets, max_ts, n, base, interval, max_off, max_time, "
      "oi_off, oi_pos, ti_ts, ti_off) -> (no, nt, err, at)"},
+    {"recover", (PyCFunction)(void (*)(void))recover, METH_FASTCALL,
+     "recover(fd, file_end, parts, search_bytes, verify_bytes, buffer_size, base, interval, max_off, max_time) -> "
+     "(reason, valid_end, count, n_valid, bad, next_position, last_offset, build_err, build_position, offset_index, "
+     "time_index, txn_batches)"},
     {"parse_bodies", (PyCFunction)(void (*)(void))parse_bodies, METH_FASTCALL,
      "parse_bodies(a, bstart, bend, bcount, bbase, bts, bmax, blogappend, lo, hi, fill, *12 outputs) -> (n, nh, err, batch)"},
     {NULL, NULL, 0, NULL},

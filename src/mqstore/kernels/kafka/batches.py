@@ -20,13 +20,9 @@ import numpy as np
 from mqstore.formats.kafka.batch import crc32c as crc32c_of
 from mqstore.kernels.backend import native, numba_module
 from mqstore.kernels.buffers import as_u8
+from mqstore.kernels.kafka.stops import STOP_BAD_SIZE, STOP_END, STOP_TORN  # the stop reasons of scan_batches
 from mqstore.kernels.registry import register
 from mqstore.kernels.threads import default_threads, run_parallel
-
-# stop reasons of scan_batches
-STOP_END = 0  # fewer than 18 bytes left: clean end of data
-STOP_TORN = 1  # the last batch is cut short (torn write): end of data, not an error
-STOP_BAD_SIZE = 2  # size field < 14: Kafka's CorruptRecordException
 
 SCAN_FIELDS = (
     "position",

@@ -15,22 +15,23 @@ whose twin is :func:`~mqstore.kernels.kafka.batches.scan_batches_py` +
 
 from __future__ import annotations
 
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from mqstore.kernels.backend import native, numba_module
-from mqstore.kernels.kafka.batches import BatchColumns, empty_columns
+from mqstore.kernels.kafka.stops import STOP_FULL, STOP_LIMIT, STOP_READ_ERROR
 
-STOP_LIMIT = 3  # the walk reached ``stop_at`` (a part boundary)
-STOP_FULL = 4  # the output columns are full: call again from the returned position
-STOP_READ_ERROR = -1  # pread failed or returned fewer bytes than the file held when the scan began
+if TYPE_CHECKING:
+    import numpy as np
+
+# (numpy and the batch columns are imported by the functions that use them: the one-shot commands'
+# native path, recover_native, runs without numpy)
 
 FILE_SCAN_BUFFER = 64 * 1024  # bytes per pread: copies from the page cache are fastest into an L2-sized buffer
 PARALLEL_MIN_BYTES = 32 * 1024 * 1024  # files this large per thread are walked in parts
 SPLIT_SEARCH_BYTES = 4 * 1024 * 1024  # how far past a cut a batch start is looked for
 SPLIT_VERIFY_BYTES = 32 * 1024 * 1024  # CRC bytes spent verifying split candidates, per cut
 NO_LIMIT = 1 << 62
+RECOVER_MAX_PARTS = 64  # the most threads recover_native uses (MK_MAX_PARTS in _nat_kafka.c)
 
 
 #: columns the file scan adds to the batch-header scan: the producer id, epoch and base sequence
@@ -39,6 +40,10 @@ PRODUCER_FIELDS = ("producer_id", "producer_epoch", "base_sequence")
 
 
 def file_columns(n: int) -> dict[str, np.ndarray]:
+    import numpy as np
+
+    from mqstore.kernels.kafka.batches import empty_columns
+
     cols = empty_columns(n)
     cols["ok"] = np.zeros(n, dtype=bool)
     for f in PRODUCER_FIELDS:
@@ -48,6 +53,8 @@ def file_columns(n: int) -> dict[str, np.ndarray]:
 
 def producer_fields_py(data: Any, scan: dict[str, Any]) -> dict[str, np.ndarray]:
     """Twin of the :data:`PRODUCER_FIELDS` columns the file scan adds, from the bytes."""
+    import numpy as np
+
     mv = memoryview(data).cast("B")
     out = {f: np.full(scan["count"], -1, np.int64) for f in PRODUCER_FIELDS}
     for i in range(scan["count"]):
@@ -65,12 +72,16 @@ def _nb() -> Any:
 
 def _file_scan_numba(fd: int, file_size: int, p: int, limit: int, buf: np.ndarray, cols: dict[str, np.ndarray],
                      ) -> tuple[int, int, int]:
+    from mqstore.kernels.kafka.batches import BatchColumns
+
     return _nb()._file_scan(fd, file_size, p, limit, buf, BatchColumns.of(cols), cols["ok"],
                             *(cols[f] for f in PRODUCER_FIELDS))
 
 
 def _file_scan_native(fd: int, file_size: int, p: int, limit: int, buf: np.ndarray, cols: dict[str, np.ndarray],
                       ) -> tuple[int, int, int]:
+    from mqstore.kernels.kafka.batches import BatchColumns
+
     return _NAT.file_scan(fd, file_size, p, limit, buf, *BatchColumns.of(cols), cols["ok"],
                           *(cols[f] for f in PRODUCER_FIELDS))
 
@@ -101,11 +112,55 @@ def walk_part_native(fd: int, file_size: int, start: int, stop_at: int, buffer_s
     return _walk_part(_file_scan_native, fd, file_size, start, stop_at, buffer_size, report)
 
 
+class Recovered(NamedTuple):
+    """What :func:`recover_native` learns from a ``.log`` (the small results only: no columns)."""
+
+    reason: int  # stop reason of the walk (kernels.kafka.stops; STOP_READ_ERROR: the rest is empty)
+    valid_end: int  # where the walk stopped
+    count: int  # batches walked
+    n_valid: int  # batches before the first one whose checksum fails
+    bad: tuple[int, int, int, int] | None  # (position, size, magic, stored crc) of that batch
+    next_position: int  # position of batch n_valid (−1: n_valid == count)
+    last_offset: int | None  # of the last valid batch (None: no valid batch)
+    build_error: int  # kernels.kafka.index_build BUILD_* code of the index entries
+    build_position: int  # position of the batch the build error concerns (−1: none)
+    offset_index: bytes | None  # the .index bytes of the valid prefix (None on a build error)
+    time_index: bytes | None  # the .timeindex bytes
+    txn_batches: int  # magic-2 batches of the valid prefix with the transactional or control bit
+
+
+def recover_parts(file_size: int, threads: int | None = None, min_part_bytes: int | None = None) -> int:
+    """How many parts (threads) a file walk of ``file_size`` bytes uses (the rule of both walks)."""
+    from mqstore.kernels.threads import default_threads
+
+    min_part = PARALLEL_MIN_BYTES if min_part_bytes is None else max(1, min_part_bytes)
+    return max(1, min(default_threads() if threads is None else max(1, threads), file_size // min_part))
+
+
+def recover_native(fd: int, file_size: int, base_offset: int, index_interval_bytes: int, max_index_size: int, *,
+                   threads: int | None = None, buffer_size: int = FILE_SCAN_BUFFER,
+                   min_part_bytes: int | None = None) -> Recovered:
+    """What ``LogSegment.recover`` learns from ``file[0:file_size]`` and the index bytes it writes,
+    in one native call without numpy: the walk and checksums of
+    :func:`mqstore.storage.kafka.file_scan.scan_check_file` (the same parts over the same threads,
+    in C threads), the valid prefix of :func:`mqstore.storage.kafka.rebuild.analyze_log_file` and
+    the entries of :func:`mqstore.kernels.kafka.index_build.build_index_entries` serialised as
+    :func:`mqstore.storage.kafka.rebuild.index_bytes` does (those are its twin; tests compare)."""
+    if _NAT is None:
+        raise RuntimeError("the native Kafka kernels are not built or not selected")
+    parts = min(recover_parts(file_size, threads, min_part_bytes), RECOVER_MAX_PARTS)
+    r = _NAT.recover(fd, file_size, parts, SPLIT_SEARCH_BYTES, SPLIT_VERIFY_BYTES, buffer_size, base_offset,
+                     index_interval_bytes, max_index_size // 8, max_index_size // 12)
+    return Recovered(*r)
+
+
 def _walk_part(scan: Any, fd: int, file_size: int, start: int, stop_at: int, buffer_size: int,
                report: Any = None) -> tuple[list[dict[str, np.ndarray]], int, int]:
     """Blocks of columns of the batches walked from ``start`` up to ``stop_at``: the walk reads
     with ``pread`` into a buffer of ``buffer_size`` bytes and checksums each batch (column ``ok``);
     returns ``(blocks, position, stop reason)``."""
+    import numpy as np
+
     buf = np.empty(buffer_size, np.uint8)
     blocks: list[dict[str, np.ndarray]] = []
     p = start

@@ -9,13 +9,14 @@ are the same code (``_build`` is ``_build_py`` under numba's rules), grouped arg
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
-
-import numpy as np
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from mqstore.errors import CorruptDataError, IndexFullError
 from mqstore.kernels.backend import native, numba_module
 from mqstore.kernels.registry import register
+
+if TYPE_CHECKING:  # (numpy is imported by the functions that use it: see kernels.kafka.file_scan.recover_native)
+    import numpy as np
 
 # error codes of build_index_entries
 BUILD_OK = 0
@@ -93,8 +94,18 @@ _BUILD_MESSAGES = {
 }
 
 
+def build_error(err: int, position: int | None, path: str | None) -> CorruptDataError | IndexFullError:
+    """The typed error of a ``BUILD_*`` code (``position``: of the batch it concerns)."""
+    msg = _BUILD_MESSAGES[err]
+    if err in (BUILD_OFFSET_INDEX_FULL, BUILD_TIME_INDEX_FULL):
+        return IndexFullError(msg, path=path, offset=position)
+    return CorruptDataError(msg, path=path, offset=position)
+
+
 def _build_entries(fn: Any, scan: dict[str, Any], n_valid: int, base_offset: int, index_interval_bytes: int,
                    max_index_size: int, path: str | None) -> dict[str, np.ndarray]:
+    import numpy as np
+
     max_off = max_index_size // 8
     max_time = max_index_size // 12
     cap_o = min(max_off, n_valid) + 1
@@ -105,11 +116,7 @@ def _build_entries(fn: Any, scan: dict[str, Any], n_valid: int, base_offset: int
     no, nt, err, at = fn(scan["position"], scan["size"], scan["last_offset"], scan["max_timestamp"], n_valid, limits,
                          entries)  # fmt: skip
     if err != BUILD_OK:
-        pos = int(scan["position"][at]) if at < scan["count"] else None
-        msg = _BUILD_MESSAGES[err]
-        if err in (BUILD_OFFSET_INDEX_FULL, BUILD_TIME_INDEX_FULL):
-            raise IndexFullError(msg, path=path, offset=pos)
-        raise CorruptDataError(msg, path=path, offset=pos)
+        raise build_error(err, int(scan["position"][at]) if at < scan["count"] else None, path)
     return {
         "offset_offsets": entries.offset_offsets[:no].copy(),
         "offset_positions": entries.offset_positions[:no].copy(),
@@ -126,6 +133,8 @@ def _build_numba(positions: Any, sizes: Any, last_offsets: Any, max_ts: Any, n: 
 
 def _build_native(positions: Any, sizes: Any, last_offsets: Any, max_ts: Any, n: int, limits: IndexLimits,
                   entries: IndexEntries) -> tuple[int, int, int, int]:
+    import numpy as np
+
     return _NAT.build_index(np.ascontiguousarray(positions, np.int64), np.ascontiguousarray(sizes, np.int32),
                             np.ascontiguousarray(last_offsets, np.int64), np.ascontiguousarray(max_ts, np.int64),
                             int(n), *(int(v) for v in limits), *entries)

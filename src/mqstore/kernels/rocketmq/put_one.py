@@ -15,6 +15,8 @@ Implementations (registered as ``rocketmq.encode_one_v1``): the native kernel
 from __future__ import annotations
 
 import struct
+from itertools import repeat
+from typing import Any
 
 from mqstore.formats.rocketmq.record import MAGIC_V1, Host, MessageRecord, encode_record
 from mqstore.kernels.backend import native
@@ -100,13 +102,112 @@ register("rocketmq.encode_one_v1", encode_one_v1_struct, encode_one_v1_py, nativ
 put_result_native = _NAT_PUT.put_result if _NAT_PUT is not None else None
 
 
+_RESULT: list[Any] = []  # the result class of put_plain_py (bind_put_result)
+
+
 def bind_put_result(cls: type, slots: tuple[object, ...]) -> bool:
-    """Tell the native :data:`put_result_native` the result class (``slots``: the member
-    descriptors of its 6 fields in constructor order); False without the native module."""
+    """Tell the native :data:`put_result_native` (and :func:`put_plain_py`) the result class
+    (``slots``: the member descriptors of its 6 fields in constructor order); False without the
+    native module."""
+    _RESULT[:] = [cls]
     if _NAT_PUT is None:
         return False
     _NAT_PUT.bind_put_result(cls, slots)
     return True
+
+
+# ---------------------------------------------------------------- the single put's locked section
+def _common_section(encode: Any, st: Any, topic: str, topic_field: bytes, body: bytes, keys: str, uniq: str,
+                    tags: str, queue_id: int, born_ts: int, size: int) -> tuple[int, int, int] | None:
+    """The locked section of :func:`append_common_py` with the record written by ``encode`` (an
+    :func:`encode_one_v1` implementation): ``None`` (nothing written or changed) when there is no
+    segment or the record does not leave ``BLANK_RECORD_SIZE`` bytes in the last one."""
+    import time
+
+    from mqstore.formats.rocketmq.record import BLANK_RECORD_SIZE
+
+    files = st._cl_queue.files
+    if not files:
+        return None
+    mf = files[-1]
+    pos = mf.wrote_position
+    if size <= 0 or pos < 0 or pos + size + BLANK_RECORD_SIZE > mf.file_size:
+        return None  # the end-of-segment rule: the caller rolls the segment and calls again
+    clock = st.config.clock
+    now = time.time_ns() // 1_000_000 if clock is None else int(clock())
+    key = (topic, queue_id)
+    qo = st.queue_offsets.get(key, 0)
+    phys = mf.file_from_offset + pos
+    if one_v1_size(body, topic_field, keys, uniq, tags) != size:
+        raise ValueError("append_common: size is not the record's size")
+    mm = mf._mm
+    encode(mm if mm is not None else mf.mm, pos, body, topic_field, keys, uniq, tags, queue_id, 0, qo, phys, born_ts,
+           now, st._store_host_b)
+    mf.wrote_position = pos + size
+    st.queue_offsets[key] = qo + 1
+    if now != st._last_put_ts:
+        st._ts_runs.append((phys, now))
+        st._last_put_ts = now
+    return phys, qo, now
+
+
+def _append_common(encode: Any, store: object, topic: str, topic_field: bytes, body: bytes, keys: str, uniq: str,
+                   tags: str, queue_id: int, born_ts: int, size: int) -> tuple[int, int, int] | None:
+    st: Any = store
+    if st._closed or st.read_only or st.background_error is not None:
+        st._check_writable()
+    if size > st._max_fast_size or len(body) > st._max_body or size - len(body) - len(topic_field) > 90 + 32767:
+        return None  # 90 bytes of head + properties of at most 32767 bytes: the checked path reports it
+    args = (st, topic, topic_field, body, keys, uniq, tags, queue_id, born_ts, size)
+    with st._put_lock:
+        got = _common_section(encode, *args)
+        if got is None:  # the end-of-segment rule: a blank filler and a new segment, then the record
+            st._roll_for(size)
+            got = _common_section(encode, *args)
+            if got is None:
+                raise RuntimeError("append_common: the record does not fit in a new segment")
+    if got[0] + size - st.reput_from_offset >= st._reput_wake_bytes and not st._wake.is_set():
+        st._wake.set()  # once per dispatch round: Event.set takes a lock and notifies
+    return got
+
+
+def append_common_py(store: object, topic: str, topic_field: bytes, body: bytes, keys: str, uniq: str, tags: str,
+                     queue_id: int, born_ts: int, size: int) -> tuple[int, int, int] | None:
+    """A single ``put`` of the common shape (ASCII string keys and tags, a generated unique key,
+    flag 0, born host = store host) into the engine ``store`` (a ``RocketMQStore``), the reference
+    of the native ``append_common``; ``size`` is :func:`one_v1_size`.
+
+    A closed, read-only or failed store (``_closed``, ``read_only``, ``background_error``) gets
+    ``store._check_writable()``, which raises.  A record above ``_max_fast_size``, a body above
+    ``_max_body`` or properties above 32767 bytes give ``None`` (nothing written: the caller
+    takes the checked path, which reports it).  Under ``_put_lock``: when the record leaves
+    ``BLANK_RECORD_SIZE`` bytes in the last CommitLog segment (``_cl_queue.files[-1]``) it is
+    written at the write position (:func:`encode_one_v1`: TOTALSIZE last) with the store time
+    (``config.clock()`` or the wall clock, ms) and the queue's next offset (``queue_offsets``);
+    the write position and the queue offset advance and a ``(offset, store time)`` run goes to
+    ``_ts_runs`` when the store time changed (``_last_put_ts``).  A record that does not fit is
+    written after ``store._roll_for(size)`` (the end-of-segment rule: blank filler, new segment).
+    Then the reput service is woken (``_wake.set()``) when ``_reput_wake_bytes`` or more are
+    written past ``reput_from_offset``.  Returns ``(commit log offset, queue offset, store
+    time)``.  A sync-flush store's caller flushes afterwards (the durability rule stays in the
+    store)."""
+    return _append_common(encode_one_v1_py, store, topic, topic_field, body, keys, uniq, tags, queue_id, born_ts, size)
+
+
+def append_common_struct(store: object, topic: str, topic_field: bytes, body: bytes, keys: str, uniq: str, tags: str,
+                         queue_id: int, born_ts: int, size: int) -> tuple[int, int, int] | None:
+    """:func:`append_common_py` writing through :func:`encode_one_v1_struct` (the store's path
+    without the native module)."""
+    return _append_common(encode_one_v1_struct, store, topic, topic_field, body, keys, uniq, tags, queue_id, born_ts,
+                          size)
+
+
+append_common_native = _NAT_PUT.append_common if _NAT_PUT is not None else None
+#: ``append_common(store, topic, topic_field, body, keys, uniq, tags, queue_id, born_ts, size)``: a
+#: single put of the common shape (:func:`append_common_py`), one C call when the native module is built
+append_common = append_common_native if append_common_native is not None else append_common_struct
+
+register("rocketmq.append_common", append_common_struct, append_common_py, native=append_common_native)
 
 
 # ---------------------------------------------------------------- batches of the common shape
@@ -204,3 +305,117 @@ encode_common_into = encode_common_into_native
 
 register("rocketmq.encode_common_into", encode_common_into_numba, encode_common_into_py,
          native=encode_common_into_native)
+
+
+# ---------------------------------------------------------------- the whole single put of the common shape
+def _put_plain(append: Any, store: Any, uniq_gen: Any, msgid_prefix: str, topic: str, topic_field: bytes, body: bytes,
+               keys: str, tags: str, queue_id: int) -> Any:
+    import time
+
+    if not keys.isascii() or not tags.isascii() or "\x01" in keys or "\x02" in keys or "\x01" in tags or "\x02" in tags:
+        return None
+    clock = store.config.clock
+    now = time.time_ns() // 1_000_000 if clock is None else int(clock())
+    h = uniq_gen.head
+    prefix = h[1] if h[0] == now else uniq_gen.head_for(now)[1]
+    uniq = f"{prefix}{next(uniq_gen.count) & 0xFFFF:04X}"
+    size = one_v1_size(body, topic_field, keys, uniq, tags)
+    got = append(store, topic, topic_field, body, keys, uniq, tags, queue_id, now, size)
+    if got is None:
+        return uniq
+    o, qo, ts = got
+    return _RESULT[0](o, qo, ts, size, f"{msgid_prefix}{o:016X}", uniq)
+
+
+def put_plain_py(store: object, uniq_gen: object, msgid_prefix: str, topic: str, topic_field: bytes, body: bytes,
+                 keys: str, tags: str, queue_id: int) -> Any:
+    """``MessageStore.put`` of the common shape once its arguments are checked (string keys and
+    tags, no unique key or other property, flag 0), into an async-flush engine ``store``; the
+    reference of the native ``put_plain``.  ``None`` (nothing done) when ``keys`` or ``tags`` is
+    not ASCII or holds a property separator (``\\x01``/``\\x02``).  Otherwise: the born time
+    (``store.config.clock()`` or the wall clock, ms), the unique key (``uniq_gen.head``'s prefix
+    for that ms, else ``uniq_gen.head_for(ms)``'s, then 4 upper-case hex digits of
+    ``next(uniq_gen.count) & 0xFFFF``) and :func:`append_common_py`.  Returns the result (the
+    class given to :func:`bind_put_result`, message id ``msgid_prefix`` + the offset in 16 hex
+    digits), or the unique key when the record is too large for the path (nothing written: the
+    caller reports it through its checked path)."""
+    return _put_plain(append_common_py, store, uniq_gen, msgid_prefix, topic, topic_field, body, keys, tags, queue_id)
+
+
+def put_plain_struct(store: object, uniq_gen: object, msgid_prefix: str, topic: str, topic_field: bytes, body: bytes,
+                     keys: str, tags: str, queue_id: int) -> Any:
+    """:func:`put_plain_py` through :func:`append_common_struct` (the path without the native module)."""
+    return _put_plain(append_common_struct, store, uniq_gen, msgid_prefix, topic, topic_field, body, keys, tags,
+                      queue_id)
+
+
+put_plain_native = _NAT_PUT.put_plain if _NAT_PUT is not None else None
+#: ``put_plain(store, uniq_gen, msgid_prefix, topic, topic_field, body, keys, tags, queue_id)``: the single
+#: put of the common shape (:func:`put_plain_py`), one C call when the native module is built
+put_plain = put_plain_native if put_plain_native is not None else put_plain_struct
+
+register("rocketmq.put_plain", put_plain_struct, put_plain_py, native=put_plain_native)
+
+
+# ---------------------------------------------------------------- put_batch: the fields of plain dicts
+_PLAIN_FIELDS = ("topic", "body", "queue_id", "keys", "tags")
+
+
+def gather_plain_py(msgs: list[Any], queue_ids: Any, body_len: Any) -> tuple[list[Any], ...] | None:
+    """The fields of a batch of plain dicts in one pass (the reference of the native
+    ``gather_plain``): each message an exact ``dict`` whose only keys are among ``topic`` (a
+    ``str``), ``body`` (``bytes``), ``queue_id`` (an ``int`` in ``[0, 2**31)``, default 0),
+    ``keys`` and ``tags`` (``str`` or None, default None), with ``topic`` and ``body`` present.
+    Fills ``queue_ids`` and ``body_len`` (int64, one per message) and returns ``(topics, bodies,
+    keys, tags)``; None (the outputs partly filled) when a message has another shape."""
+    if type(msgs) is not list or len(queue_ids) != len(msgs) or len(body_len) != len(msgs):
+        raise ValueError("gather_plain: queue_ids and body_len need one slot per message")
+    cols: tuple[list[Any], ...] = ([], [], [], [])
+    for i, m in enumerate(msgs):
+        if type(m) is not dict or not set(m) <= set(_PLAIN_FIELDS):
+            return None
+        topic, body, q = m.get("topic"), m.get("body"), m.get("queue_id", 0)
+        keys, tags = m.get("keys"), m.get("tags")
+        if type(topic) is not str or type(body) is not bytes or type(q) is not int or not 0 <= q < 2**31:
+            return None
+        if not (keys is None or type(keys) is str) or not (tags is None or type(tags) is str):
+            return None
+        queue_ids[i] = q
+        body_len[i] = len(body)
+        for col, v in zip(cols, (topic, body, keys, tags), strict=True):
+            col.append(v)
+    return cols
+
+
+def gather_plain_passes(msgs: list[Any], queue_ids: Any, body_len: Any) -> tuple[list[Any], ...] | None:
+    """:func:`gather_plain_py` by C-level passes over the whole batch (one per field and check)."""
+    if type(msgs) is not list or len(queue_ids) != len(msgs) or len(body_len) != len(msgs):
+        raise ValueError("gather_plain: queue_ids and body_len need one slot per message")
+    n = len(msgs)
+    if not n:
+        return [], [], [], []
+    if set(map(type, msgs)) != {dict} or not set().union(*msgs) <= set(_PLAIN_FIELDS):
+        return None
+    get = dict.get
+    topics = list(map(get, msgs, repeat("topic", n)))
+    bodies = list(map(get, msgs, repeat("body", n)))
+    qids = list(map(get, msgs, repeat("queue_id", n), repeat(0, n)))
+    keys = list(map(get, msgs, repeat("keys", n)))
+    tags = list(map(get, msgs, repeat("tags", n)))
+    if set(map(type, topics)) != {str} or set(map(type, bodies)) != {bytes} or set(map(type, qids)) != {int}:
+        return None
+    if not set(map(type, keys)) <= {str, type(None)} or not set(map(type, tags)) <= {str, type(None)}:
+        return None
+    if min(qids) < 0 or max(qids) >= 2**31:
+        return None
+    queue_ids[:] = qids
+    body_len[:] = list(map(len, bodies))
+    return topics, bodies, keys, tags
+
+
+gather_plain_native = _NAT_PUT.gather_plain if _NAT_PUT is not None else None
+#: ``gather_plain(msgs, queue_ids, body_len)``: :func:`gather_plain_py`, one C pass when built (None otherwise:
+#: ``put_batch`` then takes its C-level passes over the dicts)
+gather_plain = gather_plain_native
+
+register("rocketmq.gather_plain", gather_plain_passes, gather_plain_py, native=gather_plain_native)

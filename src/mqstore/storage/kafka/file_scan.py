@@ -22,7 +22,6 @@ from mqstore.kernels.kafka.file_scan import (
     HAVE_FILE_SCAN,
     HAVE_NATIVE,
     NO_LIMIT,
-    PARALLEL_MIN_BYTES,
     PRODUCER_FIELDS,
     SPLIT_SEARCH_BYTES,
     SPLIT_VERIFY_BYTES,
@@ -32,11 +31,12 @@ from mqstore.kernels.kafka.file_scan import (
     find_batch_start_native,
     find_batch_start_numba,
     producer_fields_py,
+    recover_parts,
     walk_part_native,
     walk_part_numba,
 )
 from mqstore.kernels.registry import register
-from mqstore.kernels.threads import default_threads, run_parallel
+from mqstore.kernels.threads import run_parallel
 
 __all__ = ["HAVE_FILE_SCAN", "scan_check_file", "scan_check_file_native", "scan_check_file_numba",
            "scan_check_file_py"]
@@ -75,8 +75,7 @@ def _scan_check_file(walk_part: Any, find_batch_start: Any, fd: int, file_size: 
         raise UnsupportedFormatError("the pread/ISA-L scan is not available on this platform")
     if buffer_size < 64:
         raise InvalidArgumentError(f"buffer_size must be ≥ 64, got {buffer_size}")
-    min_part = PARALLEL_MIN_BYTES if min_part_bytes is None else max(1, min_part_bytes)
-    parts = max(1, min(default_threads() if threads is None else max(1, threads), file_size // min_part))
+    parts = recover_parts(file_size, threads, min_part_bytes)
     cuts = [0]
     if parts > 1:
         scratch, scratch2 = np.empty(buffer_size, np.uint8), np.empty(buffer_size, np.uint8)
@@ -113,10 +112,7 @@ def _scan_check_file(walk_part: Any, find_batch_start: Any, fd: int, file_size: 
             blocks += bl
             break
     if reason == STOP_READ_ERROR:
-        data = os.pread(fd, 61, p)  # raises the OSError if there is one
-        raise TruncatedRecordError(
-            f"the file ended at {p + len(data)} while being read (it held {file_size} bytes when the scan began)",
-            offset=p)
+        raise read_error(fd, p, file_size)
     if progress is not None:
         progress(file_size, file_size)
     out: dict[str, Any] = {}
@@ -126,6 +122,15 @@ def _scan_check_file(walk_part: Any, find_batch_start: Any, fd: int, file_size: 
     ok = out.pop("ok")
     out.update(valid_end=int(p), stop_reason=int(reason), count=int(ok.shape[0]))
     return out, ok
+
+
+def read_error(fd: int, p: int, file_size: int) -> TruncatedRecordError:
+    """The error of a file walk that could not read at ``p``: raises the ``OSError`` of the read if
+    there is one, else returns the :class:`TruncatedRecordError` of a file that shrank meanwhile."""
+    data = os.pread(fd, 61, p)  # raises the OSError if there is one
+    return TruncatedRecordError(
+        f"the file ended at {p + len(data)} while being read (it held {file_size} bytes when the scan began)",
+        offset=p)
 
 
 def scan_check_file_py(fd: int, file_size: int, *, threads: int | None = None, progress: Any = None,

@@ -36,7 +36,6 @@ from mqstore.formats.kafka.txn import (
     ProducerSnapshotEntry,
     decode_producer_snapshot,
     decode_txn_index,
-    encode_txn_index,
 )
 from mqstore.kernels.kafka.txn import (
     MARKER_ABORT,
@@ -50,12 +49,9 @@ from mqstore.kernels.kafka.txn import (
     last_stable_offset,
 )
 from mqstore.storage.kafka.file_scan import read_spans
-from mqstore.storage.kafka.rebuild import (
-    MappedLog,
-    _partition_lock,
-    atomic_write,
-    parse_base_offset,
-)
+from mqstore.storage.kafka.rebuild import MappedLog, parse_base_offset, segment_logs_of
+
+# (the .txnindex rebuild is storage.kafka.txn_rebuild: without numpy when the partition has no transactions)
 
 ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
 
@@ -190,10 +186,6 @@ def _segment_columns(log_path: Path) -> dict[str, Any]:
         return {"base": base, "next": nxt, "cols": cols}
 
 
-def _segment_logs_of(directory: Path) -> list[Path]:
-    return sorted(f for f in directory.iterdir() if f.suffix == ".log" and f.name.split(".", 1)[0].isdigit())
-
-
 def partition_txn_columns(path: str | os.PathLike[str], *, logs: list[Path] | None = None) -> TxnColumns:
     """Scan every segment of a partition directory (or one ``.log``, or the given ``logs`` in
     order) read-only into :class:`TxnColumns`."""
@@ -201,7 +193,7 @@ def partition_txn_columns(path: str | os.PathLike[str], *, logs: list[Path] | No
     if logs is None:
         if not p.exists():
             raise StoreNotFoundError("path not found", path=str(p))
-        logs = _segment_logs_of(p) if p.is_dir() else [p]
+        logs = segment_logs_of(p) if p.is_dir() else [p]
     parts = [_segment_columns(f) for f in logs]
     names = ("base_offset", "last_offset", "max_timestamp", "attributes", "producer_id", "producer_epoch",
              "base_sequence", "marker", "coordinator_epoch", "marker_timestamp")
@@ -351,48 +343,6 @@ def _replay(path: str | os.PathLike[str], cols: TxnColumns | None = None,
             states[off] = {e.producer_id: e for e in replay.entries()}
     complete = seed_file is not None or (bool(cols.segments) and cols.segments[0] == 0)
     return _ReplayResult(out, states, complete, seed_file)
-
-
-@dataclass
-class TxnIndexResult:
-    segment: int
-    path: str
-    entries: int
-    written: bool  # False: no aborted transaction and no file to reset (Kafka creates none)
-
-
-def rebuild_txn_indexes(path: str | os.PathLike[str], out_dir: str | os.PathLike[str] | None = None,
-                        *, only: set[int] | None = None) -> list[TxnIndexResult]:
-    """Write the ``.txnindex`` of every segment of a partition (or of the segments in ``only``)
-    exactly as Kafka's recovery leaves it: the aborted transactions whose ABORT marker lies in
-    the segment.  A segment without one gets no file, except that an existing file in the
-    target directory is emptied (Kafka's ``reset`` truncates it to 0 bytes)."""
-    p = Path(path)
-    directory = p if p.is_dir() else p.parent
-    out = Path(out_dir) if out_dir is not None else directory
-    if not out.is_dir():
-        raise StoreNotFoundError("output directory does not exist", path=str(out))
-    lock = _partition_lock(out) if out.resolve() == directory.resolve() else None
-    try:
-        return _rebuild_txn_into(directory, out, only)
-    finally:
-        if lock is not None:
-            lock.release()
-
-
-def _rebuild_txn_into(directory: Path, out: Path, only: set[int] | None) -> list[TxnIndexResult]:
-    expected = expected_txn_indexes(directory)
-    results = []
-    for base, txns in expected.items():
-        if only is not None and base not in only:
-            continue
-        target = out / f"{base:020d}.txnindex"
-        if txns or target.exists():
-            atomic_write(target, encode_txn_index(txns))
-            results.append(TxnIndexResult(base, str(target), len(txns), True))
-        else:
-            results.append(TxnIndexResult(base, str(target), 0, False))
-    return results
 
 
 def verify_txn_indexes(directory: Path, report: Any, cols: TxnColumns | None = None) -> None:

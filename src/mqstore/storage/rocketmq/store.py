@@ -45,7 +45,7 @@ from mqstore.formats.rocketmq.record import (
 )
 from mqstore.kernels.arrays import unique
 from mqstore.kernels.crc import crc32
-from mqstore.kernels.rocketmq.put_one import encode_one_v1 as _encode_one_v1
+from mqstore.kernels.rocketmq.put_one import append_common as _append_common
 from mqstore.kernels.rocketmq.scan import DispatchBatch
 from mqstore.storage.locks import DISPATCH_LOCK_FILE, StoreLock
 from mqstore.storage.mapped import MappedFile, ensure_inside
@@ -175,6 +175,7 @@ class RocketMQStore:
         self._max_body = self.config.max_message_size
         self._max_fast_size = min(self.config.max_message_size + RECORD_SLACK,
                                   self.config.commit_log_file_size - BLANK_RECORD_SIZE)
+        self._reput_wake_bytes = REPUT_WAKE_BYTES  # (read by put_one.append_common)
         self._store_host_b = Host.parse(self.config.store_host).to_bytes()
         self.multi_dispatch = MultiDispatchRule.of(self.config)
         if not read_only:
@@ -515,45 +516,20 @@ class RocketMQStore:
     def append_common(self, topic: str, topic_field: bytes, body: bytes, keys: str, uniq: str, tags: str,
                       queue_id: int, born_timestamp: int, size: int) -> tuple[int, int, int] | None:
         """:meth:`append_one` for the record shape of a plain ``put`` (ASCII string keys and tags,
-        a generated 32-character unique key, flag 0, born host = store host), written by one call
-        of :func:`~mqstore.kernels.rocketmq.put.encode_one_v1`.  ``size`` is
-        :func:`~mqstore.kernels.rocketmq.put.one_v1_size`.  Same bytes, offsets and
-        durability as :meth:`append_one`.  Returns ``(commit log offset, queue offset, store
+        a generated 32-character unique key, flag 0, born host = store host): the checks, the put
+        lock, the segment (and its roll through :meth:`_roll_for`), the clock, the queue offset,
+        the store-time runs and the reput wake-up in one call of
+        :func:`~mqstore.kernels.rocketmq.put_one.append_common` (native when built; the rules
+        are written there, with the reference ``append_common_py``), then the sync-flush rule.
+        ``size`` is :func:`~mqstore.kernels.rocketmq.put_one.one_v1_size`.  Same bytes, offsets
+        and durability as :meth:`append_one`.  Returns ``(commit log offset, queue offset, store
         timestamp)``, or None (nothing written) when the record is too large for this path: the
         caller then takes the checked one, which reports it."""
-        if self._closed or self.read_only or self.background_error is not None:
-            self._check_writable()
-        if size > self._max_fast_size or len(body) > self._max_body or size - len(body) - len(topic_field) > 32857:
-            return None  # 90 bytes of head + properties of at most 32767 bytes
-        key = (topic, queue_id)
-        lock = self._put_lock
-        lock.acquire()
-        try:
-            clock = self.config.clock
-            now = _time_ns() // 1_000_000 if clock is None else int(clock())
-            qo = self.queue_offsets.get(key, 0)
-            files = self._cl_queue.files
-            mf = files[-1] if files else None
-            if mf is None or (pos := mf.wrote_position) + size + BLANK_RECORD_SIZE > mf.file_size:
-                mf = self._roll_for(size)
-                pos = mf.wrote_position
-            phys = mf.file_from_offset + pos
-            mm = mf._mm  # (the property's check only when it is closed: mf.mm raises then)
-            _encode_one_v1(mm if mm is not None else mf.mm, pos, body, topic_field, keys, uniq, tags, queue_id, 0, qo,
-                           phys, born_timestamp, now, self._store_host_b)  # fmt: skip
-            mf.wrote_position = pos + size
-            self.queue_offsets[key] = qo + 1
-            if now != self._last_put_ts:
-                self._ts_runs.append((phys, now))
-                self._last_put_ts = now
-        finally:
-            lock.release()
-        if self._sync_flush:
+        got = _append_common(self, topic, topic_field, body, keys, uniq, tags, queue_id, born_timestamp, size)
+        if got is not None and self._sync_flush:
             self.flush_commit_log(0)
             self._wake.set()
-        elif phys + size - self.reput_from_offset >= REPUT_WAKE_BYTES and not self._wake.is_set():
-            self._wake.set()  # once per dispatch round: Event.set takes a lock and notifies
-        return phys, qo, now
+        return got
 
     def append_columns(self, cols: RecordColumns, topics: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
         """Append many records given as columns (``topics``: the topic of each record, for the
