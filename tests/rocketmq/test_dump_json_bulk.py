@@ -177,6 +177,67 @@ def test_bodies_of_every_length_and_integers_of_every_width(impl: Any) -> None:
     assert bytes(impl(u8, 0, pos)) == bytes(json_lines_py(u8, 0, pos))  # type: ignore[arg-type]
 
 
+def _string_records(n: int = 240) -> tuple[np.ndarray, np.ndarray]:
+    """Records whose topic, property names and values, keys and tags are 0..60 bytes long with a
+    character JSON escapes (or a multi-byte one) at every position, or none; the last record's
+    properties end at the buffer's end (no readable byte after them)."""
+    from mqstore.formats.rocketmq.record import MessageRecord, encode_record
+
+    specials = ['"', "\\", "\n", "\x1f", "\x00", "é", "\u20ac", "\x7f", "/"]
+    buf = bytearray()
+    positions = []
+    for i in range(n):
+        length = i % 61
+        at = (i * 7) % (length + 1)
+        sp = specials[i % len(specials)] if i % 4 else ""
+        text = ("abcdefghijklmnopqrstuvwxyz0123456789" * 2)[:length]
+        text = text[:at] + sp + text[at:]
+        key = text.replace(" ", "_") or "k"
+        props = f"KEYS\x01{key} {key[::-1]}\x02TAGS\x01{text or 't'}\x02N{text}\x01v{i}\x02UNIQ_KEY\x01{text or 'u'}"
+        rec = MessageRecord(topic=f"T{text[:20].strip() or 'x'}", body=b"b", queue_id=0, queue_offset=i,
+                            commit_log_offset=len(buf), properties_text=props)
+        positions.append(len(buf))
+        buf += encode_record(rec)
+    return np.frombuffer(bytes(buf), np.uint8), np.array(positions, np.int64)
+
+
+@pytest.mark.parametrize("impl", twins("rocketmq.json_lines"))
+def test_strings_of_every_length_with_escapes_anywhere(impl: Any) -> None:
+    """The 16-byte string steps of the native writer: every length and escape position, strings
+    that end at the buffer's end; the same bytes as the twin."""
+    from mqstore.kernels.rocketmq.json_lines import json_lines_py
+
+    u8, pos = _string_records()
+    assert bytes(impl(u8, 0, pos)) == bytes(json_lines_py(u8, 0, pos))  # type: ignore[arg-type]
+    for k in (1, 2, 3, 17):  # the last records alone: their strings run to the end of a shorter buffer
+        end = int(pos[-k + 1]) if k > 1 else len(u8)
+        sub = u8[:end]
+        assert bytes(impl(sub, 0, pos[-k:len(pos) - k + 1] if k > 1 else pos[-1:])) == bytes(
+            json_lines_py(sub, 0, pos[-k:len(pos) - k + 1] if k > 1 else pos[-1:]))  # type: ignore[arg-type]
+
+
+def test_scalar_string_path_gives_the_same_bytes() -> None:
+    """The native writer without its SIMD steps (``MQSTORE_NO_AVX2``, read at import: no AVX2
+    base64, no SSE2 strings) writes the same lines of the escape-heavy records."""
+    import hashlib
+    import os
+    import subprocess
+    import sys
+
+    from mqstore.kernels.rocketmq.json_lines import json_lines_py
+
+    code = ("import sys, hashlib; sys.path.insert(0, sys.argv[1]); import numpy as np\n"
+            "from test_dump_json_bulk import _string_records\n"
+            "from mqstore.kernels.rocketmq.json_lines import json_lines\n"
+            "u8, pos = _string_records()\n"
+            "print(hashlib.sha256(bytes(json_lines(u8, 0, pos))).hexdigest())")  # fmt: skip
+    here = str(Path(__file__).parent)
+    out = subprocess.run([sys.executable, "-c", code, here], capture_output=True, text=True, check=True,
+                         env={**os.environ, "MQSTORE_NO_AVX2": "1", "PYTHONPATH": str(Path(here).parent)})
+    u8, pos = _string_records()
+    assert out.stdout.strip() == hashlib.sha256(bytes(json_lines_py(u8, 0, pos))).hexdigest()  # type: ignore[arg-type]
+
+
 def test_scalar_base64_path_gives_the_same_bytes() -> None:
     """The native kernel without its AVX2 steps (``MQSTORE_NO_AVX2``, read at import) writes the
     same lines."""

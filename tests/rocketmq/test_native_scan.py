@@ -135,6 +135,28 @@ def test_scan_random_records_equal_reference(scan: Any, data: bytes, check_crc: 
                          rocketmq_scan.scan_segment_py(data, 1 << 30, 0, len(data), **kw))
 
 
+@pytest.mark.parametrize("scan", SCANS)
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=segments(), check_crc=st.booleans(), skip=st.booleans(), limit=st.sampled_from([None, 0, 2, 5]))
+def test_scan_without_keys_is_the_scan_less_its_keys(scan: Any, data: bytes, check_crc: bool, skip: bool,
+                                                     limit: int | None) -> None:
+    """``keys=False`` (the dump's scan): the same batch as the reference's, with no index keys."""
+    kw = {"check_crc": check_crc, "skip_length_mismatch": skip, "max_records": limit}
+    ref = rocketmq_scan.scan_segment_py(data, 1 << 30, 0, len(data), **kw)
+    ref.key_row, ref.key_hash = ref.key_row[:0], ref.key_hash[:0]
+    got = scan(data, 1 << 30, 0, len(data), keys=False, **kw)
+    assert len(got.key_row) == 0 and len(got.key_hash) == 0
+    tk.assert_same_batch(got, ref)
+
+
+@pytest.mark.parametrize("scan", FAST)
+def test_scan_without_keys_on_fixtures(case: FixtureCase, scan: Any) -> None:
+    for base, data in case.segments():
+        ref = rocketmq_scan.scan_segment_py(data, base, 0, len(data))
+        ref.key_row, ref.key_hash = ref.key_row[:0], ref.key_hash[:0]
+        tk.assert_same_batch(scan(data, base, 0, len(data), keys=False), ref)
+
+
 @pytest.mark.parametrize("end", twins("rocketmq.valid_end"))
 @pytest.mark.parametrize("window", [None, 1, 97, 250])
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

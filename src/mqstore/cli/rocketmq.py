@@ -34,8 +34,8 @@ def _config(store: Path, commitlog_file_size=None, slots=None, items=None, cq_fi
     return store_config(store, commitlog_file_size, slots, items, cq_file_size)
 
 
-def _open(store: Path, read_only: bool = True):
-    return open_store(store, read_only)
+def _open(store: Path, read_only: bool = True, *, defer_valid_end: bool = False):
+    return open_store(store, read_only, defer_valid_end=defer_valid_end)
 
 
 def _print_messages(messages, as_json: bool, title: str, decode: str | None = None) -> None:
@@ -246,7 +246,8 @@ def dump(store: Path, topic: str | None, from_offset: int, limit: int | None, fr
 
     selected = parse_sub_expression(tag)  # a consumer's subscription rule ("*": every tag)
     tags = sorted(selected) if selected is not None else None
-    with _open(store) as s, progress("dump") as prog, ExitStack() as stack:
+    # the dump's scan of the whole log is recovery's walk too (not from an offset: that one is walked first)
+    with _open(store, defer_valid_end=True) as s, progress("dump") as prog, ExitStack() as stack:
         cl = s.engine.commit_log
         out: list = []
         n = 0
@@ -256,7 +257,8 @@ def dump(store: Path, topic: str | None, from_offset: int, limit: int | None, fr
         bulk = as_json and key is None and tags is None and decode is None and not hasattr(cl, "entry_at")
         sink = _BulkJsonLines() if bulk else None
         # the bulk path scans the next batch in a worker thread while this one is written
-        batches = (cl.scan_bounded(start, cl.max_offset) if sink is not None and hasattr(cl, "scan_bounded")
+        # (without the index keys: they only serve the --key filter)
+        batches = (cl.scan_bounded(start, cl.max_offset, keys=False) if sink is not None and hasattr(cl, "scan_bounded")
                    else cl.scan(start, cl.max_offset, max_records=1 << 16))
         stack.callback(batches.close)  # (the read-ahead ends before the store is closed)
         for batch in batches:

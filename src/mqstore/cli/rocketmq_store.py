@@ -81,9 +81,18 @@ def store_config(store: Any, commitlog_file_size: int | None = None, slots: int 
                           store_type=store_type, enable_dledger_commit_log=dledger, dledger_self_id=dledger_id)
 
 
-def open_store(store: Path, read_only: bool = True, cfg: Any = None) -> Any:
-    """The existing store ``store`` opened through the API (read-only unless asked)."""
+def open_store(store: Path, read_only: bool = True, cfg: Any = None, *, defer_valid_end: bool = False) -> Any:
+    """The existing store ``store`` opened through the API (read-only unless asked).
+    ``defer_valid_end``: for a command that scans the whole CommitLog anyway (``dump``), whose
+    scan then finds the valid end instead of the open's own walk
+    (:class:`~mqstore.storage.rocketmq.store.RocketMQStore`)."""
     from mqstore.api.rocketmq import MessageStore
 
-    return MessageStore.open(store, cfg if cfg is not None else store_config(store), read_only=read_only,
-                             create=False)
+    cfg = cfg if cfg is not None else store_config(store)
+    if defer_valid_end and read_only:
+        from mqstore.storage.rocketmq.layout import resolve_config
+        from mqstore.storage.rocketmq.store import RocketMQStore
+
+        return MessageStore(RocketMQStore(store, resolve_config(store, cfg), read_only=True, create=False,
+                                          defer_valid_end=True))
+    return MessageStore.open(store, cfg, read_only=read_only, create=False)

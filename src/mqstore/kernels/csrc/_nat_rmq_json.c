@@ -35,6 +35,61 @@ static uint8_t *put_host(uint8_t *o, const uint8_t *h, int64_t w)
     return put_int(o, mq_be32(h + w - 4));
 }
 
+#if defined(__x86_64__) && defined(__SSE2__)
+#include <emmintrin.h>
+#define MQ_STR_SSE2 1
+static int USE_SSE2_STR;  /* SSE2 is in every x86-64; off with MQSTORE_NO_AVX2 (the all-scalar writer) */
+#endif
+
+/* put_str of buf's string s[0:n] (readable up to lim; out writable up to oend): the escape-free
+ * bytes 16 at a time with SSE2 (one compare per class: '"', '\\', below 0x20), stored whole, the
+ * pointers moved by the bytes that belong; the first byte that needs an escape, and everything
+ * when the 16 bytes are not readable or writable, goes to put_str (the scalar writer). */
+static inline uint8_t *put_str_in(uint8_t *o, const uint8_t *s, int64_t n, const uint8_t *lim, const uint8_t *oend)
+{
+#ifdef MQ_STR_SSE2
+    if (USE_SSE2_STR && n > 0 && s + 16 <= lim && o + 17 + n <= oend) {
+        uint8_t *q = o;
+        *q++ = '"';
+        const __m128i quote = _mm_set1_epi8('"'), slash = _mm_set1_epi8('\\'), ctl = _mm_set1_epi8(0x1F);
+        int64_t k = 0;
+        while (k < n) {
+            if (s + k + 16 > lim) break;
+            __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(s + k));
+            __m128i low = _mm_cmpeq_epi8(_mm_max_epu8(v, ctl), ctl);  /* unsigned v <= 0x1F */
+            __m128i hit = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, slash)), low);
+            unsigned m = (unsigned)_mm_movemask_epi8(hit);
+            int64_t left = n - k;
+            if (left < 16) m &= (1u << left) - 1u;
+            _mm_storeu_si128((__m128i *)(void *)q, v);  /* (o + 17 + n <= oend: inside the output) */
+            if (m) {
+                int z = __builtin_ctz(m);
+                q += z;
+                k += z;
+                break;
+            }
+            int64_t step = left < 16 ? left : 16;
+            q += step;
+            k += step;
+        }
+        if (k == n) {
+            *q++ = '"';
+            return q;
+        }
+        /* the rest (from an escape, or bytes not readable 16 at a time): the scalar writer, whose
+         * opening quote lands on the byte before q (put back: the last byte copied, or our quote) */
+        uint8_t keep = q[-1];
+        uint8_t *e = put_str(q - 1, s + k, n - k);
+        q[-1] = keep;
+        return e;
+    }
+#else
+    (void)lim;
+    (void)oend;
+#endif
+    return put_str(o, s, n);
+}
+
 typedef struct { int64_t ns, nl, vs, vl; } Pair;
 
 /* an upper bound of the bytes of one record's line */
@@ -65,6 +120,7 @@ static PyObject *lines(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     if (mq_view(args[3], &ob, 1, 1, "out") < 0) { PyBuffer_Release(&ps); PyBuffer_Release(&b); return NULL; }
     const uint8_t *buf = b.buf;
     const int64_t nbuf = (int64_t)b.len;
+    const uint8_t *lim = buf + nbuf;  /* what put_str_in may read */
     const int64_t *pos = ps.buf;
     const Py_ssize_t n = mq_len(&ps);
     uint8_t *out = ob.buf, *o = out, *end = out + ob.len;
@@ -124,7 +180,7 @@ static PyObject *lines(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             else if (eq_name(buf, &pairs[q], "UNIQ_KEY", 8)) uniq = &pairs[q];
         }
         o = PUT_LIT(o, "{\"topic\":");
-        o = put_str(o, buf + rec[MQ_F_TOPIC_START], rec[MQ_F_TOPIC_LEN]);
+        o = put_str_in(o, buf + rec[MQ_F_TOPIC_START], rec[MQ_F_TOPIC_LEN], lim, end);
         o = PUT_LIT(o, ",\"flag\":");
         o = put_int(o, rec[MQ_F_FLAG]);
         o = PUT_LIT(o, ",\"body\":\"");
@@ -132,9 +188,9 @@ static PyObject *lines(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         o = PUT_LIT(o, "\",\"properties\":{");
         for (int64_t q = 0; q < np; q++) {
             if (q) *o++ = ',';
-            o = put_str(o, buf + pairs[q].ns, pairs[q].nl);
+            o = put_str_in(o, buf + pairs[q].ns, pairs[q].nl, lim, end);
             *o++ = ':';
-            o = put_str(o, buf + pairs[q].vs, pairs[q].vl);
+            o = put_str_in(o, buf + pairs[q].vs, pairs[q].vl, lim, end);
         }
         o = PUT_LIT(o, "},\"queueId\":");
         o = put_int(o, rec[MQ_F_QUEUE_ID]);
@@ -168,15 +224,15 @@ static PyObject *lines(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
                 if (j > i) {
                     if (!first) *o++ = ',';
                     first = 0;
-                    o = put_str(o, ks + i, j - i);
+                    o = put_str_in(o, ks + i, j - i, lim, end);
                 }
                 i = j + 1;
             }
         }
         o = PUT_LIT(o, "],\"tags\":");
-        o = tags ? put_str(o, buf + tags->vs, tags->vl) : PUT_LIT(o, "null");
+        o = tags ? put_str_in(o, buf + tags->vs, tags->vl, lim, end) : PUT_LIT(o, "null");
         o = PUT_LIT(o, ",\"uniqKey\":");
-        o = uniq ? put_str(o, buf + uniq->vs, uniq->vl) : PUT_LIT(o, "null");
+        o = uniq ? put_str_in(o, buf + uniq->vs, uniq->vl, lim, end) : PUT_LIT(o, "null");
         o = PUT_LIT(o, "}\n");
     }
     free(pairs);
@@ -200,5 +256,8 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_nat_rmq_json", "Roc
 PyMODINIT_FUNC PyInit__nat_rmq_json(void)
 {
     mq_json_init();
+#ifdef MQ_STR_SSE2
+    USE_SSE2_STR = !getenv("MQSTORE_NO_AVX2");
+#endif
     return PyModule_Create(&module);
 }

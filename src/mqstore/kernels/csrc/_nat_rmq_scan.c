@@ -19,16 +19,19 @@
 
 /* scan(buf, base, start, end, check_crc, skip_mismatch, max_records, delay_ms, max_level, delay_ok,
  *      sched, off, size, qid, qoff, sysf, ts, tags, topic_id, rep_s, rep_l, table, key_row,
- *      key_hash, fallback, multi, mspan, skip_pos, skip_total, skip_computed)
- * -> (n, pos, state, topics, skips, keys, fallbacks, 0, multis) */
+ *      key_hash, fallback, multi, mspan, skip_pos, skip_total, skip_computed[, with_keys])
+ * -> (n, pos, state, topics, skips, keys, fallbacks, 0, multis)
+ * with_keys (default true) false: no index keys are hashed or written (a reader that does not use
+ * them, the dump); everything else is the same. */
 static PyObject *scan(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)self;
-    if (nargs != 30) {
-        PyErr_SetString(PyExc_TypeError, "scan: expected 30 arguments");
+    if (nargs != 30 && nargs != 31) {
+        PyErr_SetString(PyExc_TypeError, "scan: expected 30 or 31 arguments");
         return NULL;
     }
     int64_t base = mq_i64(args[1]), start = mq_i64(args[2]), end = mq_i64(args[3]);
+    int with_keys = nargs == 31 ? PyObject_IsTrue(args[30]) : 1;
     int check_crc = PyObject_IsTrue(args[4]), skip_mismatch = PyObject_IsTrue(args[5]);
     int64_t max_records = mq_i64(args[6]);
     int64_t max_level = mq_i64(args[8]);
@@ -114,8 +117,11 @@ static PyObject *scan(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         }
         /* a valid record: its properties first (the key count decides whether it fits) */
         mq_prop_spans(buf, pps, pps + pl, props);
-        int64_t k = props[MQ_P_UNIQ] >= 0 ? 1 : 0;
-        if (props[MQ_P_KEYS] >= 0) k += mq_count_pieces(buf, props[MQ_P_KEYS], props[MQ_P_KEYS + 1]);
+        int64_t k = 0;
+        if (with_keys) {
+            k = props[MQ_P_UNIQ] >= 0 ? 1 : 0;
+            if (props[MQ_P_KEYS] >= 0) k += mq_count_pieces(buf, props[MQ_P_KEYS], props[MQ_P_KEYS + 1]);
+        }
         if (nk + k > kcap) { state = MQ_ST_FULL; break; }
         int64_t store_ts = mq_be64(buf + pos + 48 + bw);
         off[n] = base + pos;
@@ -152,12 +158,12 @@ static PyObject *scan(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         topic_id[n] = (int32_t)tid;
         /* index keys: topic#uniq first, then every non-empty KEYS piece */
         uint32_t h0 = st * 31u + 35u;  /* the state of "topic#" */
-        if (props[MQ_P_UNIQ] >= 0) {
+        if (with_keys && props[MQ_P_UNIQ] >= 0) {
             key_row[nk] = n;
             key_hash[nk] = (int32_t)mq_index_hash_of_state(mq_hash_continue(buf, props[MQ_P_UNIQ], props[MQ_P_UNIQ + 1], h0));
             nk++;
         }
-        if (props[MQ_P_KEYS] >= 0) {
+        if (with_keys && props[MQ_P_KEYS] >= 0) {
             int64_t i = props[MQ_P_KEYS], e = props[MQ_P_KEYS + 1];
             while (i < e) {
                 int64_t j = i;

@@ -121,6 +121,7 @@ def scan_segment_py(
     max_records: int | None = None,
     delay_table: dict[int, int] = DEFAULT_DELAY_TABLE,
     threads: int | None = 1,
+    keys: bool = True,
 ) -> DispatchBatch:
     """Reference scan of ``buf[start:end]`` (positions inside one segment whose global start is
     ``file_from_offset``).
@@ -129,7 +130,9 @@ def scan_segment_py(
     unreadable record (``STOP_INVALID``), when fewer bytes than a whole record remain
     (``STOP_END``) or after ``max_records``.  A record whose TOTALSIZE disagrees with its field
     lengths is skipped (as the reput service does) when ``skip_length_mismatch``, otherwise it is
-    an invalid stop (as recovery does).  ``threads`` only tunes the fast path.
+    an invalid stop (as recovery does).  ``threads`` only tunes the fast path.  Without ``keys``
+    the batch has no index keys (``key_row``/``key_hash`` empty: for a reader that does not use
+    them, the dump); everything else is the same.
     """
     cols: dict[str, list[int]] = {k: [] for k in ("off", "size", "qid", "qoff", "sys", "ts", "tags", "topic")}
     key_row: list[int] = []
@@ -173,10 +176,10 @@ def scan_segment_py(
         cols["ts"].append(rec.store_timestamp)
         cols["tags"].append(tags_code(rec.topic, rec.tags, rec.delay, rec.store_timestamp, delay_table))
         cols["topic"].append(tid)
-        if rec.uniq_key is not None:
+        if keys and rec.uniq_key is not None:
             key_row.append(row)
             key_hash.append(index_key_hash(f"{rec.topic}#{rec.uniq_key}"))
-        for k in rec.keys:
+        for k in rec.keys if keys else ():
             key_row.append(row)
             key_hash.append(index_key_hash(f"{rec.topic}#{k}"))
         md = rec.properties.get(PROPERTY_INNER_MULTI_DISPATCH)
@@ -326,12 +329,14 @@ class _Chunk:
 
 def _scan_chunk(
     u8: np.ndarray, file_from_offset: int, start: int, end: int, check_crc: bool, skip_length_mismatch: bool,
-    limit: int, delay: DelayRule, delay_table: dict[int, int], nat: Any = None,
+    limit: int, delay: DelayRule, delay_table: dict[int, int], nat: Any = None, keys: bool = True,
 ) -> _Chunk:  # fmt: skip
     cap = max(16, min((end - start) // _BYTES_PER_ROW_GUESS + 16, _MAX_CHUNK_ROWS))
     if limit >= 0:
         cap = max(1, min(cap, limit))
     kcap = cap * _KEYS_PER_ROW_GUESS + _MAX_KEYS_PER_RECORD  # the first record always fits: progress
+    if not keys and nat is not None:
+        kcap = 1  # the C pass writes none (the numba pass computes them; they are dropped below)
     i64, i32 = (lambda n: np.empty(n, np.int64)), (lambda n: np.empty(n, np.int32))
     rows = RowColumns(off=i64(cap), size=i32(cap), qid=i32(cap), qoff=i64(cap), sysf=i32(cap), ts=i64(cap),
                       tags=i64(cap), topic_id=i32(cap))  # fmt: skip
@@ -341,16 +346,17 @@ def _scan_chunk(
     # distinct topics of a chunk: a full table ends the chunk (many topics are rare)
     tcap = min(cap, _MAX_CHUNK_TOPICS)
     topics_t = TopicTable(i64(tcap), i64(tcap), np.full(_table_size(tcap), -1, np.int64))
-    keys = KeyColumns(i64(kcap), i32(kcap))
+    kcols = KeyColumns(i64(kcap), i32(kcap))
     skips = SkipColumns(i64(cap), i64(cap), i64(cap))
     ncrc = 2 * cap if check_crc and nat is None else 0  # the native kernel checks the CRCs inline
     crcs = CrcSpans(*(i64(ncrc) for _ in range(5)))
     prm = ScanParams(np.int64(file_from_offset), np.int64(start), np.int64(end), bool(check_crc),
                      bool(skip_length_mismatch), np.int64(limit))  # fmt: skip
     if nat is not None:
-        counts = nat.scan(u8, *prm, *delay, *rows, *topics_t, *keys, fallback, multi, mspan, *skips)
+        counts = nat.scan(u8, *prm, *delay, *rows, *topics_t, *kcols, fallback, multi, mspan, *skips,
+                          *(() if keys else (False,)))  # fmt: skip
     else:
-        counts = _nb()._scan_kernel(u8, prm, delay, rows, topics_t, keys, fallback, multi, mspan, skips, crcs)
+        counts = _nb()._scan_kernel(u8, prm, delay, rows, topics_t, kcols, fallback, multi, mspan, skips, crcs)
     n, pos, state, nt, ns, nk, nf, nc, nm = (int(v) for v in counts)
     if nc:
         got = crc32_spans(u8, crcs.start[:nc], crcs.length[:nc])
@@ -359,7 +365,7 @@ def _scan_chunk(
         if len(bad):
             j = int(bad[0])
             n, ns, pos, state = int(crcs.row[j]), int(crcs.skip[j]), int(crcs.pos[j]), ST_BAD
-            nk = int(np.searchsorted(keys.row[:nk], n))
+            nk = int(np.searchsorted(kcols.row[:nk], n))
             nf = int(np.searchsorted(fallback[:nf], n))
             nm = int(np.searchsorted(multi[:nm], n))
             nt = int(rows.topic_id[:n].max()) + 1 if n else 0
@@ -391,7 +397,9 @@ def _scan_chunk(
     ]
     trimmed = RowColumns(rows.off[:n], rows.size[:n], rows.qid[:n], rows.qoff[:n], rows.sysf[:n], rows.ts[:n], tags,
                          tid)  # fmt: skip
-    return _Chunk(trimmed, list(topics), keys.row[:nk], keys.hash[:nk], skipped, pos, state, multi[:nm].copy(),
+    if not keys:
+        nk = 0
+    return _Chunk(trimmed, list(topics), kcols.row[:nk], kcols.hash[:nk], skipped, pos, state, multi[:nm].copy(),
                   multi_value)
 
 
@@ -436,6 +444,7 @@ def scan_segment_numba(
     max_records: int | None = None,
     delay_table: dict[int, int] = DEFAULT_DELAY_TABLE,
     threads: int | None = 1,
+    keys: bool = True,
 ) -> DispatchBatch:
     """Fast path of :func:`scan_segment_py` (same arguments, same result).
 
@@ -452,7 +461,7 @@ def scan_segment_numba(
     stopped.  The result is the sequential one whatever the data.
     """
     return _scan_segment(buf, file_from_offset, start, end, check_crc, skip_length_mismatch, max_records, delay_table,
-                         threads, None)  # fmt: skip
+                         threads, None, keys)  # fmt: skip
 
 
 def scan_segment_native(
@@ -466,15 +475,16 @@ def scan_segment_native(
     max_records: int | None = None,
     delay_table: dict[int, int] = DEFAULT_DELAY_TABLE,
     threads: int | None = 1,
+    keys: bool = True,
 ) -> DispatchBatch:
     """:func:`scan_segment_numba` on the C kernel ``_nat_rmq_scan.scan`` (same arguments, same result)."""
     return _scan_segment(buf, file_from_offset, start, end, check_crc, skip_length_mismatch, max_records, delay_table,
-                         threads, _NAT)  # fmt: skip
+                         threads, _NAT, keys)  # fmt: skip
 
 
 def _scan_segment(
     buf: object, file_from_offset: int, start: int, end: int, check_crc: bool, skip_length_mismatch: bool,
-    max_records: int | None, delay_table: dict[int, int], threads: int | None, nat: Any,
+    max_records: int | None, delay_table: dict[int, int], threads: int | None, nat: Any, keys: bool = True,
 ) -> DispatchBatch:  # fmt: skip
     u8 = as_u8(buf)
     check_range(u8, start, end)
@@ -487,7 +497,7 @@ def _scan_segment(
         cuts = _cuts(u8, file_from_offset, start, end, nthreads, nat)
         if len(cuts) > 2:
             parts = run_parallel(_scan_run, [
-                (u8, file_from_offset, a, b, check_crc, skip_length_mismatch, -1, delay, delay_table, nat)
+                (u8, file_from_offset, a, b, check_crc, skip_length_mismatch, -1, delay, delay_table, nat, keys)
                 for a, b in pairwise(cuts)
             ])  # fmt: skip
             for k, (part_chunks, part_pos, part_state) in enumerate(parts):
@@ -498,7 +508,7 @@ def _scan_segment(
                 if part_state != ST_RANGE or part_pos != cuts[k + 1]:
                     break  # the record chain did not land on the cut: go on sequentially from here
     more, _, _ = _scan_run(u8, file_from_offset, pos, end, check_crc, skip_length_mismatch, limit, delay, delay_table,
-                           nat)  # fmt: skip
+                           nat, keys)  # fmt: skip
     return _batch_of(chunks + more, u8, file_from_offset, end, check_crc)
 
 
@@ -523,14 +533,15 @@ def _cuts(u8: np.ndarray, base: int, start: int, end: int, parts: int, nat: Any 
 
 def _scan_run(
     u8: np.ndarray, file_from_offset: int, pos: int, end: int, check_crc: bool, skip_length_mismatch: bool,
-    limit: int, delay: DelayRule, delay_table: dict[int, int], nat: Any = None,
+    limit: int, delay: DelayRule, delay_table: dict[int, int], nat: Any = None, keys: bool = True,
 ) -> tuple[list[_Chunk], int, int]:  # fmt: skip
     """Chunks of a sequential scan of ``[pos, end)`` until it stops: ``(chunks, pos, state)``."""
     chunks: list[_Chunk] = []
     rows = 0
     while True:
         left = -1 if limit < 0 else limit - rows
-        c = _scan_chunk(u8, file_from_offset, pos, end, check_crc, skip_length_mismatch, left, delay, delay_table, nat)
+        c = _scan_chunk(u8, file_from_offset, pos, end, check_crc, skip_length_mismatch, left, delay, delay_table, nat,
+                        keys)  # fmt: skip
         chunks.append(c)
         rows += len(c.rows.topic_id)
         pos = c.pos

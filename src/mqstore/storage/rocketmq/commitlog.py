@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +27,7 @@ from mqstore.formats.rocketmq.record import (
 from mqstore.kernels.rocketmq.scan import (
     STOP_BLANK,
     STOP_END,
+    STOP_INVALID,
     STOP_LIMIT,
     DispatchBatch,
     scan_segment,
@@ -77,6 +79,12 @@ class CommitLog:
     #: whether :meth:`segment_table` describes the records (classic segments, records back to
     #: back); a CommitLog of another layout answers its readers record by record
     has_segment_table = True
+    #: whether a read-only open may leave the recovery walk to the first whole-log scan
+    #: (:meth:`defer_valid_end`); a CommitLog of another layout walks at open
+    can_defer_valid_end = True
+    #: the recovery walk left for later (:meth:`defer_valid_end`): (segment index, check_crc)
+    _pending_end: tuple[int, bool] | None = None
+    _settled: RecoveryResult | None = None  # its result once settled
 
     def __init__(self, directory: Path, file_size: int = DEFAULT_COMMIT_LOG_FILE_SIZE, *, read_only: bool = False,
                  paths: list[str] | None = None, readonly_paths: list[str] | None = None) -> None:
@@ -98,6 +106,7 @@ class CommitLog:
         # (segments, table, views, table as bytes) of segment_table(); dropped before segments are
         # closed or deleted (the native query checks the bytes' plan against ``queue.files`` itself)
         self._seg_plan: tuple[list[MappedFile], np.ndarray, list[np.ndarray], bytes] | None = None
+        self._end_lock = threading.Lock()
 
     def load(self) -> None:
         self.queue.load()
@@ -280,8 +289,22 @@ class CommitLog:
         return int.from_bytes(mf.mm[tpos : tpos + 8], "big", signed=True)
 
     def scan(self, start: int, end: int | None = None, *, check_crc: bool = False, max_records: int | None = None,
-             skip_length_mismatch: bool = True) -> Iterator[DispatchBatch]:
-        """Dispatch batches for the records in [start, end) segment by segment (the reput loop)."""
+             skip_length_mismatch: bool = True, keys: bool = True) -> Iterator[DispatchBatch]:
+        """Dispatch batches for the records in [start, end) segment by segment (the reput loop);
+        without ``keys``, batches without index keys (a reader that does not use them).
+
+        While the valid end is not settled (:meth:`defer_valid_end`), a scan of the whole log
+        from at or before the recovery walk's start is that walk too: from there on every segment
+        is scanned with the walk's rules as well (:meth:`_scan_walked`), and the scan ends where
+        the walk would have ended (settling the valid end); any other scan settles it first."""
+        pending = self._pending_end
+        if pending is not None:
+            files = self.queue.files
+            walk_from = files[pending[0]].file_from_offset
+            if max(start, self.min_offset) <= walk_from and (end is None or end >= self.max_offset):
+                yield from self._scan_walked(start, pending, check_crc, max_records, skip_length_mismatch, keys)
+                return
+            self.settle_valid_end()
         end = self.max_offset if end is None else end
         offset = max(start, self.min_offset)
         while offset < end:
@@ -292,7 +315,7 @@ class CommitLog:
             pos = offset - mf.file_from_offset
             batch = scan_segment(
                 mf.mm, mf.file_from_offset, pos, seg_end - mf.file_from_offset,
-                check_crc=check_crc, max_records=max_records, skip_length_mismatch=skip_length_mismatch,
+                check_crc=check_crc, max_records=max_records, skip_length_mismatch=skip_length_mismatch, keys=keys,
             )
             yield batch
             step = scan_step(batch.stop)
@@ -305,8 +328,8 @@ class CommitLog:
 
     def scan_bounded(self, start: int, end: int | None = None, *, check_crc: bool = False,
                      batch_records: int = 1 << 16, skip_length_mismatch: bool = True,
-                     release_pages: bool = True, read_ahead: bool = True,
-                     populate_ahead: bool = False) -> Iterator[DispatchBatch]:
+                     release_pages: bool = True, read_ahead: bool = True, populate_ahead: bool = False,
+                     keys: bool = True) -> Iterator[DispatchBatch]:
         """The batches of :meth:`scan` with ``max_records=batch_records``, for bulk consumers (the
         offline rebuild).  The next batch is scanned in a worker thread while the caller consumes
         the current one (the scan kernel releases the GIL), and the mapped CommitLog pages behind
@@ -318,7 +341,7 @@ class CommitLog:
         thread (``MADV_POPULATE_READ``) while the worker scans: the worker then takes no page
         fault (~8 % of its time), and this thread would only have waited for it."""
         batches = self.scan(start, end, check_crc=check_crc, max_records=max(1, batch_records),
-                            skip_length_mismatch=skip_length_mismatch)
+                            skip_length_mismatch=skip_length_mismatch, **({} if keys else {"keys": False}))
         released = max(start, self.min_offset)
         if not read_ahead:
             for batch in batches:
@@ -398,31 +421,129 @@ class CommitLog:
                 return i
         return 0
 
-    def find_valid_end(self, start_index: int, *, check_crc: bool) -> RecoveryResult:
-        """Scan forward from segment ``start_index`` and return the end of the valid records."""
+    def find_valid_end(self, start_index: int, *, check_crc: bool, from_offset: int | None = None) -> RecoveryResult:
+        """Scan forward from segment ``start_index`` (from ``from_offset`` inside it, a record
+        boundary, when given) and return the end of the valid records."""
         files = self.queue.files
         if not files:
             return RecoveryResult(0, 0, 0, None)
         idx = start_index
         start_offset = files[idx].file_from_offset
-        process = start_offset
-        error = None
-        while idx < len(files):
+        pos = 0 if from_offset is None else from_offset - start_offset
+        while True:
             mf = files[idx]
             base = mf.file_from_offset
             # a reader's later scans map the pages again: the walk's pages leave RSS as it goes
             done = (lambda a, b, base=base: self._release_pages(base + a, base + b)) if self.read_only else None
-            process, stop, error = valid_end(mf.mm, base, 0, mf.file_size, check_crc=check_crc, done=done)
-            if stop == STOP_BLANK:
-                if idx + 1 < len(files) and files[idx + 1].file_from_offset == mf.end_offset:
-                    idx += 1
-                    process = files[idx].file_from_offset
-                    continue
-                process = mf.end_offset if idx + 1 >= len(files) else process
-                error = None
-                break
-            break
-        return RecoveryResult(process, start_offset, 0, error)
+            process, stop, error = valid_end(mf.mm, base, pos, mf.file_size, check_crc=check_crc, done=done)
+            nxt, process, error = self._walk_step(idx, stop, process, error)
+            if nxt is None:
+                return RecoveryResult(process, start_offset, 0, error)
+            idx, pos = nxt, 0
+
+    def _walk_step(self, idx: int, stop: str, stop_offset: int, error: str | None) -> tuple[int | None, int, str | None]:
+        """Recovery's rule once the walk of segment ``idx`` stopped (``stop`` at global
+        ``stop_offset``): ``(next segment to walk, None, None)``, or ``(None, valid end, why the
+        records end there)``.  An end-of-segment blank leads on to the next segment when it follows
+        without a gap; the blank of the last segment makes the whole segment valid."""
+        files = self.queue.files
+        if stop == STOP_BLANK:
+            mf = files[idx]
+            if idx + 1 < len(files) and files[idx + 1].file_from_offset == mf.end_offset:
+                return idx + 1, files[idx + 1].file_from_offset, None
+            return None, (mf.end_offset if idx + 1 >= len(files) else stop_offset), None
+        return None, stop_offset, error
+
+    # ------------------------------------------------------------------ the valid end, settled later
+    def defer_valid_end(self, start_index: int, *, check_crc: bool) -> None:
+        """Read-only opens: leave recovery's walk (:meth:`find_valid_end` from segment
+        ``start_index``) for later.  Until it is settled the segments read as written to their end
+        (as loaded); the first whole-log :meth:`scan` settles it on its way, or
+        :meth:`settle_valid_end` walks for it."""
+        if not self.read_only:
+            raise ValueError("only a read-only CommitLog defers its valid end")
+        if self.queue.files:
+            self._pending_end = (start_index, check_crc)
+
+    def settle_valid_end(self) -> RecoveryResult:
+        """The valid end of a CommitLog whose open deferred it (walked now unless a scan found it)."""
+        with self._end_lock:
+            if self._settled is None:
+                pending = self._pending_end
+                if pending is None:
+                    raise ValueError("the CommitLog's valid end was not deferred")
+                self._settle(self.find_valid_end(pending[0], check_crc=pending[1]))
+            assert self._settled is not None
+            return self._settled
+
+    def _settle(self, res: RecoveryResult) -> None:
+        """(Under ``_end_lock``) the records end at ``res.process_offset``: the positions of a recovered reader."""
+        if self._settled is None:
+            self.queue.set_positions(res.process_offset)
+            self._settled = res
+            self._pending_end = None
+
+    def _scan_walked(self, start: int, pending: tuple[int, bool], check_crc: bool, max_records: int | None,
+                     skip_length_mismatch: bool, keys: bool) -> Iterator[DispatchBatch]:
+        """:meth:`scan` of the whole log that is also recovery's walk (``pending``: its first
+        segment and CRC rule).  The segments before the walk's are scanned as always; from there
+        each is scanned to its end with the walk's rules too (no skipping of length mismatches;
+        the body CRCs when the walk checks them): the scan then stops exactly where the walk's
+        :func:`valid_end` does (the twins' contract), and :meth:`_walk_step` decides what
+        follows.  A record the walk rejects ends the log silently, as a scan bounded by the
+        settled end would (``STOP_END``); one only the caller's own CRC check rejects is reported
+        (``STOP_INVALID``) and the walk goes on past it for the end."""
+        walk_idx, walk_crc = pending
+        files = list(self.queue.files)
+        walk_from = files[walk_idx].file_from_offset
+        offset = max(start, self.min_offset)
+        while True:
+            mf = self.queue.find(offset)
+            if mf is None:  # (a gap before the walk's segments: nothing more to read)
+                return
+            base = mf.file_from_offset
+            if base < walk_from:
+                batch = scan_segment(mf.mm, base, offset - base, mf.wrote_position, check_crc=check_crc,
+                                     max_records=max_records, skip_length_mismatch=skip_length_mismatch, keys=keys)
+                yield batch
+                step = scan_step(batch.stop)
+                if step == SCAN_NEXT_SEGMENT:
+                    offset = self.roll_next_file(batch.next_offset)
+                elif step == SCAN_CONTINUE:
+                    offset = batch.next_offset
+                else:
+                    return
+                continue
+            idx = files.index(mf)
+            batch = scan_segment(mf.mm, base, offset - base, mf.file_size, check_crc=check_crc or walk_crc,
+                                 max_records=max_records, skip_length_mismatch=False, keys=keys)
+            if batch.stop == STOP_LIMIT:
+                yield batch
+                offset = batch.next_offset
+                continue
+            if batch.stop == STOP_INVALID and check_crc and not walk_crc:
+                # stricter than the walk: does the walk take the record the CRC rejected?
+                res = self.find_valid_end(idx, check_crc=False, from_offset=batch.next_offset)
+                if res.process_offset != batch.next_offset:
+                    with self._end_lock:
+                        self._settle(RecoveryResult(res.process_offset, walk_from, 0, res.error))
+                    yield batch  # a real problem of the scan, inside the valid records
+                    return
+                nxt, vend, error = None, res.process_offset, res.error
+            else:
+                nxt, vend, error = self._walk_step(idx, batch.stop, batch.next_offset, batch.error)
+            if nxt is not None:
+                yield batch
+                offset = files[nxt].file_from_offset
+                continue
+            with self._end_lock:
+                self._settle(RecoveryResult(vend, walk_from, 0, error))
+            if vend == batch.next_offset and batch.stop != STOP_END:
+                # the scan of the settled log ends here at the end of its range
+                batch.stop, batch.error = STOP_END, None
+            if len(batch) or mf is not files[-1]:  # (as that scan: an empty batch unless at the log's end)
+                yield batch
+            return
 
     def truncate_dirty(self, offset: int) -> int:
         """Drop everything at and beyond ``offset``: later segments are deleted and the rest of

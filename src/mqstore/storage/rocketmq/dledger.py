@@ -216,6 +216,7 @@ class DLedgerCommitLog(CommitLog):
     CommitLog (records back to back, up to the blank record the broker wrote when it switched)."""
 
     has_segment_table = False  # entries wrap the records: queries read them record by record
+    can_defer_valid_end = False  # its entries are walked at open (recovery of the DLedger files)
 
     def __init__(self, home: DLedgerHome, file_size: int = DEFAULT_COMMIT_LOG_FILE_SIZE, *,
                  read_only: bool = True, classic_dirs: Sequence[str] = ()) -> None:

@@ -124,10 +124,16 @@ def _check_layout(root: Path, config: StoreConfig, *, create: bool) -> None:
 
 class RocketMQStore:
     def __init__(self, root: str | os.PathLike[str], config: StoreConfig | None = None, *, read_only: bool = False,
-                 create: bool = True) -> None:
+                 create: bool = True, defer_valid_end: bool = False) -> None:
+        """``defer_valid_end`` (read-only, a classic CommitLog): the open does not walk the CommitLog
+        for its valid end; the first scan of the whole log finds it as it goes, or the first use of
+        :attr:`recovery` walks for it (:meth:`CommitLog.defer_valid_end`).  For one-shot readers
+        that scan everything anyway (``dump``, ``verify``): the log is read once instead of twice."""
         self.root = Path(root)
         self.config = config or StoreConfig()
         self.read_only = read_only
+        self._defer_valid_end = defer_valid_end and read_only
+        self._recovery: RecoveryReport | None = None
         if self.config.enable_dledger_commit_log and not read_only:
             raise ReadOnlyStoreError("mqstore reads DLedger CommitLogs (enableDLegerCommitLog) but does not write "
                                      "them: open the store read-only", path=str(self.root))
@@ -200,7 +206,7 @@ class RocketMQStore:
                                         if self.config.enable_time_index else 0,
                                         store_time=self.commit_log.pickup_store_timestamp,
                                         multi_dispatch=self.multi_dispatch)
-            self.recovery = self._load_and_recover()
+            self._recovery = self._load_and_recover()
             self.reput_from_offset = self.commit_log.max_offset
             if not read_only and self.config.background_services:
                 self._start_services()
@@ -244,7 +250,18 @@ class RocketMQStore:
         return self.writers.consume_queue(topic, queue_id, create=create)
 
     # ================================================================== recovery (spec §6.3)
-    def _load_and_recover(self) -> RecoveryReport:
+    @property
+    def recovery(self) -> RecoveryReport:
+        """What the open's recovery found; with ``defer_valid_end``, the CommitLog's valid end is
+        settled here if no scan has found it yet."""
+        rep = self._recovery
+        if rep is None:
+            res = self.commit_log.settle_valid_end()
+            rep = self._recovery = RecoveryReport(self.last_exit_ok, res.process_offset, 0, None, self._index_from,
+                                                  res.error)
+        return rep
+
+    def _load_and_recover(self) -> RecoveryReport | None:
         cfg = self.config
         self.commit_log.load()
         if self.store_type == STORE_TYPE_ROCKSDB:
@@ -263,6 +280,15 @@ class RocketMQStore:
             normal=normal, dispatch_from_phy=dispatch_from_phy, min_timestamp=cp.min_timestamp(),
             check_crc=cfg.check_crc_on_recover,
         )
+        if self._defer_valid_end and self.commit_log.can_defer_valid_end and self.commit_log.queue.files:
+            # a reader that scans the whole log finds the valid end on the way (see `recovery`)
+            self.commit_log.defer_valid_end(idx, check_crc=cfg.check_crc_on_recover)
+            self._index_from = (self.index.load(normal, cp.index_msg_timestamp, commit_log_end=None)
+                                if cfg.message_index_enable else None)
+            for cq in self.consume_queues.values():
+                cq.correct_min_offset(self.commit_log.min_offset)
+            self._recover_topic_queue_table({})
+            return None
         res: RecoveryResult = self.commit_log.find_valid_end(idx, check_crc=cfg.check_crc_on_recover)
         end = res.process_offset
         truncated = 0

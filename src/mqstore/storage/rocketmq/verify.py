@@ -84,7 +84,8 @@ def verify_store(root: str | Path, config=None, *, max_problems: int = 1000,
     Every check runs over columns (the CommitLog scan's, the ConsumeQueue units', the IndexFile
     items'): Python only formats the problems.  :func:`verify_store_reference` is the same
     verification one element at a time (the tests hold the two equal)."""
-    store = RocketMQStore(root, config, read_only=True)
+    # the scans below are recovery's walk too: the open does not walk the CommitLog first
+    store = RocketMQStore(root, config, read_only=True, defer_valid_end=True)
     try:
         if _windowed_applies(store, Path(root)):
             rep = VerifyReport()
@@ -122,7 +123,7 @@ def _verify_table(store: RocketMQStore, root: Path, rep: VerifyReport, max_probl
         _verify_rocksdb_columns(store.rocksdb_cq, rep, problem, recs, cl.min_offset, end)
     for (topic, qid), cq in sorted(store.consume_queues.items() if store.rocksdb_cq is None else ()):
         for mf in cq.queue.files:
-            _check_cq_file(mf, topic, qid, cq, recs, cl.min_offset, end, rep, problem)
+            _check_cq_file(mf, topic, qid, cq, recs, cl.min_offset, lambda: end, rep, problem)
     from mqstore.storage.rocketmq.timeindex import verify_sidecars
 
     def times_at(offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -332,7 +333,10 @@ def _verify_windowed(store: RocketMQStore, root: Path, rep: VerifyReport, max_pr
 
     cl = store.commit_log
     cl_min = cl.min_offset
-    end = store.recovery.commit_log_end
+
+    def end() -> int:  # the valid end, settled by the scan below (or walked for when asked before)
+        return store.recovery.commit_log_end
+
     rule = MultiDispatchRule(store.config.enable_lmq, True)
     streams: list[_Stream] = []
     for (topic, qid), cq in sorted(store.consume_queues.items()):
@@ -461,9 +465,9 @@ def _verify_windowed(store: RocketMQStore, root: Path, rep: VerifyReport, max_pr
         problem(f"index/{text}")
     if lookups is None:
         empty = np.empty(0, np.int64)
-        _verify_config_and_timer(root, empty, empty, empty, cl_min, end, problem)
+        _verify_config_and_timer(root, empty, empty, empty, cl_min, end(), problem)
     else:
-        _verify_config_and_timer(root, *lookups.columns(), cl_min, end, problem, timer)
+        _verify_config_and_timer(root, *lookups.columns(), cl_min, end(), problem, timer)
 
 
 #: records per scanned batch of verify (bounded batches: the scan's own arrays stay small, the
@@ -561,7 +565,7 @@ def _join(parts: list[np.ndarray], dtype: type, n: int) -> np.ndarray:
     return out
 
 
-def _check_cq_file(mf, topic: str, qid: int, cq, recs: _Records, cl_min: int, end: int, rep: VerifyReport,
+def _check_cq_file(mf, topic: str, qid: int, cq, recs: _Records, cl_min: int, end: Callable[[], int], rep: VerifyReport,
                    problem: Callable[[str], None]) -> None:
     n = mf.wrote_position // CQ_UNIT_SIZE
     units = np.frombuffer(mf.mm, dtype=CQ_DTYPE, count=n)
@@ -578,10 +582,11 @@ def _check_cq_file(mf, topic: str, qid: int, cq, recs: _Records, cl_min: int, en
 
 
 def _cq_problems(topic: str, qid: int, cq, recs: _Records, off: np.ndarray, size: np.ndarray, tags: np.ndarray,
-                 qoff: np.ndarray, live: np.ndarray, end: int, rep: VerifyReport) -> list[tuple[int, str]]:
+                 qoff: np.ndarray, live: np.ndarray, end: Callable[[], int], rep: VerifyReport) -> list[tuple[int, str]]:
     """The problems of ConsumeQueue units (``off``/``size``/``tags`` columns, ``qoff`` their queue
     offsets, ``live`` those to check) against the records ``recs``: ``(unit row, text)`` in order
-    (up to two texts a unit).  Counts the ConsumeQueueExt units in ``rep``."""
+    (up to two texts a unit); ``end()`` is the CommitLog's valid end (asked only for a text).
+    Counts the ConsumeQueueExt units in ``rep``."""
     ri, found = recs.find(off)
     is_rec = live & found & (recs.sizes[ri] == size)
     ext = is_rec & (tags <= MAX_ADDR)
@@ -604,7 +609,7 @@ def _cq_problems(topic: str, qid: int, cq, recs: _Records, off: np.ndarray, size
         where = f"consumequeue/{topic}/{qid}: unit {q}"
         if not is_rec[i]:
             out.append((i, f"consumequeue/{topic}/{qid}: unit {q} points at offset {o} size {sz}, "
-                           f"which is not a record of the CommitLog (valid end {end})"))
+                           f"which is not a record of the CommitLog (valid end {end()})"))
             continue
         if ext[i]:
             try:
