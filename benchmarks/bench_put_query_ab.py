@@ -17,6 +17,8 @@ UNIQ_KEY, 8 queues).  ``query`` first checks that both give equal results on 500
 old = the column encoder (bodies joined, ``crc32_spans``, ``put.encode_records_into``; what every
 batch took before the native list encoder), new = ``put_one.encode_common_into``.  ``put-batch-gather`` compares ``put_batch`` with the dicts' fields
 gathered by C-level passes (old) and by one native pass (``put_one.gather_plain``, new).
+``put-batch-text`` compares ``put_batch`` with the keys and tags columns
+built by C-level passes (old) and by one native pass (``put.text_column``, new).
 ``put-batch-base`` compares ``put_batch`` of the base version
 (its ``_put_fast`` text, ``build_common_props`` and ``queue_ranks`` on numba, as they were) with this
 tree's (native properties and queue ranks), both on the native encoder.
@@ -178,6 +180,21 @@ def bench_put_batch_base(base: Path, n: int, rounds: int) -> None:
     _ab_put_batch("put_batch vs base", use, n, rounds)
 
 
+def bench_put_batch_text(n: int, rounds: int) -> None:
+    """``put_batch`` with the keys and tags columns built by C-level passes (old, what main had)
+    and by one native pass (``put.text_column``, new)."""
+    from mqstore.kernels.rocketmq import put as put_mod
+
+    new = api._text_column
+    if put_mod.text_column is not put_mod.text_column_native:
+        raise SystemExit("the native module is not built: nothing to compare")
+
+    def use(mode: str) -> None:
+        api._text_column = put_mod.text_column_passes if mode == "old" else new  # type: ignore[assignment]
+
+    _ab_put_batch("put_batch, keys/tags columns in one C pass", use, n, rounds)
+
+
 def bench_query(base: Path, root: str, seg: int, rounds: int) -> None:
     from mqstore.formats.rocketmq import properties
     from mqstore.kernels.rocketmq import chain_walk, columns, key_match
@@ -265,6 +282,9 @@ def main() -> None:
     pbb = sub.add_parser("put-batch-base")
     pbb.add_argument("--messages", type=int, default=200_000)
     pbb.add_argument("--rounds", type=int, default=6)
+    pbt = sub.add_parser("put-batch-text")
+    pbt.add_argument("--messages", type=int, default=200_000)
+    pbt.add_argument("--rounds", type=int, default=6)
     q = sub.add_parser("query")
     q.add_argument("store")
     q.add_argument("segment_bytes", type=int)
@@ -276,6 +296,8 @@ def main() -> None:
         bench_put_batch(args.messages, args.rounds)
     elif args.what == "put-batch-gather":
         bench_put_batch_gather(args.messages, args.rounds)
+    elif args.what == "put-batch-text":
+        bench_put_batch_text(args.messages, args.rounds)
     elif args.what == "put-batch-base":
         bench_put_batch_base(args.base_src, args.messages, args.rounds)
     else:

@@ -854,3 +854,28 @@ def test_put_batch_of_plain_dicts_equals_the_passes(tmp_path: Path, monkeypatch:
     ref = run(tmp_path / "ref")
     _results_equal(fast, ref)
     assert _commitlog(tmp_path / "fast") == _commitlog(tmp_path / "ref")
+
+
+@pytest.mark.parametrize("column", twins("rocketmq.text_column"))
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.one_of(st.none(), st.text(max_size=6), st.sampled_from(["TagA", "é€", "a\x01", "\ud800"]),
+                          st.integers(), st.binary(max_size=2)), max_size=20),
+       st.booleans())
+def test_text_column_twins(column: Any, values: list[Any], same: bool) -> None:
+    """``put.text_column`` (native, C-level passes, reference) agree on every column: the same
+    UTF-8 text and length (−1: None) per row, None for a non-string, a separator or a lone
+    surrogate."""
+    from mqstore.kernels.rocketmq.put import text_column_py
+
+    if same and values:
+        values = [values[0]] * len(values)  # one value for all (the passes keep one copy of it)
+    exp = text_column_py(values)
+    got = column(values)
+    assert (got is None) == (exp is None)
+    if exp is not None:
+        assert got is not None
+        assert got[2].tolist() == exp[2].tolist()
+        rows = [(bytes(c[0][int(o) : int(o) + int(ln)]) if ln >= 0 else None for o, ln in zip(c[1], c[2], strict=True))
+                for c in (got, exp)]
+        assert list(rows[0]) == list(rows[1])
+        assert len(got[0]) >= 1 and got[0].dtype == np.uint8

@@ -323,38 +323,11 @@ def _field(msgs: list[dict[str, Any]], names: set[str], name: str, default: Any)
 def _text_column(values: list[Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """A column of property values (``str`` or ``None`` each) as UTF-8 ``(buffer, offsets,
     lengths)``, length −1 for ``None``; ``None`` when a value is not a string or contains a
-    separator or cannot be encoded (the checked path then reports it or handles it)."""
-    n = len(values)
-    nones = values.count(None)
-    if nones == n:
-        return np.zeros(1, np.uint8), np.zeros(n, np.int64), np.full(n, -1, np.int64)
-    if values.count(values[0]) == n:  # one value for all (a tag): one copy of it
-        v = values[0]
-        if type(v) is not str or "\x01" in v or "\x02" in v:
-            return None
-        try:
-            b = v.encode("utf-8")
-        except UnicodeEncodeError:
-            return None
-        return np.frombuffer(b or b"\0", np.uint8), np.zeros(n, np.int64), np.full(n, len(b), np.int64)
-    texts = values if nones == 0 else ["" if v is None else v for v in values]
-    if set(map(type, texts)) != {str}:
-        return None
-    joined = "".join(texts)
-    if "\x01" in joined or "\x02" in joined:
-        return None
-    try:
-        buf = joined.encode("utf-8")
-    except UnicodeEncodeError:
-        return None
-    if len(buf) == len(joined):  # ASCII: byte lengths are the text lengths
-        lens = np.fromiter(map(len, texts), np.int64, n)
-    else:
-        lens = np.fromiter((len(t.encode("utf-8")) for t in texts), np.int64, n)
-    off = np.cumsum(lens) - lens
-    if nones:
-        lens[np.fromiter((v is None for v in values), np.bool_, n)] = -1
-    return np.frombuffer(buf or b"\0", np.uint8), off, lens
+    separator or cannot be encoded (the checked path then reports it or handles it).  One C pass
+    when built (``put.text_column``)."""
+    from mqstore.kernels.rocketmq.put import text_column  # (numba-free facade)
+
+    return text_column(values)
 
 
 def _check_text(what: str, value: str) -> str:

@@ -944,6 +944,77 @@ done:
     return ret;
 }
 
+/* text_column(values, off, lens) -> bytes | None
+ * The native twin of put_one.text_column_py: a list of str-or-None property values as one UTF-8
+ * buffer (returned), the offset of each value in it (off) and its byte length (lens, -1 for None;
+ * int64, writable, one per value).  None (the outputs partly filled) when a value is neither str
+ * nor None, contains a \x01 or \x02 separator, or cannot be encoded (a lone surrogate). */
+static PyObject *text_column(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (nargs != 3 || !PyList_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "text_column(values: list, off, lens)");
+        return NULL;
+    }
+    PyObject *vals = args[0];
+    Py_ssize_t n = PyList_GET_SIZE(vals);
+    Py_buffer ov, lv;
+    if (mq_view(args[1], &ov, 8, 1, "off") < 0) return NULL;
+    if (mq_view(args[2], &lv, 8, 1, "lens") < 0) {
+        PyBuffer_Release(&ov);
+        return NULL;
+    }
+    PyObject *ret = NULL;
+    if (ov.len / 8 != n || lv.len / 8 != n) {
+        PyErr_SetString(PyExc_ValueError, "text_column: off and lens need one slot per value");
+        goto done;
+    }
+    int64_t *off = ov.buf, *ln = lv.buf, total = 0;
+    for (Py_ssize_t i = 0; i < n; i++) { /* pass 1: check, byte lengths */
+        PyObject *v = PyList_GET_ITEM(vals, i);
+        if (v == Py_None) {
+            off[i] = total;
+            ln[i] = -1;
+            continue;
+        }
+        if (!PyUnicode_CheckExact(v)) goto other;
+        Py_ssize_t len;
+        const char *u = PyUnicode_AsUTF8AndSize(v, &len);
+        if (!u) {
+            if (!PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) goto done;
+            PyErr_Clear();
+            goto other;
+        }
+        if (memchr(u, 1, (size_t)len) || memchr(u, 2, (size_t)len)) goto other;
+        off[i] = total;
+        ln[i] = len;
+        total += len;
+    }
+    PyObject *buf = PyBytes_FromStringAndSize(NULL, total ? total : 1);
+    if (!buf) goto done;
+    char *o = PyBytes_AS_STRING(buf);
+    o[0] = 0;
+    for (Py_ssize_t i = 0; i < n; i++) { /* pass 2: copy (the UTF-8 of every str is cached by pass 1) */
+        if (ln[i] <= 0) continue;
+        Py_ssize_t len;
+        const char *u = PyUnicode_AsUTF8AndSize(PyList_GET_ITEM(vals, i), &len);
+        if (!u || len != ln[i] || off[i] + len > total) { /* cannot happen: the list is not ours, check anyway */
+            Py_DECREF(buf);
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "text_column: values changed during the call");
+            goto done;
+        }
+        memcpy(o + off[i], u, (size_t)len);
+    }
+    ret = buf;
+    goto done;
+other:
+    ret = Py_NewRef(Py_None);
+done:
+    PyBuffer_Release(&ov);
+    PyBuffer_Release(&lv);
+    return ret;
+}
+
 static PyMethodDef methods[] = {
     MQ_BIND_CHECKSUMS_METHOD,
     {"bind_put_result", (PyCFunction)(void (*)(void))bind_put_result, METH_FASTCALL,
@@ -967,6 +1038,8 @@ static PyMethodDef methods[] = {
     {"gather_plain", (PyCFunction)(void (*)(void))gather_plain, METH_FASTCALL,
      "gather_plain(msgs, queue_ids, body_len) -> (topics, bodies, keys, tags) or None: the fields of a batch of "
      "plain dicts in one pass"},
+    {"text_column", (PyCFunction)(void (*)(void))text_column, METH_FASTCALL,
+     "text_column(values, off, lens) -> UTF-8 buffer or None: a column of str-or-None property values"},
     {"encode_common_into", (PyCFunction)(void (*)(void))encode_common_into, METH_FASTCALL,
      "encode_common_into(out, pos, lo, hi, sizes, phys, store_ts, bodies, topics, topic_off, topic_len, props, "
      "props_off, props_len, queue_id, flag, queue_offset, born_ts, host) -> end: records lo:hi of the common "

@@ -308,3 +308,80 @@ register("rocketmq.queue_ranks", queue_ranks_numba, queue_ranks_py,
          native=queue_ranks_native if _NAT_PUT is not None else None)
 register("rocketmq.build_common_props", build_common_props_numba, build_common_props_py,
          native=build_common_props_native if _NAT_PUT is not None else None)
+
+
+# ---------------------------------------------------------------- text columns (keys, tags of a batch)
+def text_column_py(values: list[Any]) -> TextColumn | None:
+    """A column of property values (``str`` or ``None`` each) as UTF-8 ``(buffer, offsets,
+    lengths)``, length −1 for ``None`` (the reference, value by value); ``None`` when a value is
+    not a string, contains a ``\\x01``/``\\x02`` separator or cannot be encoded."""
+    n = len(values)
+    parts: list[bytes] = []
+    off, lens = np.zeros(n, np.int64), np.zeros(n, np.int64)
+    total = 0
+    for i, v in enumerate(values):
+        off[i] = total
+        if v is None:
+            lens[i] = -1
+            continue
+        if type(v) is not str or "\x01" in v or "\x02" in v:
+            return None
+        try:
+            b = v.encode("utf-8")
+        except UnicodeEncodeError:
+            return None
+        parts.append(b)
+        lens[i] = len(b)
+        total += len(b)
+    return TextColumn(np.frombuffer(b"".join(parts) or b"\0", np.uint8), off, lens)
+
+
+def text_column_passes(values: list[Any]) -> TextColumn | None:
+    """:func:`text_column_py` by C-level passes over the whole column (one copy of a value all
+    rows share)."""
+    n = len(values)
+    nones = values.count(None)
+    if nones == n:
+        return TextColumn(np.zeros(1, np.uint8), np.zeros(n, np.int64), np.full(n, -1, np.int64))
+    if values.count(values[0]) == n:  # one value for all (a tag): one copy of it
+        v = values[0]
+        if type(v) is not str or "\x01" in v or "\x02" in v:
+            return None
+        try:
+            b = v.encode("utf-8")
+        except UnicodeEncodeError:
+            return None
+        return TextColumn(np.frombuffer(b or b"\0", np.uint8), np.zeros(n, np.int64), np.full(n, len(b), np.int64))
+    texts = values if nones == 0 else ["" if v is None else v for v in values]
+    if set(map(type, texts)) != {str}:
+        return None
+    joined = "".join(texts)
+    if "\x01" in joined or "\x02" in joined:
+        return None
+    try:
+        buf = joined.encode("utf-8")
+    except UnicodeEncodeError:
+        return None
+    if len(buf) == len(joined):  # ASCII: byte lengths are the text lengths
+        lens = np.fromiter(map(len, texts), np.int64, n)
+    else:
+        lens = np.fromiter((len(t.encode("utf-8")) for t in texts), np.int64, n)
+    off = np.cumsum(lens) - lens
+    if nones:
+        lens[np.fromiter((v is None for v in values), np.bool_, n)] = -1
+    return TextColumn(np.frombuffer(buf or b"\0", np.uint8), off, lens)
+
+
+def text_column_native(values: list[Any]) -> TextColumn | None:
+    """:func:`text_column_py` in one C pass (``_nat_put.text_column``)."""
+    n = len(values)
+    off, lens = np.empty(n, np.int64), np.empty(n, np.int64)
+    buf = _NAT_PUT.text_column(values if type(values) is list else list(values), off, lens)
+    return None if buf is None else TextColumn(np.frombuffer(buf, np.uint8), off, lens)
+
+
+#: ``text_column(values)``: the keys or tags of a batch as one UTF-8 column (native when built)
+text_column = text_column_native if _NAT_PUT is not None else text_column_passes
+
+register("rocketmq.text_column", text_column_passes, text_column_py,
+         native=text_column_native if _NAT_PUT is not None else None)
