@@ -19,6 +19,8 @@ batch took before the native list encoder), new = ``put_one.encode_common_into``
 gathered by C-level passes (old) and by one native pass (``put_one.gather_plain``, new).
 ``put-batch-text`` compares ``put_batch`` with the keys and tags columns
 built by C-level passes (old) and by one native pass (``put.text_column``, new).
+``put-batch-main`` compares ``put_batch`` of the base version (its ``_put_fast``,
+``_text_column`` and ``_assign_queue_offsets`` texts, on this tree's native kernels) with this tree's.
 ``put-batch-base`` compares ``put_batch`` of the base version
 (its ``_put_fast`` text, ``build_common_props`` and ``queue_ranks`` on numba, as they were) with this
 tree's (native properties and queue ranks), both on the native encoder.
@@ -195,6 +197,24 @@ def bench_put_batch_text(n: int, rounds: int) -> None:
     _ab_put_batch("put_batch, keys/tags columns in one C pass", use, n, rounds)
 
 
+def bench_put_batch_main(base: Path, n: int, rounds: int) -> None:
+    """``put_batch`` of the base version (its ``_put_fast`` and ``_text_column`` texts and the
+    store's ``_assign_queue_offsets``, on this tree's native kernels) against this tree's."""
+    ans = dict(vars(api))
+    grab(base / "mqstore/api/rocketmq.py", "def _text_column(values", "def _check_text(", ans)
+    old_fast = grab(base / "mqstore/api/rocketmq.py", "    def _put_fast(self, topic: list[Any]", "    def put_batch(",
+                    ans)["_put_fast"]
+    old_assign = grab(base / "mqstore/storage/rocketmq/store.py", "    def _assign_queue_offsets(self,",
+                      "    def _assign_queue_offsets_sorted(", dict(vars(store_mod)))["_assign_queue_offsets"]
+    impls = {"old": (old_fast, old_assign),
+             "new": (MessageStore._put_fast, store_mod.RocketMQStore._assign_queue_offsets)}
+
+    def use(mode: str) -> None:
+        MessageStore._put_fast, store_mod.RocketMQStore._assign_queue_offsets = impls[mode]  # type: ignore[method-assign]
+
+    _ab_put_batch("put_batch vs base (native kernels both)", use, n, rounds)
+
+
 def bench_query(base: Path, root: str, seg: int, rounds: int) -> None:
     from mqstore.formats.rocketmq import properties
     from mqstore.kernels.rocketmq import chain_walk, columns, key_match
@@ -285,6 +305,9 @@ def main() -> None:
     pbt = sub.add_parser("put-batch-text")
     pbt.add_argument("--messages", type=int, default=200_000)
     pbt.add_argument("--rounds", type=int, default=6)
+    pbm = sub.add_parser("put-batch-main")
+    pbm.add_argument("--messages", type=int, default=200_000)
+    pbm.add_argument("--rounds", type=int, default=6)
     q = sub.add_parser("query")
     q.add_argument("store")
     q.add_argument("segment_bytes", type=int)
@@ -298,6 +321,8 @@ def main() -> None:
         bench_put_batch_gather(args.messages, args.rounds)
     elif args.what == "put-batch-text":
         bench_put_batch_text(args.messages, args.rounds)
+    elif args.what == "put-batch-main":
+        bench_put_batch_main(args.base_src, args.messages, args.rounds)
     elif args.what == "put-batch-base":
         bench_put_batch_base(args.base_src, args.messages, args.rounds)
     else:

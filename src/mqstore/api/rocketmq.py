@@ -803,7 +803,9 @@ class MessageStore:
             return None
         n = len(body)
         try:
-            names = {t: self._topic_field(t) for t in set(topic)}
+            # one topic (the common batch; the gathered topics are all str): a C-level count, identity first
+            one = plain is not None and n and topic.count(topic[0]) == n
+            names = {t: self._topic_field(t) for t in ((topic[0],) if one else set(topic))}
         except TypeError:  # an unhashable topic: the general path reports it
             return None
         if not all(names.values()):

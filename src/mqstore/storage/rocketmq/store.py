@@ -591,7 +591,8 @@ class RocketMQStore:
             return self._assign_queue_offsets_sorted(topics, queue_ids, sys_flags)
         tx = sys_flags & TRANSACTION_MASK
         takes = (tx != TRANSACTION_PREPARED_TYPE) & (tx != TRANSACTION_ROLLBACK_TYPE)
-        names = list(dict.fromkeys(topics))
+        # one topic (the common batch): a C-level count, identity first, instead of hashing every name
+        names = [topics[0]] if topics.count(topics[0]) == n else list(dict.fromkeys(topics))
         width = int(q.max()) + 1
         nslots = len(names) * width
         if nslots > 1 << 16:
