@@ -633,6 +633,11 @@ def rebuild_index(path: str, out_dir: str | None, index_interval_bytes: int, max
     rows = []
     keys: dict[str, Any] = {}
     if not as_json:
+        # the walk's own modules first: imported while the preload thread imports rich, they would
+        # share the GIL with it and the walk would start later (~10 ms on two cores)
+        import mqstore.kernels.kafka.file_scan
+        import mqstore.kernels.threads  # noqa: F401
+
         preload_tables()  # (imported while the native walk runs without the GIL)
     with shared_analyses():  # the transaction replay reads the segments the index rebuild just read
         with _progress("rebuild-index") as prog:
