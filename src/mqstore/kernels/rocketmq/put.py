@@ -311,6 +311,17 @@ register("rocketmq.build_common_props", build_common_props_numba, build_common_p
 
 
 # ---------------------------------------------------------------- text columns (keys, tags of a batch)
+def _property_text(v: Any) -> bytes | None:
+    """One property value as UTF-8, or ``None`` when it is not a string, holds a ``\x01``/``\x02``
+    separator or cannot be encoded (a lone surrogate)."""
+    if type(v) is not str or "\x01" in v or "\x02" in v:
+        return None
+    try:
+        return v.encode("utf-8")
+    except UnicodeEncodeError:
+        return None
+
+
 def text_column_py(values: list[Any]) -> TextColumn | None:
     """A column of property values (``str`` or ``None`` each) as UTF-8 ``(buffer, offsets,
     lengths)``, length −1 for ``None`` (the reference, value by value); ``None`` when a value is
@@ -324,11 +335,8 @@ def text_column_py(values: list[Any]) -> TextColumn | None:
         if v is None:
             lens[i] = -1
             continue
-        if type(v) is not str or "\x01" in v or "\x02" in v:
-            return None
-        try:
-            b = v.encode("utf-8")
-        except UnicodeEncodeError:
+        b = _property_text(v)
+        if b is None:
             return None
         parts.append(b)
         lens[i] = len(b)
@@ -344,12 +352,8 @@ def text_column_passes(values: list[Any]) -> TextColumn | None:
     if nones == n:
         return TextColumn(np.zeros(1, np.uint8), np.zeros(n, np.int64), np.full(n, -1, np.int64))
     if values.count(values[0]) == n:  # one value for all (a tag): one copy of it
-        v = values[0]
-        if type(v) is not str or "\x01" in v or "\x02" in v:
-            return None
-        try:
-            b = v.encode("utf-8")
-        except UnicodeEncodeError:
+        b = _property_text(values[0])
+        if b is None:
             return None
         return TextColumn(np.frombuffer(b or b"\0", np.uint8), np.zeros(n, np.int64), np.full(n, len(b), np.int64))
     texts = values if nones == 0 else ["" if v is None else v for v in values]

@@ -369,8 +369,9 @@ class CommitLog:
                     populated = self._populate_pages(max(populated, batch.next_offset + span), hi)
                 prev = batch.next_offset
 
-    def _populate_pages(self, start: int, end: int) -> int:
-        """Map the pages of [start, end) into this process (advice only); returns the new end."""
+    def _mapped_spans(self, start: int, end: int, whole_pages: bool) -> Iterator[tuple[MappedFile, int, int]]:
+        """``(segment, a, b)``: the part of [start, end) in each mapped segment as positions in it,
+        ``a`` rounded down to a page (``b`` too with ``whole_pages``), non-empty spans only."""
         import mmap
 
         page = mmap.PAGESIZE
@@ -378,25 +379,27 @@ class CommitLog:
             a = max(start, mf.file_from_offset) - mf.file_from_offset
             b = min(end, mf.end_offset) - mf.file_from_offset
             a -= a % page
+            if whole_pages:
+                b -= b % page
             if b > a and mf._mm is not None:
-                populate_read(mf.array, a, b - a)
+                yield mf, a, b
+
+    def _populate_pages(self, start: int, end: int) -> int:
+        """Map the pages of [start, end) into this process (advice only); returns the new end."""
+        for mf, a, b in self._mapped_spans(start, end, False):
+            populate_read(mf.array, a, b - a)
         return max(start, end)
 
     def _release_pages(self, start: int, end: int) -> int:
         """Drop the whole mapped pages of [start, end) from this process; returns the new start."""
         import mmap
-        page = mmap.PAGESIZE
-        for mf in list(self.queue.files):
-            a = max(start, mf.file_from_offset) - mf.file_from_offset
-            b = min(end, mf.end_offset) - mf.file_from_offset
-            a -= a % page
-            b -= b % page
-            if b > a and mf._mm is not None:
-                try:
-                    mf._mm.madvise(mmap.MADV_DONTNEED, a, b - a)
-                except (OSError, ValueError):  # pragma: no cover - advice only
-                    pass
-        return max(start, end - end % page)
+
+        for mf, a, b in self._mapped_spans(start, end, True):
+            try:
+                mf._mm.madvise(mmap.MADV_DONTNEED, a, b - a)
+            except (OSError, ValueError):  # pragma: no cover - advice only
+                pass
+        return max(start, end - end % mmap.PAGESIZE)
 
     # ------------------------------------------------------------------ recovery (spec §6.3)
     def _first_record_ok(self, mf: MappedFile, check_crc: bool) -> MessageRecord | None:
