@@ -318,13 +318,20 @@ class CommitLog:
                 check_crc=check_crc, max_records=max_records, skip_length_mismatch=skip_length_mismatch, keys=keys,
             )
             yield batch
-            step = scan_step(batch.stop)
-            if step == SCAN_NEXT_SEGMENT:
-                offset = self.roll_next_file(batch.next_offset)
-            elif step == SCAN_CONTINUE:
-                offset = batch.next_offset
-            else:
+            nxt = self._after_batch(batch)
+            if nxt is None:
                 return
+            offset = nxt
+
+    def _after_batch(self, batch: DispatchBatch) -> int | None:
+        """Where a whole-log scan goes on after ``batch`` (:func:`scan_step` of its stop: the next
+        segment's start, the batch's end), or ``None`` where it ends."""
+        step = scan_step(batch.stop)
+        if step == SCAN_NEXT_SEGMENT:
+            return self.roll_next_file(batch.next_offset)
+        if step == SCAN_CONTINUE:
+            return batch.next_offset
+        return None
 
     def scan_bounded(self, start: int, end: int | None = None, *, check_crc: bool = False,
                      batch_records: int = 1 << 16, skip_length_mismatch: bool = True,
@@ -509,13 +516,10 @@ class CommitLog:
                 batch = scan_segment(mf.mm, base, offset - base, mf.wrote_position, check_crc=check_crc,
                                      max_records=max_records, skip_length_mismatch=skip_length_mismatch, keys=keys)
                 yield batch
-                step = scan_step(batch.stop)
-                if step == SCAN_NEXT_SEGMENT:
-                    offset = self.roll_next_file(batch.next_offset)
-                elif step == SCAN_CONTINUE:
-                    offset = batch.next_offset
-                else:
+                nxt_offset = self._after_batch(batch)
+                if nxt_offset is None:
                     return
+                offset = nxt_offset
                 continue
             idx = files.index(mf)
             batch = scan_segment(mf.mm, base, offset - base, mf.file_size, check_crc=check_crc or walk_crc,
