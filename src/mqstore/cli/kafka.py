@@ -12,6 +12,7 @@ import click
 
 from mqstore.cli import kafka_internal
 from mqstore.cli.common import (
+    LazyGroup,
     echo_json_lines,
     handle_errors,
     json_option,
@@ -22,8 +23,15 @@ from mqstore.cli.common import (
 )
 from mqstore.errors import InvalidArgumentError, StoreNotFoundError
 
+#: subcommands that live in their own modules, imported when used (``kafka rebuild-index`` and
+#: ``verify`` do not load the report's or the consumer-offsets reader's modules)
+_LAZY_COMMANDS: dict[str, tuple[str, str]] = {
+    "report": ("mqstore.cli.report", "kafka_report"),
+    "consumers": ("mqstore.cli.kafka_internal", "consumers"),
+}
 
-@click.group(name="kafka")
+
+@click.group(name="kafka", cls=LazyGroup, lazy=_LAZY_COMMANDS)
 def group() -> None:
     """Kafka partition logs: dump, verify, rebuild indexes, look up offsets and timestamps."""
 
@@ -803,14 +811,3 @@ def query_key(path: str, keys: tuple[str, ...], header: str | None, from_time: s
     else:
         click.echo("no record found")
 
-
-def _register_more() -> None:
-    """Commands that live in their own modules (report)."""
-    from mqstore.cli.report import kafka_report
-
-    group.add_command(kafka_report)
-
-
-_register_more()
-
-kafka_internal.register(group)

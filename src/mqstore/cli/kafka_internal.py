@@ -121,10 +121,6 @@ def verify_extra(p: Path, report: Any) -> None:
         verify_kraft_files(p, report)
 
 
-def register(group: click.Group) -> None:
-    group.add_command(consumers)
-
-
 @click.command("consumers")
 @click.argument("logdir", type=click.Path())
 @click.option("--group", "group_name", default=None, help="Only this consumer group.")

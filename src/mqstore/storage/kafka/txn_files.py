@@ -7,10 +7,15 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mqstore.errors import CorruptDataError, InvalidArgumentError, MqStoreError
-from mqstore.formats.kafka.txn import AbortedTxn, decode_txn_index
+
+if TYPE_CHECKING:
+    from mqstore.formats.kafka.txn import AbortedTxn
+
+# (the .txnindex codec, and the batch codec it imports, are loaded by read_txn_index: a partition
+# whose segments have no .txnindex never needs them)
 
 
 def read_txn_index(path: str | os.PathLike[str], *, base_offset: int | None = None) -> list[AbortedTxn]:
@@ -24,6 +29,8 @@ def read_txn_index(path: str | os.PathLike[str], *, base_offset: int | None = No
         return []
     except IsADirectoryError:
         raise InvalidArgumentError("not a transaction index file", path=str(p)) from None
+    from mqstore.formats.kafka.txn import decode_txn_index
+
     txns = decode_txn_index(data, path=str(p))
     if base_offset is not None:
         for i, t in enumerate(txns):
