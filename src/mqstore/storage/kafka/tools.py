@@ -37,19 +37,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mqstore.errors import CorruptDataError, InvalidArgumentError, StoreNotFoundError
-from mqstore.formats.kafka.batch import (
-    ATTR_COMPRESSION_MASK,
-    ATTR_TIMESTAMP_TYPE,
-    RECORD_BATCH_OVERHEAD,
-    decode_batch_header,
-    decode_control_record,
-    decode_legacy_message,
-    iter_legacy_records,
-    iter_records,
-)
-from mqstore.formats.kafka.dump_fields import batch_fields, record_fields
-from mqstore.formats.kafka.kraft_control import SCHEMAS as KRAFT_SCHEMAS
-from mqstore.formats.kafka.kraft_control import decode_kraft_control
 from mqstore.storage.kafka.index_sanity import WARM_SECTION_BYTES
 from mqstore.storage.kafka.layout import (
     INDEX_SUFFIXES,
@@ -62,6 +49,9 @@ from mqstore.storage.kafka.rebuild import MappedLog, analyze_log, parse_base_off
 
 if TYPE_CHECKING:
     import numpy as np
+
+# (the record codec, formats.kafka.batch, and the dump's field tables are imported by the functions
+# that decode records: verify of uncompressed v2 batches never needs them)
 
 ProgressFn = Callable[[int, int], None]
 
@@ -164,6 +154,13 @@ def _max_record_timestamp(mm: Any, position: int, magic: int, path: str) -> int:
     """The largest record timestamp of the batch at ``position`` (−1 for an empty batch): what
     Kafka's time-index check compares an entry with.  The record codec, one batch at a time: the
     reference for :func:`batch_max_timestamps`."""
+    from mqstore.formats.kafka.batch import (
+        decode_batch_header,
+        decode_legacy_message,
+        iter_legacy_records,
+        iter_records,
+    )
+
     if magic >= 2:
         h = decode_batch_header(mm, position, path=path)
         return max((r.timestamp for r in iter_records(mm, h, path=path)), default=-1)
@@ -187,6 +184,7 @@ def batch_max_timestamps(mm: Any, scan: dict[str, Any], ks: np.ndarray, path: st
     the same error messages)."""
     import numpy as np
 
+    from mqstore.formats.kafka.batch import ATTR_COMPRESSION_MASK, ATTR_TIMESTAMP_TYPE, RECORD_BATCH_OVERHEAD
     from mqstore.kernels.kafka.records import OK, batch_bodies, parse_bodies
 
     out = np.full(ks.shape[0], -1, np.int64)
@@ -532,6 +530,14 @@ def dump_log_lines(log_path: Path, *, print_data: bool = False) -> Iterator[memo
 
 def _batch_dicts(mm: Any, a: Any, i: int, lp: str, print_data: bool) -> Iterator[dict[str, Any]]:
     """The dicts of batch ``i`` of the analysis ``a``: its header fields, then its records."""
+    from mqstore.formats.kafka.batch import (
+        decode_batch_header,
+        decode_legacy_message,
+        iter_legacy_records,
+        iter_records,
+    )
+    from mqstore.formats.kafka.dump_fields import batch_fields, record_fields
+
     scan = a.scan
     p = int(scan["position"][i])
     m = int(scan["magic"][i])
@@ -577,6 +583,10 @@ def _tail_dict(a: Any) -> dict[str, Any] | None:
 def _control_fields(r: Any, path: str) -> dict[str, Any]:
     """What a control record holds: end-transaction markers (type 0/1) and the KRaft control
     records (types 2–6, their values decoded); ``controlType`` ``INVALID`` when undecodable."""
+    from mqstore.formats.kafka.batch import decode_control_record
+    from mqstore.formats.kafka.kraft_control import SCHEMAS as KRAFT_SCHEMAS
+    from mqstore.formats.kafka.kraft_control import decode_kraft_control
+
     try:
         c = decode_control_record(r, path=path)
     except CorruptDataError:
