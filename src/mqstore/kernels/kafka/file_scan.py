@@ -217,6 +217,8 @@ def _have_numba_file_scan() -> bool:
 #: whether the file scan can run here: always with the native module (pread, and ISA-L's CRCs or
 #: the C tables), with numba when ISA-L's symbols and pread resolve (:mod:`mqstore.kernels.native`)
 HAVE_NATIVE = _NAT is not None  # the native walk is selected
+#: walk_columns_native can run (False also for a native module built from older sources)
+HAVE_WALK_COLUMNS = _NAT is not None and hasattr(_NAT, "walk_columns")
 HAVE_FILE_SCAN = True if _NAT is not None else _have_numba_file_scan()
 walk_part = walk_part_native if _NAT is not None else walk_part_numba
 find_batch_start = find_batch_start_native if _NAT is not None else find_batch_start_numba

@@ -42,6 +42,8 @@ TI_TS_MISMATCH = 3  # the batch's largest record timestamp differs (log value: t
 TI_DECODE = 4  # the batch is the entry's, but its records are for the record codec (compressed, legacy, odd)
 
 _NAT = native("_nat_kafka")
+if _NAT is not None and not hasattr(_NAT, "time_index_events"):  # pragma: no cover - a build older than the sources
+    _NAT = None  # (the numpy checks; `pip install -e .` rebuilds the module)
 
 
 # ----------------------------------------------------------------------------- index columns

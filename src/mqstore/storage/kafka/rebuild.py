@@ -171,9 +171,9 @@ def analyze_file_columns(fd: int, size: int) -> LogAnalysis | None:
     the columns as memoryviews (integer items; the C kernels take them as they are).  Remembered
     inside :func:`shared_analyses` (for :func:`analyze_file`, as numpy arrays, and for
     :func:`txn_batches_of`)."""
-    from mqstore.kernels.kafka.file_scan import HAVE_NATIVE, walk_columns_native
+    from mqstore.kernels.kafka.file_scan import HAVE_WALK_COLUMNS, walk_columns_native
 
-    if not HAVE_NATIVE:
+    if not HAVE_WALK_COLUMNS:
         return None
     key = _file_key(fd, size) if _SHARED is not None else None
     if key is not None and key in _SHARED:  # type: ignore[operator]
