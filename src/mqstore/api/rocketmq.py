@@ -1137,11 +1137,12 @@ class MessageStore:
                 idx, cl = engine.index, engine.commit_log
                 # IndexService.exact_query's first call, made here (a microsecond query pays for
                 # every Python call): with current plans it is the answer; any other answer (a
-                # plan to make, a DLedger CommitLog, a fallback, a cycle) goes to exact_query,
-                # which asks again and decides
-                msgs = q(idx._plan, idx.files, cl._seg_plan, cl.queue.files, topic, key, b, e, mn)
-                if type(msgs) is list:
-                    return msgs
+                # plan to make, a fallback, a cycle) goes to exact_query, which asks again and
+                # decides (a DLedger CommitLog has no segment table: exact_query says so)
+                if cl.has_segment_table:
+                    msgs = q(idx._plan, idx.files, cl._seg_plan, cl.queue.files, topic, key, b, e, mn)
+                    if type(msgs) is list:
+                        return msgs
                 msgs = idx.exact_query(topic, key, b, e, cl, mn, q)
             else:  # one native call for the query, one for the messages of the matches
                 msgs = engine.index.exact_matches(topic, key, b, e, engine.commit_log, _NAT_BUILD[0])
