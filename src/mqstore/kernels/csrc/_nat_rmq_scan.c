@@ -119,8 +119,14 @@ static PyObject *scan(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         mq_prop_spans(buf, pps, pps + pl, props);
         int64_t k = 0;
         if (with_keys) {
-            k = props[MQ_P_UNIQ] >= 0 ? 1 : 0;
-            if (props[MQ_P_KEYS] >= 0) k += mq_count_pieces(buf, props[MQ_P_KEYS], props[MQ_P_KEYS + 1]);
+            int64_t u = props[MQ_P_UNIQ] >= 0 ? 1 : 0;
+            k = u;
+            if (props[MQ_P_KEYS] >= 0) {
+                /* the KEYS value of kl bytes holds at most (kl + 1) / 2 non-empty pieces: the pieces
+                 * are counted (a pass over the value) only when that bound does not fit */
+                k += (props[MQ_P_KEYS + 1] - props[MQ_P_KEYS] + 1) / 2;
+                if (nk + k > kcap) k = u + mq_count_pieces(buf, props[MQ_P_KEYS], props[MQ_P_KEYS + 1]);
+            }
         }
         if (nk + k > kcap) { state = MQ_ST_FULL; break; }
         int64_t store_ts = mq_be64(buf + pos + 48 + bw);
