@@ -282,7 +282,7 @@ def _tree(root: Path) -> list[str]:
     return sorted(str(p.relative_to(root)) for p in root.rglob("*"))
 
 
-@pytest.mark.parametrize("name", [*CASES, "basic-damaged"])
+@pytest.mark.parametrize("name", [*CASES, "basic-damaged", "basic-units"])
 def test_rebuild_and_verify_same_bytes_on_numba_and_default(tmp_path: Path, name: str) -> None:
     store = tmp_path / "store"
     shutil.copytree(load_case(name.split("-")[0]).store, store)
@@ -292,6 +292,15 @@ def test_rebuild_and_verify_same_bytes_on_numba_and_default(tmp_path: Path, name
         second = struct.unpack(">i", data[:4])[0]
         data[second + 200] ^= 0x5A
         seg.write_bytes(bytes(data))
+    if name.endswith("-units"):  # ConsumeQueue units: a wrong offset, a wrong tags code, a size of 0 mid-file
+        cq = store / "consumequeue"
+        for queue, unit, at, value in (("orders/0", 1, 0, struct.pack(">q", 12345)),
+                                       ("TopicTest/0", 0, 12, struct.pack(">q", 99)),
+                                       ("orders/1", 2, 8, struct.pack(">i", 0))):  # fmt: skip
+            f = cq / queue / "00000000000000000000"
+            data = bytearray(f.read_bytes())
+            data[20 * unit + at : 20 * unit + at + len(value)] = value
+            f.write_bytes(bytes(data))
     outs, verifies = [], []
     for mode in ("numba", None):
         out = tmp_path / f"out-{mode or 'default'}"
@@ -306,4 +315,4 @@ def test_rebuild_and_verify_same_bytes_on_numba_and_default(tmp_path: Path, name
         if a.is_file():
             assert filecmp.cmp(a, b, shallow=False), rel
     assert verifies[0] == verifies[1]
-    assert verifies[0][0] == (1 if name.endswith("-damaged") else 0), verifies[0]
+    assert verifies[0][0] == (1 if name.endswith(("-damaged", "-units")) else 0), verifies[0]

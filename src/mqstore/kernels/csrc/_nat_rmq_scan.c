@@ -186,8 +186,8 @@ static PyObject *scan(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         if (with_keys && props[MQ_P_KEYS] >= 0) {
             int64_t i = props[MQ_P_KEYS], e = props[MQ_P_KEYS + 1];
             while (i < e) {
-                int64_t j = i;
-                while (j < e && buf[j] != ' ') j++;
+                const uint8_t *sp = memchr(buf + i, ' ', (size_t)(e - i));
+                int64_t j = sp ? (int64_t)(sp - buf) : e;
                 if (j > i) {
                     key_row[nk] = n;
                     key_hash[nk] = (int32_t)mq_index_hash_of_state(mq_hash_continue(buf, i, j, h0));
