@@ -181,6 +181,31 @@ def test_all_put_paths_write_the_same_bytes(tmp_path: Path) -> None:
                 assert (tmp_path / name / rel).read_bytes() == (tmp_path / "general" / rel).read_bytes(), rel
 
 
+def test_consume_queue_appends_through_the_file_write_the_same_bytes(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """ConsumeQueue units appended through the file (``APPEND_THROUGH_FILE``, the default) or,
+    below 16 KiB, through the mapping: the same files, the same reads (single puts dispatched one
+    by one, first units of new queues, batches, rolls of 16-unit ConsumeQueue files)."""
+    from mqstore.storage.rocketmq import consumequeue as cq_mod
+
+    msgs = _messages(300)  # 25 units per queue: two files each
+    for on in (False, True):
+        monkeypatch.setattr(cq_mod, "APPEND_THROUGH_FILE", on)
+        with MessageStore.open(tmp_path / str(on), StoreConfig(**SMALL)) as s:
+            for m in msgs[:30]:
+                s.put(**m)
+                s.engine.dispatch_pending()
+            s.put_batch(msgs[30:])
+            s.flush()
+            got = [(m.body, m.queue_offset) for m in s.get("TopicA", 1, 0, max_count=100)]
+            assert len(got) == 25
+    files = {on: sorted(p.relative_to(tmp_path / str(on)) for p in (tmp_path / str(on) / "consumequeue").rglob("*")
+                        if p.is_file()) for on in (False, True)}
+    assert files[False] == files[True] and len(files[True]) == 24
+    for rel in files[True]:
+        assert (tmp_path / "True" / rel).read_bytes() == (tmp_path / "False" / rel).read_bytes(), rel
+
+
 def test_columns_read_back_and_query(tmp_path: Path) -> None:
     with MessageStore.open(tmp_path, StoreConfig(**SMALL)) as s:
         s.put("Orders", b"first", keys="a0")
