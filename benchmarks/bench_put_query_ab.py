@@ -24,7 +24,7 @@ built by C-level passes (old) and by one native pass (``put.text_column``, new).
 ``put-batch-scan`` compares ``put_batch`` with the reput scan's columns sized for 160-byte rows
 (old) and for half the mean record size seen (new, ``scan.LEARN_ROW_BYTES``); ``put-batch-cq``
 with the reput's ConsumeQueue appends through the mapping below 16 KiB (old) and all through the
-file (new, ``consumequeue.APPEND_THROUGH_FILE``).  Every ``put-batch*`` mode also gives the CPU per
+file (new, ``consumequeue.APPEND_THROUGH_FILE``); ``put-batch-dispatch`` both together.  Every ``put-batch*`` mode also gives the CPU per
 message of the reput thread.
 ``put-batch-base`` compares ``put_batch`` of the base version
 (its ``_put_fast`` text, ``build_common_props`` and ``queue_ranks`` on numba, as they were) with this
@@ -260,6 +260,18 @@ def bench_put_batch_cq(n: int, rounds: int) -> None:
     _ab_put_batch("put_batch, ConsumeQueue appends through the file", use, n, rounds)
 
 
+def bench_put_batch_dispatch(n: int, rounds: int) -> None:
+    """``put_batch`` with both dispatch changes off (old) and on (new): ``put-batch-cq`` and
+    ``put-batch-scan`` together."""
+    from mqstore.kernels.rocketmq import scan as scan_mod
+    from mqstore.storage.rocketmq import consumequeue as cq_mod
+
+    def use(mode: str) -> None:
+        cq_mod.APPEND_THROUGH_FILE = scan_mod.LEARN_ROW_BYTES = mode == "new"
+
+    _ab_put_batch("put_batch, the dispatch changes (ConsumeQueue through the file, scan columns)", use, n, rounds)
+
+
 def bench_query(base: Path, root: str, seg: int, rounds: int) -> None:
     from mqstore.formats.rocketmq import properties
     from mqstore.kernels.rocketmq import chain_walk, columns, key_match
@@ -353,6 +365,9 @@ def main() -> None:
     pbm = sub.add_parser("put-batch-main")
     pbm.add_argument("--messages", type=int, default=200_000)
     pbm.add_argument("--rounds", type=int, default=6)
+    pbd = sub.add_parser("put-batch-dispatch")
+    pbd.add_argument("--messages", type=int, default=200_000)
+    pbd.add_argument("--rounds", type=int, default=6)
     pbc = sub.add_parser("put-batch-cq")
     pbc.add_argument("--messages", type=int, default=200_000)
     pbc.add_argument("--rounds", type=int, default=6)
@@ -374,6 +389,8 @@ def main() -> None:
         bench_put_batch_text(args.messages, args.rounds)
     elif args.what == "put-batch-main":
         bench_put_batch_main(args.base_src, args.messages, args.rounds)
+    elif args.what == "put-batch-dispatch":
+        bench_put_batch_dispatch(args.messages, args.rounds)
     elif args.what == "put-batch-cq":
         bench_put_batch_cq(args.messages, args.rounds)
     elif args.what == "put-batch-scan":
