@@ -24,7 +24,9 @@ built by C-level passes (old) and by one native pass (``put.text_column``, new).
 ``put-batch-scan`` compares ``put_batch`` with the reput scan's columns sized for 160-byte rows
 (old) and for half the mean record size seen (new, ``scan.LEARN_ROW_BYTES``); ``put-batch-cq``
 with the reput's ConsumeQueue appends through the mapping below 16 KiB (old) and all through the
-file (new, ``consumequeue.APPEND_THROUGH_FILE``); ``put-batch-dispatch`` both together.  Every ``put-batch*`` mode also gives the CPU per
+file (new, ``consumequeue.APPEND_THROUGH_FILE``); ``put-batch-dispatch`` both together.  ``put-columns-gather`` compares ``put_columns`` with its
+bodies, queue ids and flags checked by C-level passes (old) and one native pass (new,
+``put_one.gather_columns``).  Every ``put-batch*`` mode also gives the CPU per
 message of the reput thread.
 ``put-batch-base`` compares ``put_batch`` of the base version
 (its ``_put_fast`` text, ``build_common_props`` and ``queue_ranks`` on numba, as they were) with this
@@ -123,17 +125,20 @@ def _thread_cpu(native_id: int) -> float:
 
 
 def _ab_put_batch(label: str, use: Callable[[str], None], n: int, rounds: int,
-                  on_open: Callable[[MessageStore, str], None] | None = None) -> None:
+                  on_open: Callable[[MessageStore, str], None] | None = None, *, columns: bool = False) -> None:
     """``put_batch`` of 1000 dicts of 1 KiB in fresh stores, ``use("old")`` / ``use("new")``
     alternating (the order swapped every round; ``use("new")`` again at the end; ``on_open(store,
     mode)`` after each open): medians of wall and process-CPU throughput and their ratios, the
     CPU per message of the putting thread and of the reput thread (the dispatch up to the
-    round's end included: ``flush`` dispatches what is left)."""
+    round's end included: ``flush`` dispatches what is left).  ``columns``: ``put_columns`` of
+    the same 1000 messages per call instead (one topic, a list of bodies, of queue ids and of
+    keys, one tag)."""
     import numpy as np
 
     body = np.random.default_rng(5).bytes(1024)
     dicts = [{"topic": "BenchTopic", "body": body, "queue_id": i & 7, "keys": f"order-{i} user-{i % 977}",
               "tags": "TagA"} for i in range(n)]
+    bodies, qids, keys = [body] * 1000, [d["queue_id"] for d in dicts], [d["keys"] for d in dicts]
     res: dict[str, list[tuple[float, float, float, float]]] = {"old": [], "new": []}
     for r in range(rounds):
         for mode in ("old", "new") if r % 2 == 0 else ("new", "old"):
@@ -149,8 +154,12 @@ def _ab_put_batch(label: str, use: Callable[[str], None], n: int, rounds: int,
                     reput = next(t.native_id for t in s.engine._threads if t.name == "mqstore-reput")
                     t, c, th = time.perf_counter(), time.process_time(), time.thread_time()
                     c_reput = _thread_cpu(reput)
-                    for i in range(0, n, 1000):
-                        s.put_batch(dicts[i : i + 1000])
+                    if columns:
+                        for i in range(0, n, 1000):
+                            s.put_columns("BenchTopic", bodies, qids[i : i + 1000], keys=keys[i : i + 1000], tags="TagA")
+                    else:
+                        for i in range(0, n, 1000):
+                            s.put_batch(dicts[i : i + 1000])
                     wall, cpu, tcpu = time.perf_counter() - t, time.process_time() - c, time.thread_time() - th
                     s.engine.dispatch_pending()
                     res[mode].append((n / wall, n / cpu, n / tcpu, (_thread_cpu(reput) - c_reput) / n))
@@ -161,7 +170,7 @@ def _ab_put_batch(label: str, use: Callable[[str], None], n: int, rounds: int,
     oc, nc = (statistics.median(x[1] for x in res[m]) for m in ("old", "new"))
     ot, nt = (statistics.median(x[2] for x in res[m]) for m in ("old", "new"))
     orp, nrp = (statistics.median(x[3] for x in res[m]) * 1e6 for m in ("old", "new"))
-    print(f"{label}, 1000 dicts (1 KiB, async): old {ow:,.0f} msgs/s, new {nw:,.0f} msgs/s wall ({nw / ow:.2f}x); "
+    print(f"{label}, 1000 {'per put_columns' if columns else 'dicts'} (1 KiB, async): old {ow:,.0f} msgs/s, new {nw:,.0f} msgs/s wall ({nw / ow:.2f}x); "
           f"per process CPU-s old {oc:,.0f}, new {nc:,.0f} ({nc / oc:.2f}x); putting thread old {1e6 / ot:.2f} us, "
           f"new {1e6 / nt:.2f} us per message ({nt / ot:.2f}x); reput thread old {orp:.2f} us, new {nrp:.2f} us "
           f"per message (the dispatch of the round, its page warming included); {rounds} rounds of {n:,}")
@@ -272,6 +281,20 @@ def bench_put_batch_dispatch(n: int, rounds: int) -> None:
     _ab_put_batch("put_batch, the dispatch changes (ConsumeQueue through the file, scan columns)", use, n, rounds)
 
 
+def bench_put_columns_gather(n: int, rounds: int) -> None:
+    """``put_columns`` with its bodies, queue ids and flags checked by C-level passes (old) and by
+    one native pass (new, ``put_one.gather_columns``)."""
+    from mqstore.kernels.rocketmq import put_one
+
+    if put_one.gather_columns_native is None:
+        raise SystemExit("the native module is not built: nothing to compare")
+
+    def use(mode: str) -> None:
+        api._gather_columns = put_one.gather_columns_passes if mode == "old" else put_one.gather_columns_native
+
+    _ab_put_batch("put_columns, columns checked in one C pass", use, n, rounds, columns=True)
+
+
 def bench_query(base: Path, root: str, seg: int, rounds: int) -> None:
     from mqstore.formats.rocketmq import properties
     from mqstore.kernels.rocketmq import chain_walk, columns, key_match
@@ -365,6 +388,9 @@ def main() -> None:
     pbm = sub.add_parser("put-batch-main")
     pbm.add_argument("--messages", type=int, default=200_000)
     pbm.add_argument("--rounds", type=int, default=6)
+    pcg = sub.add_parser("put-columns-gather")
+    pcg.add_argument("--messages", type=int, default=200_000)
+    pcg.add_argument("--rounds", type=int, default=6)
     pbd = sub.add_parser("put-batch-dispatch")
     pbd.add_argument("--messages", type=int, default=200_000)
     pbd.add_argument("--rounds", type=int, default=6)
@@ -389,6 +415,8 @@ def main() -> None:
         bench_put_batch_text(args.messages, args.rounds)
     elif args.what == "put-batch-main":
         bench_put_batch_main(args.base_src, args.messages, args.rounds)
+    elif args.what == "put-columns-gather":
+        bench_put_columns_gather(args.messages, args.rounds)
     elif args.what == "put-batch-dispatch":
         bench_put_batch_dispatch(args.messages, args.rounds)
     elif args.what == "put-batch-cq":
