@@ -165,6 +165,35 @@ def test_scan_random_records_equal_reference(scan: Any, data: bytes, check_crc: 
                          rocketmq_scan.scan_segment_py(data, 1 << 30, 0, len(data), **kw))
 
 
+@pytest.mark.parametrize("scan", FAST)
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=segments(), check_crc=st.booleans(), skip=st.booleans())
+def test_scan_with_few_key_slots_equal_reference(scan: Any, data: bytes, check_crc: bool, skip: bool,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """Key output arrays with room for one record's keys (at most 1 + 15 pieces here): a chunk ends
+    on its keys (exactly counted where the C pass's bound on a KEYS value does not fit) and the
+    next goes on; the result does not change."""
+    monkeypatch.setattr(rocketmq_scan, "_KEYS_PER_ROW_GUESS", 0)
+    monkeypatch.setattr(rocketmq_scan, "_MAX_KEYS_PER_RECORD", 16)
+    kw = {"check_crc": check_crc, "skip_length_mismatch": skip}
+    tk.assert_same_batch(scan(data, 1 << 30, 0, len(data), **kw),
+                         rocketmq_scan.scan_segment_py(data, 1 << 30, 0, len(data), **kw))
+
+
+@pytest.mark.parametrize("scan", FAST)
+@settings(max_examples=60, deadline=None)
+@given(order=st.lists(st.integers(0, 299), min_size=1, max_size=400))
+def test_scan_many_topics_equal_reference(scan: Any, order: list[int]) -> None:
+    """Hundreds of topics in any order, many of one length and sharing their first or last 8 bytes
+    (the C scan's cache of recent topics keys on those and compares whole names): the topic ids,
+    names and key hashes are the reference's."""
+    names = [b"TopicTest-%03d" % i if i % 3 == 0 else b"%03d-sharedtail-xyz" % i if i % 3 == 1 else b"t%d" % i
+             for i in range(300)]  # fmt: skip
+    data = b"".join(tk.raw_record(names[i], b"KEYS\x01k%d a\x02UNIQ_KEY\x01u%d\x02" % (i, i)) for i in order)
+    tk.assert_same_batch(scan(data, 0, 0, len(data), check_crc=True),
+                         rocketmq_scan.scan_segment_py(data, 0, 0, len(data), check_crc=True))
+
+
 @pytest.mark.parametrize("scan", SCANS)
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=segments(), check_crc=st.booleans(), skip=st.booleans(), limit=st.sampled_from([None, 0, 2, 5]))

@@ -64,8 +64,8 @@ from mqstore.storage.kafka.txn import (
     TxnState,
     partition_txn_state,
     read_producer_snapshot,
-    read_txn_index,
 )
+from mqstore.storage.kafka.txn_files import read_txn_index
 from mqstore.storage.kafka.txn_rebuild import rebuild_txn_indexes
 
 __all__ = [

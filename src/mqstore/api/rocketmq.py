@@ -1120,12 +1120,22 @@ class MessageStore:
         engine = self._engine
         if engine._closed:
             engine.check_open()
-        engine.dispatch_pending()
+        if not engine.read_only:  # (a reader has nothing to dispatch: dispatch_pending would return 0)
+            engine.dispatch_pending()
         q = _NAT_QUERY[0] if _NAT_QUERY else _native_query()
         if q is not None:
             if max_num is None or type(max_num) is int:  # the whole query in one native call
-                msgs = engine.index.exact_query(topic, key, b, e, engine.commit_log, -1 if max_num is None else max_num,
-                                                q)  # fmt: skip
+                mn = -1 if max_num is None else max_num
+                idx, cl = engine.index, engine.commit_log
+                # IndexService.exact_query's first call, made here (a microsecond query pays for
+                # every Python call): with current plans it is the answer; any other answer (a
+                # plan to make, a fallback, a cycle) goes to exact_query, which asks again and
+                # decides (a DLedger CommitLog has no segment table: exact_query says so)
+                if cl.has_segment_table:
+                    msgs = q(idx._plan, idx.files, cl._seg_plan, cl.queue.files, topic, key, b, e, mn)
+                    if type(msgs) is list:
+                        return msgs
+                msgs = idx.exact_query(topic, key, b, e, cl, mn, q)
             else:  # one native call for the query, one for the messages of the matches
                 msgs = engine.index.exact_matches(topic, key, b, e, engine.commit_log, _NAT_BUILD[0])
                 if msgs is not None:

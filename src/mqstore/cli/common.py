@@ -65,6 +65,28 @@ def echo_json_lines(objs: Iterable[Any]) -> int:
     return n
 
 
+class LazyGroup(click.Group):
+    """A click group whose subcommands named in ``lazy`` (name → (module, attribute)) are imported
+    when first used: a one-shot command pays only for the imports of its own module."""
+
+    def __init__(self, *args: Any, lazy: dict[str, tuple[str, str]] | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.lazy = dict(lazy or {})
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(set(super().list_commands(ctx)) | set(self.lazy))
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        cmd = super().get_command(ctx, cmd_name)
+        if cmd is None and cmd_name in self.lazy:
+            import importlib
+
+            module, attr = self.lazy[cmd_name]
+            cmd = getattr(importlib.import_module(module), attr)
+            self.add_command(cmd, cmd_name)
+        return cmd
+
+
 def preload_tables() -> None:
     """Import rich's table printing in a daemon thread, for a command that will print a table after
     a long native call: the call releases the GIL, so the import (~50 ms) overlaps it rather than

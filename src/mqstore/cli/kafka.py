@@ -6,12 +6,13 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import click
 
-from mqstore.cli import kafka_internal
 from mqstore.cli.common import (
+    LazyGroup,
     echo_json_lines,
     handle_errors,
     json_option,
@@ -21,9 +22,31 @@ from mqstore.cli.common import (
     to_json,
 )
 from mqstore.errors import InvalidArgumentError, StoreNotFoundError
+from mqstore.formats.kafka.decoders import DECODERS
+
+#: subcommands that live in their own modules, imported when used (``kafka rebuild-index`` and
+#: ``verify`` do not load the report's or the consumer-offsets reader's modules)
+_LAZY_COMMANDS: dict[str, tuple[str, str]] = {
+    "report": ("mqstore.cli.report", "kafka_report"),
+    "consumers": ("mqstore.cli.kafka_internal", "consumers"),
+}
 
 
-@click.group(name="kafka")
+def _internal() -> ModuleType:
+    """:mod:`mqstore.cli.kafka_internal` (the Kafka 4.x parts: KRaft files, internal-topic
+    decoders), imported when a command meets such a file (``rebuild-index`` never does)."""
+    from mqstore.cli import kafka_internal
+
+    return kafka_internal
+
+
+_decoder_option = click.option(
+    "--decoder", type=click.Choice(["auto", *DECODERS]), default="auto", show_default=True,
+    help="Decode the records of internal topics (auto: by the partition directory's topic, KRaft "
+         "snapshots as cluster-metadata, with --print-data).  A named decoder implies --print-data.")
+
+
+@click.group(name="kafka", cls=LazyGroup, lazy=_LAZY_COMMANDS)
 def group() -> None:
     """Kafka partition logs: dump, verify, rebuild indexes, look up offsets and timestamps."""
 
@@ -58,11 +81,11 @@ def _files_for_dump(p: Path) -> list[Path]:
                       and remote_index_base_offset(f.name) is not None)
     if p.is_dir():
         files = segment_files(p, _DUMP_SUFFIXES)
-        extra = kafka_internal.extra_files(p)  # KRaft snapshots, quorum-state
+        extra = _internal().extra_files(p)  # KRaft snapshots, quorum-state
         if not files and not extra:
             raise StoreNotFoundError("no Kafka segment files in directory", path=str(p))
         return files + extra
-    if kafka_internal.is_extra_file(p):
+    if _internal().is_extra_file(p):
         return [p]
     if p.suffix in (".txnindex", ".snapshot", ".keyindex"):
         return [p]
@@ -103,7 +126,7 @@ def _jbool(v: Any) -> str:
 def _text_line(obj: dict[str, Any]) -> str:
     """One line as Kafka's kafka-dump-log prints it (docs/kafka.md lists the differences left)."""
     t = obj["type"]
-    extra = kafka_internal.extra_text_line(obj)
+    extra = _internal().extra_text_line(obj)
     if extra is not None:
         return extra
     if t == "batch" and "baseOffset" in obj:
@@ -128,7 +151,7 @@ def _text_line(obj: dict[str, Any]) -> str:
             s += f" sequence: {obj['sequence']} headerKeys: [{','.join(obj['headerKeys'])}]"
         if "controlType" in obj:
             s += _control_text(obj)
-        elif (dec := kafka_internal.decoded_text(obj)) is not None:
+        elif (dec := _internal().decoded_text(obj)) is not None:
             s += dec
         else:
             if obj["key"] is not None:
@@ -326,7 +349,7 @@ def inspect(path: str, as_json: bool) -> None:
 @click.option("--key", default=None, help="Only records with this key (UTF-8).")
 @click.option("--header", "header", default=None, help="Only records with this header: KEY or KEY=VALUE.")
 @click.option("--decode", default=None, help="Show keys, values and header values as utf8, hex or json.")
-@kafka_internal.decoder_option
+@_decoder_option
 @json_option
 @handle_errors
 def dump(path: str, print_data: bool, isolation: str, from_time: str | None, to_time: str | None, key: str | None,
@@ -365,15 +388,15 @@ def dump(path: str, print_data: bool, isolation: str, from_time: str | None, to_
     done = 0
     with progress("dump") as prog:
         for f in files:
-            dec = kafka_internal.resolve_decoder(decoder, f)
+            dec = _internal().resolve_decoder(decoder, f)
             data = print_data or filtering or decode is not None or (decoder != "auto" and dec != "none")
-            if kafka_internal.is_extra_file(f):
-                objs: Any = kafka_internal.annotate(kafka_internal.dump_extra(f, data), dec)
+            if _internal().is_extra_file(f):
+                objs: Any = _internal().annotate(_internal().dump_extra(f, data), dec)
             elif f.suffix == ".log":
                 objs = dump_log(f, print_data=data)
                 if committed is not None:
                     objs = committed(objs)
-                objs = kafka_internal.annotate(objs, dec)
+                objs = _internal().annotate(objs, dec)
                 if filtering:
                     objs = _filter_records(objs, lo, hi, kb, hdr)
                 if decode is not None:
@@ -388,7 +411,7 @@ def dump(path: str, print_data: bool, isolation: str, from_time: str | None, to_
                     objs = _tolerant(objs)
             else:
                 objs = dump_index(f)
-            if as_json and f.suffix == ".log" and not kafka_internal.is_extra_file(f) and committed is None \
+            if as_json and f.suffix == ".log" and not _internal().is_extra_file(f) and committed is None \
                     and not filtering and decode is None and dec == "none":
                 _write_json_lines(f, data)
             elif as_json:
@@ -521,13 +544,13 @@ def verify(path: str, strict: bool, as_json: bool) -> None:
         _verify_log_dir(p, strict, as_json)
         return
     with _progress("verify") as prog, shared_analyses():
-        if kafka_internal.is_extra_file(p):  # one KRaft snapshot / quorum-state
+        if _internal().is_extra_file(p):  # one KRaft snapshot / quorum-state
             from mqstore.storage.kafka.tools import VerifyReport
 
             report = VerifyReport()
         else:
             report = verify_path(p, strict=strict, progress=prog)
-        kafka_internal.verify_extra(p, report)
+        _internal().verify_extra(p, report)
     if as_json:
         click.echo(to_json({
             "ok": report.ok, "segments": report.segments, "batches": report.batches, "bytes": report.bytes,
@@ -803,14 +826,3 @@ def query_key(path: str, keys: tuple[str, ...], header: str | None, from_time: s
     else:
         click.echo("no record found")
 
-
-def _register_more() -> None:
-    """Commands that live in their own modules (report)."""
-    from mqstore.cli.report import kafka_report
-
-    group.add_command(kafka_report)
-
-
-_register_more()
-
-kafka_internal.register(group)

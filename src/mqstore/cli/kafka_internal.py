@@ -13,12 +13,7 @@ import click
 
 from mqstore.cli.common import handle_errors, json_option, print_table, to_json
 from mqstore.errors import StoreNotFoundError
-from mqstore.formats.kafka.decoders import DECODERS, check_decoder, decode_record, decoder_for_dir_name
-
-decoder_option = click.option(
-    "--decoder", type=click.Choice(["auto", *DECODERS]), default="auto", show_default=True,
-    help="Decode the records of internal topics (auto: by the partition directory's topic, KRaft "
-         "snapshots as cluster-metadata, with --print-data).  A named decoder implies --print-data.")
+from mqstore.formats.kafka.decoders import check_decoder, decode_record, decoder_for_dir_name
 
 
 def is_extra_file(p: Path) -> bool:
@@ -119,10 +114,6 @@ def verify_extra(p: Path, report: Any) -> None:
         from mqstore.storage.kafka.internal import verify_kraft_files
 
         verify_kraft_files(p, report)
-
-
-def register(group: click.Group) -> None:
-    group.add_command(consumers)
 
 
 @click.command("consumers")

@@ -71,6 +71,7 @@ KERNEL_MODULES = (
     "mqstore.kernels.kafka.batches",
     "mqstore.kernels.kafka.index_build",
     "mqstore.kernels.kafka.index_search",
+    "mqstore.kernels.kafka.index_check",
     "mqstore.kernels.kafka.records",
     "mqstore.kernels.kafka.txn",
     "mqstore.kernels.kafka.offsets",

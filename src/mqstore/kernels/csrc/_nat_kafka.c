@@ -514,49 +514,20 @@ static void *mk_part_thread(void *arg)
 #define MK_MAX_PARTS 64
 #define MK_NO_LIMIT ((int64_t)1 << 62)
 
-/* recover(fd, file_end, parts, search_bytes, verify_bytes, buffer_size, base, interval, max_off, max_time)
- *   -> (reason, valid_end, count, n_valid, bad, next_position, last_offset, build_err, build_position,
- *       offset_index, time_index, txn_batches)
- *
- * What LogSegment.recover learns from a .log and writes, in one call: the batch walk with every
- * checksum (file_scan) over `parts` parts of the file walked by as many threads (each part after
- * the first starting at a guessed batch start, find_batch_start, that the part before must reach;
- * else the walk goes on sequentially from where the chain leads, as
- * storage/kafka/file_scan.py:_scan_check_file), the valid prefix (up to the first batch whose
- * checksum fails: `bad` = (position, size, magic, stored crc) of it, or None), the index entries
- * of that prefix (build_index) serialised as on disk, and the number of magic-2 batches of the
- * prefix with the transactional or control bit.  next_position: position of the batch after the
- * prefix (-1: none); last_offset: of the last valid batch (None: no valid batch); build_position:
- * the position the build error concerns (-1: none).  Only the small results cross into Python. */
-static PyObject *recover(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+/* The walk of a whole file in `nparts` parts over as many threads (the one walk of recover and
+ * walk_columns): each part after the first starts at a guessed batch start near its cut
+ * (find_batch_start) that the part before must reach, else the walk goes on sequentially from where
+ * the chain leads (storage/kafka/file_scan.py:_scan_check_file).  Parts 0..*k_last_out hold the
+ * batches in order; returns 1 when out of memory.  Called without the GIL. */
+static int mk_walk_file(int64_t fd, int64_t file_end, int64_t nparts, int64_t search, int64_t verify, int64_t bsz,
+                        mk_part *parts, int *k_last_out, int64_t *reason_out, int64_t *valid_end_out)
 {
-    (void)self;
-    if (mq_check_nargs(nargs, 10, "recover(fd, file_end, parts, search_bytes, verify_bytes, buffer_size, base, "
-                                  "interval, max_off, max_time)") < 0)
-        return NULL;
-    long fd = PyLong_AsLong(args[0]);
-    int64_t file_end = mq_i64(args[1]), nparts = mq_i64(args[2]), search = mq_i64(args[3]), verify = mq_i64(args[4]);
-    int64_t bsz = mq_i64(args[5]), base = mq_i64(args[6]), interval = mq_i64(args[7]), max_off = mq_i64(args[8]);
-    int64_t max_time = mq_i64(args[9]);
-    if (PyErr_Occurred()) return NULL;
-    if (file_end < 0 || bsz < 64 || nparts < 1 || nparts > MK_MAX_PARTS) {
-        PyErr_SetString(PyExc_ValueError, "recover: bad arguments");
-        return NULL;
-    }
-    mk_part parts[MK_MAX_PARTS];
-    memset(parts, 0, sizeof parts);
     int64_t cuts[MK_MAX_PARTS];
-    int k_used = 1, failed = 0, oom = 0;
-    int64_t count = 0, n_valid = 0, txn = 0, no = 0, nt = 0, at = 0, bad_k = -1, bad_i = 0, reason = STOP_END;
-    int64_t valid_end = 0, next_pos = -1, build_pos = -1, last_off = 0;
-    int err = 0, have_last = 0;
-    int32_t *sizes = NULL;
-    int64_t *last = NULL, *mts = NULL, *oo = NULL, *op = NULL, *tt = NULL, *to = NULL;
-    int64_t cap_o = 0, cap_t = 0;
+    int k_used = 1, oom = 0;
+    int64_t reason = STOP_END, valid_end = 0;
     pthread_t tids[MK_MAX_PARTS];
     int started[MK_MAX_PARTS];
     memset(started, 0, sizeof started);
-    Py_BEGIN_ALLOW_THREADS
     /* the cuts: a guessed batch start near each k/parts of the file */
     cuts[0] = 0;
     if (nparts > 1) {
@@ -606,6 +577,53 @@ static PyObject *recover(PyObject *self, PyObject *const *args, Py_ssize_t nargs
     }
     if (kk == k_used) kk = k_used - 1;
     int k_last = kk; /* parts 0..k_last hold the batches, in order */
+    *k_last_out = k_last;
+    *reason_out = reason;
+    *valid_end_out = valid_end;
+    return oom;
+}
+
+/* recover(fd, file_end, parts, search_bytes, verify_bytes, buffer_size, base, interval, max_off, max_time)
+ *   -> (reason, valid_end, count, n_valid, bad, next_position, last_offset, build_err, build_position,
+ *       offset_index, time_index, txn_batches)
+ *
+ * What LogSegment.recover learns from a .log and writes, in one call: the batch walk with every
+ * checksum (file_scan) over `parts` parts of the file walked by as many threads (each part after
+ * the first starting at a guessed batch start, find_batch_start, that the part before must reach;
+ * else the walk goes on sequentially from where the chain leads, as
+ * storage/kafka/file_scan.py:_scan_check_file), the valid prefix (up to the first batch whose
+ * checksum fails: `bad` = (position, size, magic, stored crc) of it, or None), the index entries
+ * of that prefix (build_index) serialised as on disk, and the number of magic-2 batches of the
+ * prefix with the transactional or control bit.  next_position: position of the batch after the
+ * prefix (-1: none); last_offset: of the last valid batch (None: no valid batch); build_position:
+ * the position the build error concerns (-1: none).  Only the small results cross into Python. */
+static PyObject *recover(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (mq_check_nargs(nargs, 10, "recover(fd, file_end, parts, search_bytes, verify_bytes, buffer_size, base, "
+                                  "interval, max_off, max_time)") < 0)
+        return NULL;
+    long fd = PyLong_AsLong(args[0]);
+    int64_t file_end = mq_i64(args[1]), nparts = mq_i64(args[2]), search = mq_i64(args[3]), verify = mq_i64(args[4]);
+    int64_t bsz = mq_i64(args[5]), base = mq_i64(args[6]), interval = mq_i64(args[7]), max_off = mq_i64(args[8]);
+    int64_t max_time = mq_i64(args[9]);
+    if (PyErr_Occurred()) return NULL;
+    if (file_end < 0 || bsz < 64 || nparts < 1 || nparts > MK_MAX_PARTS) {
+        PyErr_SetString(PyExc_ValueError, "recover: bad arguments");
+        return NULL;
+    }
+    mk_part parts[MK_MAX_PARTS];
+    memset(parts, 0, sizeof parts);
+    int failed = 0, oom = 0;
+    int64_t count = 0, n_valid = 0, txn = 0, no = 0, nt = 0, at = 0, bad_k = -1, bad_i = 0, reason = STOP_END;
+    int64_t valid_end = 0, next_pos = -1, build_pos = -1, last_off = 0;
+    int err = 0, have_last = 0;
+    int32_t *sizes = NULL;
+    int64_t *last = NULL, *mts = NULL, *oo = NULL, *op = NULL, *tt = NULL, *to = NULL;
+    int64_t cap_o = 0, cap_t = 0;
+    Py_BEGIN_ALLOW_THREADS
+    int k_last = 0;
+    oom = mk_walk_file(fd, file_end, nparts, search, verify, bsz, parts, &k_last, &reason, &valid_end);
     if (!oom && reason != STOP_READ_ERROR) {
         for (int k = 0; k <= k_last; k++) count += parts[k].n;
         /* the valid prefix: up to the first batch whose checksum fails */
@@ -772,6 +790,441 @@ done:
     return res;
 }
 
+
+/* ------------------------------------------------------------------ verify: columns and index checks */
+
+/* walk_columns(fd, file_end, parts, search_bytes, verify_bytes, buffer_size)
+ *   -> (reason, valid_end, count, n_valid, txn_batches, columns)
+ * The walk of recover (mk_walk_file: the same parts, threads and chain) with its columns handed
+ * back: `columns` is a tuple of bytes, the 11 scan columns (BatchColumns order: int64 position,
+ * int32 size, int64 base_offset, last_offset, max_timestamp, base_timestamp, int32 epoch, int8
+ * magic, int32 attributes, record_count, uint32 crc), then uint8 ok and the int64 producer id,
+ * epoch and base sequence: what storage/kafka/file_scan.py:scan_check_file returns, without numpy;
+ * n_valid and txn_batches as recover counts them (the valid prefix, its transactional/control batches). */
+static PyObject *walk_columns(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (mq_check_nargs(nargs, 6, "walk_columns(fd, file_end, parts, search_bytes, verify_bytes, buffer_size)") < 0)
+        return NULL;
+    long fd = PyLong_AsLong(args[0]);
+    int64_t file_end = mq_i64(args[1]), nparts = mq_i64(args[2]), search = mq_i64(args[3]), verify = mq_i64(args[4]);
+    int64_t bsz = mq_i64(args[5]);
+    if (PyErr_Occurred()) return NULL;
+    if (file_end < 0 || bsz < 64 || nparts < 1 || nparts > MK_MAX_PARTS) {
+        PyErr_SetString(PyExc_ValueError, "walk_columns: bad arguments");
+        return NULL;
+    }
+    mk_part parts[MK_MAX_PARTS];
+    memset(parts, 0, sizeof parts);
+    int k_last = 0, oom;
+    int64_t reason = STOP_END, valid_end = 0, count = 0;
+    Py_BEGIN_ALLOW_THREADS
+    oom = mk_walk_file(fd, file_end, nparts, search, verify, bsz, parts, &k_last, &reason, &valid_end);
+    Py_END_ALLOW_THREADS
+    PyObject *res = NULL, *cols = NULL;
+    if (oom) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (reason != STOP_READ_ERROR)
+        for (int k = 0; k <= k_last; k++) count += parts[k].n;
+    static const Py_ssize_t isz[15] = {8, 4, 8, 8, 8, 8, 4, 1, 4, 4, 4, 1, 8, 8, 8};
+    cols = PyTuple_New(15);
+    if (!cols) goto done;
+    for (int c = 0; c < 15; c++) {
+        PyObject *b = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(count * isz[c]));
+        if (!b) goto done;
+        PyTuple_SET_ITEM(cols, c, b);
+        char *w = PyBytes_AS_STRING(b);
+        for (int k = 0; k <= k_last && count; k++) {
+            mk_part *t = &parts[k];
+            const void *src = c == 0 ? (const void *)t->c.position : c == 1 ? (const void *)t->c.size
+                : c == 2 ? (const void *)t->c.base_offset : c == 3 ? (const void *)t->c.last_offset
+                : c == 4 ? (const void *)t->c.max_ts : c == 5 ? (const void *)t->c.base_ts
+                : c == 6 ? (const void *)t->c.epoch : c == 7 ? (const void *)t->c.magic
+                : c == 8 ? (const void *)t->c.attrs : c == 9 ? (const void *)t->c.count
+                : c == 10 ? (const void *)t->c.crc : c == 11 ? (const void *)t->ok : (const void *)t->prod[c - 12];
+            size_t nb = (size_t)(t->n * isz[c]);
+            if (nb) memcpy(w, src, nb);
+            w += nb;
+        }
+    }
+    int64_t n_valid = 0, txn = 0, bad = 0;
+    for (int k = 0; k <= k_last && count && !bad; k++) {
+        mk_part *t = &parts[k];
+        for (int64_t i = 0; i < t->n; i++) {
+            if (!t->ok[i]) {
+                bad = 1;
+                break;
+            }
+            n_valid++;
+            if (t->c.magic[i] >= 2 && (t->c.attrs[i] & 0x30)) txn++;
+        }
+    }
+    res = Py_BuildValue("(LLLLLO)", (long long)reason, (long long)valid_end, (long long)count, (long long)n_valid,
+                        (long long)txn, cols);
+done:
+    Py_XDECREF(cols);
+    for (int k = 0; k < MK_MAX_PARTS; k++) mk_part_free(&parts[k]);
+    return res;
+}
+
+/* index_columns(raw, entry_size, base) -> (keys, values, padding_start)
+ * The entries of an index file's bytes (every whole slot) as two int64 columns (bytes), offsets
+ * made absolute: .index (entry_size 8) keys = offsets, values = positions; .timeindex (12) keys =
+ * timestamps, values = offsets.  padding_start: the first slot > 0 whose relative offset is 0
+ * (DumpLogSegments' rule), else the number of slots. */
+static PyObject *index_columns(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (mq_check_nargs(nargs, 3, "index_columns(raw, entry_size, base)") < 0) return NULL;
+    int64_t esz = mq_i64(args[1]), base = mq_i64(args[2]);
+    if (PyErr_Occurred()) return NULL;
+    if (esz != 8 && esz != 12) {
+        PyErr_SetString(PyExc_ValueError, "index_columns: entry_size must be 8 or 12");
+        return NULL;
+    }
+    Py_buffer b;
+    if (mq_view(args[0], &b, 0, 0, "raw") < 0) return NULL;
+    int64_t n = (int64_t)b.len / esz, pad = n;
+    PyObject *kb = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(n * 8));
+    PyObject *vb = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(n * 8));
+    if (!kb || !vb) {
+        Py_XDECREF(kb);
+        Py_XDECREF(vb);
+        PyBuffer_Release(&b);
+        return NULL;
+    }
+    int64_t *k = (int64_t *)PyBytes_AS_STRING(kb), *v = (int64_t *)PyBytes_AS_STRING(vb);
+    const uint8_t *a = (const uint8_t *)b.buf;
+    Py_BEGIN_ALLOW_THREADS
+    for (int64_t i = 0; i < n; i++) {
+        const uint8_t *e = a + i * esz;
+        int32_t rel;
+        if (esz == 8) {
+            rel = mq_be32(e);
+            k[i] = base + rel;
+            v[i] = mq_be32(e + 4);
+        } else {
+            rel = mq_be32(e + 8);
+            k[i] = mq_be64(e);
+            v[i] = base + rel;
+        }
+        if (rel == 0 && i > 0 && pad == n) pad = i;
+    }
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&b);
+    return Py_BuildValue("(NNL)", kb, vb, (long long)pad);
+}
+
+/* order_events(magic, base_offset, last_offset, base, limit) -> (first_below, [i, ...])
+ * The offset-order check of verify: whether the first batch (v2) starts below the segment's base
+ * offset, and the first `limit` batches i + 1 whose first offset (the last offset of a legacy
+ * message) is not above the last offset of batch i. */
+static PyObject *order_events(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (mq_check_nargs(nargs, 5, "order_events(magic, base_offset, last_offset, base, limit)") < 0) return NULL;
+    int64_t base = mq_i64(args[3]), limit = mq_i64(args[4]);
+    if (PyErr_Occurred()) return NULL;
+    mq_views vs = {.n = 0};
+    Py_buffer *mg = mq_views_add(&vs, args[0], 1, 0, "magic");
+    Py_buffer *bo = mg ? mq_views_add(&vs, args[1], 8, 0, "base_offset") : NULL;
+    Py_buffer *lo = bo ? mq_views_add(&vs, args[2], 8, 0, "last_offset") : NULL;
+    if (!lo) {
+        mq_views_release(&vs);
+        return NULL;
+    }
+    int64_t n = mq_len(mg);
+    if (mq_len(bo) < n || mq_len(lo) < n) {
+        mq_views_release(&vs);
+        PyErr_SetString(PyExc_ValueError, "order_events: columns differ in length");
+        return NULL;
+    }
+    const int8_t *m = (const int8_t *)mg->buf;
+    const int64_t *b = (const int64_t *)bo->buf, *l = (const int64_t *)lo->buf;
+    int below = n > 0 && m[0] >= 2 && b[0] < base;
+    PyObject *out = PyList_New(0);
+    for (int64_t i = 0; out && i + 1 < n && PyList_GET_SIZE(out) < limit; i++) {
+        int64_t first = m[i + 1] < 2 ? l[i + 1] : b[i + 1];
+        if (first <= l[i]) {
+            PyObject *x = PyLong_FromLongLong((long long)i);
+            if (!x || PyList_Append(out, x) < 0) Py_CLEAR(out);
+            Py_XDECREF(x);
+        }
+    }
+    mq_views_release(&vs);
+    if (!out) return NULL;
+    return Py_BuildValue("(ON)", below ? Py_True : Py_False, out);
+}
+
+/* leftmost i in [lo, hi) with a[i] >= x, by the plain binary search (numpy's searchsorted of one
+ * key: the same answer on an unsorted column too) */
+static inline int64_t mk_lower_bound(const int64_t *a, int64_t lo, int64_t hi, int64_t x)
+{
+    while (lo < hi) {
+        int64_t mid = lo + ((hi - lo) >> 1);
+        if (a[mid] < x) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+/* batch number of a batch start position (positions strictly increase), or -1 */
+static inline int64_t mk_batch_at(const int64_t *pos, int64_t n, int64_t p)
+{
+    int64_t i = mk_lower_bound(pos, 0, n, p);
+    return i < n && pos[i] == p ? i : -1;
+}
+
+/* Kafka's largest-lower-bound slot search of spec 3.7 (kernels/kafka/index_search.py:index_search_py) */
+static int64_t mk_index_search(const int64_t *col, int64_t n, int64_t target, int64_t warm)
+{
+    if (n == 0) return -1;
+    int64_t first_hot = n - 1 - warm > 0 ? n - 1 - warm : 0, lo, hi;
+    if (col[first_hot] < target) {
+        lo = first_hot;
+        hi = n - 1;
+    } else {
+        if (col[0] > target) return -1;
+        lo = 0;
+        hi = first_hot;
+    }
+    while (lo < hi) {
+        int64_t mid = (lo + hi + 1) >> 1, v = col[mid];
+        if (v > target) hi = mid - 1;
+        else if (v < target) lo = mid;
+        else return mid;
+    }
+    return lo;
+}
+
+/* events codes of the offset-index check (kernels/kafka/index_check.py) */
+#define MK_OI_NOT_AFTER 1
+#define MK_OI_NOT_BATCH_START 2
+#define MK_OI_MULTI_BATCH 3
+#define MK_OI_MISMATCH 4
+
+/* offset_index_events(positions, last_offsets, keys, values) -> [(slot, code, log_offset), ...]
+ * (kernels/kafka/index_check.py:offset_index_events_py) */
+static PyObject *offset_index_events(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (mq_check_nargs(nargs, 4, "offset_index_events(positions, last_offsets, keys, values)") < 0) return NULL;
+    mq_views vs = {.n = 0};
+    Py_buffer *pv = mq_views_add(&vs, args[0], 8, 0, "positions");
+    Py_buffer *lv = pv ? mq_views_add(&vs, args[1], 8, 0, "last_offsets") : NULL;
+    Py_buffer *kv = lv ? mq_views_add(&vs, args[2], 8, 0, "keys") : NULL;
+    Py_buffer *vv = kv ? mq_views_add(&vs, args[3], 8, 0, "values") : NULL;
+    if (!vv) {
+        mq_views_release(&vs);
+        return NULL;
+    }
+    int64_t n = mq_len(pv), m = mq_len(kv);
+    if (mq_len(lv) != n || mq_len(vv) != m) {
+        mq_views_release(&vs);
+        PyErr_SetString(PyExc_ValueError, "offset_index_events: columns differ in length");
+        return NULL;
+    }
+    const int64_t *pos = (const int64_t *)pv->buf, *last = (const int64_t *)lv->buf;
+    const int64_t *keys = (const int64_t *)kv->buf, *vals = (const int64_t *)vv->buf;
+    int64_t *ev = malloc((size_t)(m + 1) * 3 * sizeof *ev), ne = 0;
+    if (!ev) {
+        mq_views_release(&vs);
+        return PyErr_NoMemory();
+    }
+    Py_BEGIN_ALLOW_THREADS
+    for (int64_t s = 0; s < m; s++) {
+        int64_t o = keys[s], p = vals[s], code = 0, val = 0;
+        if (s && (o <= keys[s - 1] || p < vals[s - 1])) {
+            code = MK_OI_NOT_AFTER;
+        } else {
+            int64_t idx = mk_batch_at(pos, n, p);
+            if (idx < 0) {
+                code = MK_OI_NOT_BATCH_START;
+            } else if (last[idx] != o) {
+                int64_t k = mk_lower_bound(last, idx, n, o);
+                val = last[idx];
+                code = k < n && last[k] == o && (k == idx || last[idx] < o) ? MK_OI_MULTI_BATCH : MK_OI_MISMATCH;
+            }
+        }
+        if (code) {
+            ev[3 * ne] = s;
+            ev[3 * ne + 1] = code;
+            ev[3 * ne + 2] = val;
+            ne++;
+        }
+    }
+    Py_END_ALLOW_THREADS
+    mq_views_release(&vs);
+    PyObject *out = PyList_New(ne);
+    for (int64_t i = 0; out && i < ne; i++) {
+        PyObject *t = Py_BuildValue("(LLL)", (long long)ev[3 * i], (long long)ev[3 * i + 1], (long long)ev[3 * i + 2]);
+        if (!t) Py_CLEAR(out);
+        else PyList_SET_ITEM(out, i, t);
+    }
+    free(ev);
+    return out;
+}
+
+/* event codes of the time-index check (kernels/kafka/index_check.py) */
+#define MK_TI_ORDER_ONLY 0
+#define MK_TI_NOT_FOUND 1
+#define MK_TI_OTHER_OFFSET 2
+#define MK_TI_TS_MISMATCH 3
+#define MK_TI_DECODE 4
+
+/* The largest record timestamp of the v2 batch at pos (total bytes size) read into *buf (grown as
+ * needed; -1 for a batch without records): 0 and *ts, or 1 when this loop does not decode it
+ * (legacy, compressed, cut, or records the body walk of parse_bodies rejects: the caller decodes it
+ * with the record codec), or -1 (out of memory). */
+static int mk_batch_max_ts(int fd, int64_t file_end, int64_t pos, int64_t size, int8_t magic, int32_t attrs,
+                           int32_t count, int64_t base_ts, int64_t max_ts, uint8_t **buf, int64_t *bcap, int64_t *ts)
+{
+    if (magic < 2 || (attrs & 7) != 0 || size < 61 || count < 0 || pos < 0 || pos + size > file_end) return 1;
+    if (size > *bcap) {
+        uint8_t *q = realloc(*buf, (size_t)size);
+        if (!q) return -1;
+        *buf = q;
+        *bcap = size;
+    }
+    const uint8_t *a = *buf;
+    if (fill(fd, *buf, size, pos, pos + size) != size) return 1;
+    int64_t bstart = 61, bend = size, bcount = count, bbase = 0, nr = 0, nh = 0, eb = -1;
+    uint8_t la = (attrs & 8) != 0;
+    mk_bodies bd = {a, size, 1, &bstart, &bend, &bcount, &bbase, &base_ts, &max_ts, &la};
+    mk_rec_out ro;
+    memset(&ro, 0, sizeof ro);
+    if (mk_parse_bodies(&bd, INT64_MIN, INT64_MAX, 0, &ro, &nr, &nh, &eb) != MK_OK) return 1;
+    /* the walk accepted every record: their timestamps (length, attributes, timestamp delta) */
+    int64_t best = -1, p = 61, nx;
+    for (int64_t r = 0; r < count; r++) {
+        int64_t length = mk_varint(a, p, size, 5, &nx);
+        int64_t rec_end = nx + length;
+        int64_t tsd = mk_varint(a, nx + 1, rec_end, 10, &nx);
+        int64_t t = la ? max_ts : mk_wrap_add(base_ts, tsd);
+        if (t > best) best = t;
+        p = rec_end;
+    }
+    *ts = best;
+    return 0;
+}
+
+/* time_index_events(fd, file_end, positions, sizes, last_offsets, ok, magic, attributes, record_count,
+ *                   base_timestamp, max_timestamp, timestamps, offsets, oi_keys, oi_values, warm)
+ *   -> [(slot, code, batch, log_value, out_of_order), ...]
+ * (kernels/kafka/index_check.py:time_index_events_py) */
+static PyObject *time_index_events(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (mq_check_nargs(nargs, 16, "time_index_events(fd, file_end, positions, sizes, last_offsets, ok, magic, "
+                                  "attributes, record_count, base_timestamp, max_timestamp, timestamps, offsets, "
+                                  "oi_keys, oi_values, warm)") < 0)
+        return NULL;
+    long fd = PyLong_AsLong(args[0]);
+    int64_t file_end = mq_i64(args[1]), warm = mq_i64(args[15]);
+    if (PyErr_Occurred()) return NULL;
+    static const Py_ssize_t isz[13] = {8, 4, 8, 1, 1, 4, 4, 8, 8, 8, 8, 8, 8};
+    static const char *names[13] = {"positions", "sizes", "last_offsets", "ok", "magic", "attributes",
+                                    "record_count", "base_timestamp", "max_timestamp", "timestamps", "offsets",
+                                    "oi_keys", "oi_values"};
+    mq_views vs = {.n = 0};
+    Py_buffer *v[13];
+    for (int i = 0; i < 13; i++) {
+        v[i] = mq_views_add(&vs, args[2 + i], isz[i], 0, names[i]);
+        if (!v[i]) {
+            mq_views_release(&vs);
+            return NULL;
+        }
+    }
+    int64_t n = mq_len(v[0]), m = mq_len(v[9]), no = mq_len(v[11]);
+    int bad = mq_len(v[10]) != m || mq_len(v[12]) != no;
+    for (int i = 1; i < 9; i++) bad |= mq_len(v[i]) != n;
+    if (bad) {
+        mq_views_release(&vs);
+        PyErr_SetString(PyExc_ValueError, "time_index_events: columns differ in length");
+        return NULL;
+    }
+    const int64_t *pos = v[0]->buf, *last = v[2]->buf, *bts = v[7]->buf, *bmax = v[8]->buf;
+    const int32_t *size = v[1]->buf, *attrs = v[5]->buf, *cnt = v[6]->buf;
+    const uint8_t *ok = v[3]->buf;
+    const int8_t *magic = v[4]->buf;
+    const int64_t *ts = v[9]->buf, *off = v[10]->buf, *ok_keys = v[11]->buf, *ok_vals = v[12]->buf;
+    int64_t *ev = malloc((size_t)(m + 1) * 5 * sizeof *ev), ne = 0;
+    if (!ev) {
+        mq_views_release(&vs);
+        return PyErr_NoMemory();
+    }
+    int oom = 0;
+    Py_BEGIN_ALLOW_THREADS
+    int keys_inc = 1;
+    for (int64_t i = 1; i < no && keys_inc; i++) keys_inc = ok_keys[i] > ok_keys[i - 1];
+    uint8_t *buf = NULL;
+    int64_t bcap = 0, cached_k = -1, cached_ts = 0;
+    int cached_st = 1;
+    for (int64_t s = 0; s < m; s++) {
+        int64_t t = ts[s], o = off[s], k = 0;
+        if (n) {
+            int64_t slot = keys_inc ? mk_lower_bound(ok_keys, 0, no, o + (o < INT64_MAX)) - 1
+                                    : mk_index_search(ok_keys, no, o, warm);
+            if (keys_inc && o == INT64_MAX) slot = no - 1;
+            int64_t start = slot >= 0 ? ok_vals[slot] : 0;
+            int64_t idx = mk_batch_at(pos, n, start);
+            if (idx < 0) idx = 0;
+            k = mk_lower_bound(last, idx, n, o);
+        }
+        int64_t code = MK_TI_ORDER_ONLY, log_value = 0;
+        if (k >= n || !ok[k]) {
+            code = MK_TI_NOT_FOUND;
+            log_value = -1;
+        } else if (last[k] != o) {
+            code = MK_TI_OTHER_OFFSET;
+            log_value = last[k];
+        } else {
+            if (k != cached_k) {
+                cached_st = mk_batch_max_ts((int)fd, file_end, pos[k], size[k], magic[k], attrs[k], cnt[k], bts[k],
+                                            bmax[k], &buf, &bcap, &cached_ts);
+                if (cached_st < 0) {
+                    oom = 1;
+                    break;
+                }
+                cached_k = k;
+            }
+            if (cached_st) code = MK_TI_DECODE;
+            else if (cached_ts != t) {
+                code = MK_TI_TS_MISMATCH;
+                log_value = cached_ts;
+            }
+        }
+        int ooo = s > 0 && ts[s - 1] >= t;
+        if (code != MK_TI_ORDER_ONLY || ooo) {
+            int64_t *e = ev + 5 * ne++;
+            e[0] = s;
+            e[1] = code;
+            e[2] = k;
+            e[3] = log_value;
+            e[4] = ooo;
+        }
+    }
+    free(buf);
+    Py_END_ALLOW_THREADS
+    mq_views_release(&vs);
+    if (oom) {
+        free(ev);
+        return PyErr_NoMemory();
+    }
+    PyObject *out = PyList_New(ne);
+    for (int64_t i = 0; out && i < ne; i++) {
+        int64_t *e = ev + 5 * i;
+        PyObject *x = Py_BuildValue("(LLLLO)", (long long)e[0], (long long)e[1], (long long)e[2], (long long)e[3],
+                                    e[4] ? Py_True : Py_False);
+        if (!x) Py_CLEAR(out);
+        else PyList_SET_ITEM(out, i, x);
+    }
+    free(ev);
+    return out;
+}
+
 static PyMethodDef methods[] = {
     MQ_BIND_CHECKSUMS_METHOD,
     {"scan_count", (PyCFunction)(void (*)(void))scan_count, METH_FASTCALL, "scan_count(buf, start) -> (n, stop, reason)"},
@@ -792,6 +1245,19 @@ static PyMethodDef methods[] = {
      "time_index, txn_batches)"},
     {"parse_bodies", (PyCFunction)(void (*)(void))parse_bodies, METH_FASTCALL,
      "parse_bodies(a, bstart, bend, bcount, bbase, bts, bmax, blogappend, lo, hi, fill, *12 outputs) -> (n, nh, err, batch)"},
+    {"walk_columns", (PyCFunction)(void (*)(void))walk_columns, METH_FASTCALL,
+     "walk_columns(fd, file_end, parts, search_bytes, verify_bytes, buffer_size) -> (reason, valid_end, count, n_valid, "
+     "txn_batches, columns)"},
+    {"index_columns", (PyCFunction)(void (*)(void))index_columns, METH_FASTCALL,
+     "index_columns(raw, entry_size, base) -> (keys, values, padding_start)"},
+    {"order_events", (PyCFunction)(void (*)(void))order_events, METH_FASTCALL,
+     "order_events(magic, base_offset, last_offset, base, limit) -> (first_below, [i, ...])"},
+    {"offset_index_events", (PyCFunction)(void (*)(void))offset_index_events, METH_FASTCALL,
+     "offset_index_events(positions, last_offsets, keys, values) -> [(slot, code, log_offset), ...]"},
+    {"time_index_events", (PyCFunction)(void (*)(void))time_index_events, METH_FASTCALL,
+     "time_index_events(fd, file_end, positions, sizes, last_offsets, ok, magic, attributes, record_count, "
+     "base_timestamp, max_timestamp, timestamps, offsets, oi_keys, oi_values, warm) -> [(slot, code, batch, value, "
+     "out_of_order), ...]"},
     {NULL, NULL, 0, NULL},
 };
 

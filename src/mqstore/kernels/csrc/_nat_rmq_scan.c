@@ -17,6 +17,9 @@
  * the topic length was 38% of the kernel's time without it). */
 #define MQ_PREFETCH_AHEAD 4096
 
+/* slots of the scan's cache of recent topics (2^bits) */
+#define TOPIC_CACHE_BITS 6
+
 /* scan(buf, base, start, end, check_crc, skip_mismatch, max_records, delay_ms, max_level, delay_ok,
  *      sched, off, size, qid, qoff, sysf, ts, tags, topic_id, rep_s, rep_l, table, key_row,
  *      key_hash, fallback, multi, mspan, skip_pos, skip_total, skip_computed[, with_keys])
@@ -80,7 +83,9 @@ static PyObject *scan(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     int64_t pos = start;
     int state = MQ_ST_RANGE;
     uint64_t mask = (uint64_t)tsize - 1;
-    int64_t last_tid = -1;
+    int64_t tc_tid[1 << TOPIC_CACHE_BITS]; /* the topic cache: id (-1: none) and hash state */
+    uint32_t tc_st[1 << TOPIC_CACHE_BITS];
+    for (int i = 0; i < (1 << TOPIC_CACHE_BITS); i++) tc_tid[i] = -1;
     int64_t props[MQ_PROP_SPANS];
     int64_t pf = start;  /* the next byte to prefetch */
 
@@ -119,8 +124,14 @@ static PyObject *scan(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         mq_prop_spans(buf, pps, pps + pl, props);
         int64_t k = 0;
         if (with_keys) {
-            k = props[MQ_P_UNIQ] >= 0 ? 1 : 0;
-            if (props[MQ_P_KEYS] >= 0) k += mq_count_pieces(buf, props[MQ_P_KEYS], props[MQ_P_KEYS + 1]);
+            int64_t u = props[MQ_P_UNIQ] >= 0 ? 1 : 0;
+            k = u;
+            if (props[MQ_P_KEYS] >= 0) {
+                /* the KEYS value of kl bytes holds at most (kl + 1) / 2 non-empty pieces: the pieces
+                 * are counted (a pass over the value) only when that bound does not fit */
+                k += (props[MQ_P_KEYS + 1] - props[MQ_P_KEYS] + 1) / 2;
+                if (nk + k > kcap) k = u + mq_count_pieces(buf, props[MQ_P_KEYS], props[MQ_P_KEYS + 1]);
+            }
         }
         if (nk + k > kcap) { state = MQ_ST_FULL; break; }
         int64_t store_ts = mq_be64(buf + pos + 48 + bw);
@@ -130,12 +141,20 @@ static PyObject *scan(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         qoff[n] = mq_be64(buf + pos + 20);
         sysf[n] = sys;
         ts[n] = store_ts;
-        /* topic: Java hash state (continued by the index keys) and its id */
-        uint32_t st = mq_hash_continue(buf, tps, tps + tl, 0);
-        int64_t tid;
-        if (last_tid >= 0 && rep_l[last_tid] == tl && memcmp(buf + rep_s[last_tid], buf + tps, (size_t)tl) == 0) {
-            tid = last_tid;
+        /* topic: Java hash state (continued by the index keys) and its id; a topic seen lately is
+         * found in the small cache by its length and first/last 8 bytes (then compared whole), its
+         * state with it: no hash over its bytes and no table probe */
+        uint64_t w = 0, w2 = 0;
+        memcpy(&w, buf + tps, (size_t)(tl < 8 ? tl : 8));
+        if (tl > 8) memcpy(&w2, buf + tps + tl - 8, 8);
+        uint64_t ck = ((w ^ (w2 * 0xC2B2AE3D27D4EB4Full) ^ ((uint64_t)tl * 0x9E3779B97F4A7C15ull)) *
+                       0xFF51AFD7ED558CCDull) >> (64 - TOPIC_CACHE_BITS);
+        int64_t tid = tc_tid[ck];
+        uint32_t st;
+        if (tid >= 0 && rep_l[tid] == tl && memcmp(buf + rep_s[tid], buf + tps, (size_t)tl) == 0) {
+            st = tc_st[ck];
         } else {
+            st = mq_hash_continue(buf, tps, tps + tl, 0);
             uint64_t slot = (((uint64_t)st * 0x9E3779B97F4A7C15ull) >> 33) & mask;
             for (;;) {
                 int64_t t = table[slot];
@@ -153,7 +172,8 @@ static PyObject *scan(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
                 }
                 slot = (slot + 1) & mask;
             }
-            last_tid = tid;
+            tc_tid[ck] = tid;
+            tc_st[ck] = st;
         }
         topic_id[n] = (int32_t)tid;
         /* index keys: topic#uniq first, then every non-empty KEYS piece */

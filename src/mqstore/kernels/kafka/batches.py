@@ -64,14 +64,15 @@ class BatchColumns(NamedTuple):
 assert BatchColumns._fields == SCAN_FIELDS
 
 
-_COLUMN_DTYPES = tuple(
+#: (name, numpy dtype) of each scan column
+COLUMN_DTYPES = tuple(
     (name, np.dtype(np.uint32 if name == "crc" else np.int8 if name == "magic" else np.int32 if name in (
         "size", "partition_leader_epoch", "attributes", "record_count") else np.int64))
     for name in SCAN_FIELDS)
 
 
 def empty_columns(n: int) -> dict[str, np.ndarray]:
-    return {name: np.zeros(n, dtype) for name, dtype in _COLUMN_DTYPES}
+    return {name: np.zeros(n, dtype) for name, dtype in COLUMN_DTYPES}
 
 
 def _nb() -> Any:

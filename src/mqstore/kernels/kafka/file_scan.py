@@ -154,6 +154,28 @@ def recover_native(fd: int, file_size: int, base_offset: int, index_interval_byt
     return Recovered(*r)
 
 
+#: the columns of :func:`walk_columns_native`, in its order, with their memoryview formats
+WALK_COLUMNS = (("position", "q"), ("size", "i"), ("base_offset", "q"), ("last_offset", "q"),
+                ("max_timestamp", "q"), ("base_timestamp", "q"), ("partition_leader_epoch", "i"), ("magic", "b"),
+                ("attributes", "i"), ("record_count", "i"), ("crc", "I"), ("ok", "B"), ("producer_id", "q"),
+                ("producer_epoch", "q"), ("base_sequence", "q"))
+
+
+def walk_columns_native(fd: int, file_size: int, *, threads: int | None = None, buffer_size: int = FILE_SCAN_BUFFER,
+                        min_part_bytes: int | None = None) -> tuple[int, int, int, int, dict[str, memoryview]]:
+    """``(stop reason, valid_end, n_valid, txn_batches, columns)`` of the walk :func:`recover_native` makes (the same
+    parts over the same threads), the columns handed back as memoryviews (the scan columns, ``ok``
+    and the producer columns of :func:`mqstore.storage.kafka.file_scan.scan_check_file`), without
+    numpy; ``n_valid`` and ``txn_batches`` as :class:`Recovered` has them.  On ``STOP_READ_ERROR`` the
+    columns are empty."""
+    if _NAT is None:
+        raise RuntimeError("the native Kafka kernels are not built or not selected")
+    parts = min(recover_parts(file_size, threads, min_part_bytes), RECOVER_MAX_PARTS)
+    reason, valid_end, _count, n_valid, txn, cols = _NAT.walk_columns(fd, file_size, parts, SPLIT_SEARCH_BYTES,
+                                                                      SPLIT_VERIFY_BYTES, buffer_size)
+    return reason, valid_end, n_valid, txn, {name: memoryview(b).cast(fmt) for (name, fmt), b in zip(WALK_COLUMNS, cols, strict=True)}
+
+
 def _walk_part(scan: Any, fd: int, file_size: int, start: int, stop_at: int, buffer_size: int,
                report: Any = None) -> tuple[list[dict[str, np.ndarray]], int, int]:
     """Blocks of columns of the batches walked from ``start`` up to ``stop_at``: the walk reads

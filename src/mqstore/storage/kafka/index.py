@@ -41,10 +41,14 @@ from mqstore.kernels.kafka.index_search import (
     index_search_py,
     index_search_sorted,
 )
+from mqstore.storage.kafka.index_sanity import (
+    WARM_SECTION_BYTES,
+    offset_index_sanity_error,
+    time_index_sanity_error,
+)
 from mqstore.storage.mapped import size_file
 
 INT32_MAX = (1 << 31) - 1
-WARM_SECTION_BYTES = 8192
 
 
 _TOP_STRIDE = 64
@@ -525,18 +529,9 @@ class OffsetIndex(AbstractIndex):
 
     def sanity_check(self) -> None:
         """Raise :class:`CorruptIndexError` per spec §3.10."""
-        if self._entries != 0 and self._last_offset < self.base_offset:
-            raise CorruptIndexError(
-                f"corrupt index found, index file ({self.path}) has non-zero size but the last offset is "
-                f"{self._last_offset} which is less than the base offset {self.base_offset}",
-                path=str(self.path),
-            )
-        if self._length % self.ENTRY_SIZE != 0:
-            raise CorruptIndexError(
-                f"index file {self.path.name} is corrupt, found {self._length} bytes which is neither positive "
-                f"nor a multiple of {self.ENTRY_SIZE}",
-                path=str(self.path),
-            )
+        why = offset_index_sanity_error(self.path, self.base_offset, self._entries, self._last_offset, self._length)
+        if why is not None:
+            raise CorruptIndexError(why, path=str(self.path))
 
 
 class TimeIndex(AbstractIndex):
@@ -624,23 +619,8 @@ class TimeIndex(AbstractIndex):
 
     def sanity_check(self) -> None:
         """Raise :class:`CorruptIndexError` per spec §3.10."""
-        if self._entries != 0:
-            first_ts = self._raw(0)[0]
-            if self._last_entry.timestamp < first_ts:
-                raise CorruptIndexError(
-                    f"corrupt time index found, time index file ({self.path}) has non-zero size but the last "
-                    f"timestamp is {self._last_entry.timestamp} which is less than the first timestamp {first_ts}",
-                    path=str(self.path),
-                )
-            if self._last_entry.offset < self.base_offset:
-                raise CorruptIndexError(
-                    f"corrupt time index found, time index file ({self.path}) has non-zero size but the last "
-                    f"offset is {self._last_entry.offset} which is less than the base offset {self.base_offset}",
-                    path=str(self.path),
-                )
-        if self._length % self.ENTRY_SIZE != 0:
-            raise CorruptIndexError(
-                f"time index file {self.path.name} is corrupt, found {self._length} bytes which is not a "
-                f"multiple of {self.ENTRY_SIZE}",
-                path=str(self.path),
-            )
+        first_ts = self._raw(0)[0] if self._entries != 0 else 0
+        why = time_index_sanity_error(self.path, self.base_offset, self._entries, first_ts,
+                                      self._last_entry.timestamp, self._last_entry.offset, self._length)
+        if why is not None:
+            raise CorruptIndexError(why, path=str(self.path))

@@ -157,9 +157,60 @@ def analyze_file(fd: int, size: int, *, progress: ProgressFn | None = None) -> L
     got = _SHARED.get(key)
     if got is None:
         got = _SHARED[key] = analyze_log_file(fd, size, progress=progress)
-    elif progress is not None:
-        progress(size, size)
+    else:
+        if isinstance(got.crc_ok, memoryview):  # analysed by analyze_file_columns: the same columns, as numpy
+            got = _SHARED[key] = _numpy_analysis(got)
+        if progress is not None:
+            progress(size, size)
     return got
+
+
+def analyze_file_columns(fd: int, size: int) -> LogAnalysis | None:
+    """:func:`analyze_file` without numpy when the native kernels are selected (else None): the
+    walk of ``kafka rebuild-index`` (:func:`mqstore.kernels.kafka.file_scan.walk_columns_native`),
+    the columns as memoryviews (integer items; the C kernels take them as they are).  Remembered
+    inside :func:`shared_analyses` (for :func:`analyze_file`, as numpy arrays, and for
+    :func:`txn_batches_of`)."""
+    from mqstore.kernels.kafka.file_scan import HAVE_NATIVE, walk_columns_native
+
+    if not HAVE_NATIVE:
+        return None
+    key = _file_key(fd, size) if _SHARED is not None else None
+    if key is not None and key in _SHARED:  # type: ignore[operator]
+        return _SHARED[key]  # type: ignore[index]
+    reason, valid_end, n_valid, txn, cols = walk_columns_native(fd, size)
+    if reason == STOP_READ_ERROR:
+        from mqstore.storage.kafka.file_scan import read_error
+
+        raise read_error(fd, valid_end, size)
+    ok = cols.pop("ok")
+    count = len(ok)
+    scan: dict[str, Any] = {**cols, "valid_end": valid_end, "stop_reason": reason, "count": count}
+    bad = None
+    if n_valid < count:
+        bad = (scan["position"][n_valid], scan["size"][n_valid], scan["magic"][n_valid], scan["crc"][n_valid])
+    nxt = scan["position"][n_valid] if n_valid < count else -1
+    valid_bytes, stop, error = _verdict(count, n_valid, reason, valid_end, bad, nxt)
+    a = LogAnalysis(size, scan, ok, n_valid, valid_bytes, stop, error)  # type: ignore[arg-type]
+    if key is not None and _SHARED is not None and _TXN_BATCHES is not None:
+        _SHARED[key] = a
+        _TXN_BATCHES[key] = txn
+    return a
+
+
+def _numpy_analysis(a: LogAnalysis) -> LogAnalysis:
+    """The analysis with its memoryview columns as numpy arrays (views, no copies)."""
+    import numpy as np
+
+    from mqstore.kernels.kafka.batches import COLUMN_DTYPES, SCAN_FIELDS
+    from mqstore.kernels.kafka.file_scan import PRODUCER_FIELDS
+
+    dtypes = {**dict(COLUMN_DTYPES), **dict.fromkeys(PRODUCER_FIELDS, np.int64)}
+    scan = dict(a.scan)
+    for f in (*SCAN_FIELDS, *PRODUCER_FIELDS):
+        scan[f] = np.frombuffer(a.scan[f], dtypes[f])
+    return LogAnalysis(a.log_size, scan, np.frombuffer(a.crc_ok, np.uint8).view(bool), a.n_valid, a.valid_bytes,
+                       a.stop, a.error)
 
 
 def _analysis(size: int, scan: dict[str, Any], ok: np.ndarray) -> LogAnalysis:

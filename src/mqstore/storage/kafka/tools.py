@@ -34,26 +34,10 @@ from collections.abc import Callable, Iterator
 from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
-from mqstore.errors import CorruptDataError, CorruptIndexError, InvalidArgumentError, StoreNotFoundError
-from mqstore.formats.kafka.batch import (
-    ATTR_COMPRESSION_MASK,
-    ATTR_TIMESTAMP_TYPE,
-    RECORD_BATCH_OVERHEAD,
-    decode_batch_header,
-    decode_control_record,
-    decode_legacy_message,
-    iter_legacy_records,
-    iter_records,
-)
-from mqstore.formats.kafka.dump_fields import batch_fields, record_fields
-from mqstore.formats.kafka.kraft_control import SCHEMAS as KRAFT_SCHEMAS
-from mqstore.formats.kafka.kraft_control import decode_kraft_control
-from mqstore.kernels.kafka.records import OK, batch_bodies, parse_bodies
-from mqstore.storage.kafka.index import OffsetIndex, TimeIndex, live_entry_count
+from mqstore.errors import CorruptDataError, InvalidArgumentError, StoreNotFoundError
+from mqstore.storage.kafka.index_sanity import WARM_SECTION_BYTES
 from mqstore.storage.kafka.layout import (
     INDEX_SUFFIXES,
     KEYINDEX_SUFFIX,
@@ -61,7 +45,13 @@ from mqstore.storage.kafka.layout import (
     segment_files,
     segment_logs,
 )
-from mqstore.storage.kafka.rebuild import MappedLog, analyze_log, parse_base_offset
+from mqstore.storage.kafka.rebuild import MappedLog, analyze_log, parse_base_offset, shared_analyses
+
+if TYPE_CHECKING:
+    import numpy as np
+
+# (the record codec, formats.kafka.batch, and the dump's field tables are imported by the functions
+# that decode records: verify of uncompressed v2 batches never needs them)
 
 ProgressFn = Callable[[int, int], None]
 
@@ -98,6 +88,8 @@ class VerifyReport:
 
 def _padding_start(rel: np.ndarray) -> int:
     """DumpLogSegments' rule: entries stop at the first slot > 0 whose relative offset is 0."""
+    import numpy as np
+
     if rel.shape[0] > 1:
         z = np.nonzero(rel[1:] == 0)[0]
         if z.shape[0]:
@@ -105,23 +97,46 @@ def _padding_start(rel: np.ndarray) -> int:
     return rel.shape[0]
 
 
-def _index_padding(idx: OffsetIndex | TimeIndex, rel: np.ndarray) -> tuple[int, bool]:
-    """``(entries, padding is all zero)`` of an index file as a live broker leaves it
-    (:func:`live_entry_count`); the second value is True for a trimmed file too."""
-    slot0_zero = idx.length >= idx.ENTRY_SIZE and not np.any(idx.raw_bytes(0, idx.ENTRY_SIZE))
-    n = live_entry_count(rel, slot0_zero)
-    tail = idx.raw_bytes(n * idx.ENTRY_SIZE, idx.length)
-    return n, not np.any(tail)
+@dataclass
+class _IndexFile:
+    """An index file as verify reads it: its bytes, every whole slot as two int64 columns (offsets
+    absolute: :func:`~mqstore.kernels.kafka.index_check.index_columns`), and the entries a live
+    broker's file holds (:func:`~mqstore.storage.kafka.index.live_entry_count`)."""
+
+    path: Path
+    entry_size: int
+    length: int
+    keys: Any
+    vals: Any
+    slots: int  # whole slots of the file
+    entries: int  # entries before the zero padding
+    clean: bool  # the bytes after those entries are all zero (True for a trimmed file too)
+
+    @classmethod
+    def read(cls, path: Path, entry_size: int, base: int) -> _IndexFile:
+        from mqstore.kernels.kafka.index_check import index_columns
+
+        raw = path.read_bytes()
+        keys, vals, pad = index_columns(raw, entry_size, base)
+        slots = len(raw) // entry_size
+        n = slots
+        if slots > 1 and pad < slots:
+            n = pad
+            if n == 1 and raw.count(0, 0, entry_size) == entry_size:
+                n = 0
+        tail = len(raw) - n * entry_size
+        return cls(path, entry_size, len(raw), keys, vals, slots, n, raw.count(0, n * entry_size) == tail)
 
 
-def _judge_padding(report: VerifyReport, path: Path, kind: str, idx: OffsetIndex | TimeIndex, n: int,
-                   clean: bool, active: bool, strict: bool) -> bool:
+def _judge_padding(report: VerifyReport, kind: str, idx: _IndexFile, active: bool, strict: bool) -> bool:
     """Report an untrimmed index file; True when it is a live active segment's preallocated file
     (then the entries before the padding are the ones to judge)."""
-    size = n * idx.ENTRY_SIZE
+    n = idx.entries
+    size = n * idx.entry_size
+    path = idx.path
     if idx.length == size:
         return False
-    if not clean:
+    if not idx.clean:
         report.add(f"{kind}_stale_entries", path, size,
                    f"non-zero bytes after the {n} entries of an untrimmed file (stale or damaged entries; "
                    "Kafka rebuilds this index on load)")
@@ -139,6 +154,13 @@ def _max_record_timestamp(mm: Any, position: int, magic: int, path: str) -> int:
     """The largest record timestamp of the batch at ``position`` (−1 for an empty batch): what
     Kafka's time-index check compares an entry with.  The record codec, one batch at a time: the
     reference for :func:`batch_max_timestamps`."""
+    from mqstore.formats.kafka.batch import (
+        decode_batch_header,
+        decode_legacy_message,
+        iter_legacy_records,
+        iter_records,
+    )
+
     if magic >= 2:
         h = decode_batch_header(mm, position, path=path)
         return max((r.timestamp for r in iter_records(mm, h, path=path)), default=-1)
@@ -160,6 +182,11 @@ def batch_max_timestamps(mm: Any, scan: dict[str, Any], ks: np.ndarray, path: st
     bodies decompressed first) in chunks of :data:`_TS_CHUNK` batches; legacy batches, and any
     chunk the parser rejects, through the record codec one batch at a time (the same answers and
     the same error messages)."""
+    import numpy as np
+
+    from mqstore.formats.kafka.batch import ATTR_COMPRESSION_MASK, ATTR_TIMESTAMP_TYPE, RECORD_BATCH_OVERHEAD
+    from mqstore.kernels.kafka.records import OK, batch_bodies, parse_bodies
+
     out = np.full(ks.shape[0], -1, np.int64)
     errors: dict[int, str] = {}
     if ks.shape[0] == 0:
@@ -207,57 +234,6 @@ def batch_max_timestamps(mm: Any, scan: dict[str, Any], ks: np.ndarray, path: st
     return out, errors
 
 
-class _PositionIndex:
-    """Batch positions (strictly increasing: the walk goes forward) → batch number."""
-
-    def __init__(self, positions: np.ndarray) -> None:
-        self.positions = positions
-
-    def find(self, p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """``(batch numbers, found)`` of the positions ``p`` (batch 0 where not found)."""
-        pos = self.positions
-        at = np.searchsorted(pos, p)
-        at[at >= pos.shape[0]] = 0
-        here = pos[at] == p if pos.shape[0] else np.zeros(p.shape[0], bool)
-        at[~here] = 0
-        return at, here
-
-    def get(self, p: int, default: int | None = None) -> int | None:
-        at, here = self.find(np.array([p], np.int64))
-        return int(at[0]) if here[0] else default
-
-
-def _time_entry_batches(offsets: np.ndarray, oi: OffsetIndex | None, pos_to_idx: _PositionIndex,
-                        last: np.ndarray) -> np.ndarray:
-    """Kafka's search for the batch of each time-index entry: from the position the offset index
-    gives for the entry's offset, the first batch whose last offset is ≥ it (``len(last)`` if
-    none; 0 for an empty log).  In bulk when the index keys and the last offsets increase (then
-    the greatest-lower-bound search and ``searchsorted`` over the whole column give the same
-    answers), else one entry at a time."""
-    n = last.shape[0]
-    m = offsets.shape[0]
-    if n == 0:
-        return np.zeros(m, np.int64)
-    if oi is not None:
-        ks, vs = oi.column_array(False)[: oi.entries], oi.column_array(True)[: oi.entries]
-        keys_inc = bool(ks.shape[0] < 2 or np.all(ks[1:] > ks[:-1]))
-    else:
-        ks = vs = np.zeros(0, np.int64)
-        keys_inc = True
-    if keys_inc and bool(n < 2 or np.all(last[1:] >= last[:-1])):
-        j = np.searchsorted(ks, offsets, side="right") - 1
-        start = np.where(j >= 0, vs[np.maximum(j, 0)] if vs.shape[0] else 0, 0)
-        idx, _here = pos_to_idx.find(start.astype(np.int64))
-        return np.maximum(idx, np.searchsorted(last, offsets)).astype(np.int64)
-    found = np.full(m, -1, np.int64)
-    for slot in range(m):
-        o = int(offsets[slot])
-        start = oi.lookup(o).position if oi is not None else 0
-        idx = int(pos_to_idx.get(start, 0))  # type: ignore[arg-type]
-        found[slot] = idx + int(np.searchsorted(last[idx:], o))
-    return found
-
-
 def verify_segment(log_path: Path, report: VerifyReport, *, strict: bool = False,
                    progress: ProgressFn | None = None, active: bool = False) -> None:
     """Check one segment (``.log`` and, when present, its ``.index``/``.timeindex``).
@@ -265,154 +241,161 @@ def verify_segment(log_path: Path, report: VerifyReport, *, strict: bool = False
     ``active``: the partition's last segment.  A live broker keeps its indexes preallocated and
     zero-filled past the entries; unless ``strict``, that is a note (``index_preallocated``) and the
     entries before the padding are judged (sanity checks included) — with ``strict`` it is the
-    ``index_padded`` problem of any untrimmed file."""
+    ``index_padded`` problem of any untrimmed file.
+
+    The batches come from the walk of ``kafka rebuild-index`` (without a progress bar and with the
+    native kernels: :func:`~mqstore.storage.kafka.rebuild.analyze_file_columns`, no numpy), the
+    index checks from the kernels of :mod:`mqstore.kernels.kafka.index_check`; this function turns
+    their events into problems and notes."""
+    from mqstore.kernels.kafka.index_check import order_events
+    from mqstore.storage.kafka.rebuild import analyze_file_columns
+
     base = parse_base_offset(log_path)
     lp = str(log_path)
     report.segments += 1
     with MappedLog(log_path) as ml:
-        mm = ml.mm
-        a = ml.analysis(progress=progress)
+        a = analyze_file_columns(ml.fileno(), ml.size) if progress is None else None
+        if a is None:
+            a = ml.analysis(progress=progress)
         scan = a.scan
         n = scan["count"]
         report.batches += int(n)
         report.bytes += a.log_size
-        bad = np.nonzero(~a.crc_ok)[0]
-        for i in bad[:20]:
-            report.add("crc", lp, int(scan["position"][i]),
-                       f"batch at position {int(scan['position'][i])} fails its size/CRC check")
-        if bad.shape[0] > 20:
-            report.add("crc", lp, None, f"{bad.shape[0] - 20} more invalid batches")
+        positions = scan["position"]
+        ok_bytes = bytes(memoryview(a.crc_ok).cast("B")) if n else b""  # type: ignore[arg-type]
+        i = ok_bytes.find(0)
+        listed = 0
+        while i >= 0 and listed < 20:
+            report.add("crc", lp, int(positions[i]), f"batch at position {int(positions[i])} fails its size/CRC check")
+            listed += 1
+            i = ok_bytes.find(0, i + 1)
+        if i >= 0:
+            report.add("crc", lp, None, f"{ok_bytes.count(0) - 20} more invalid batches")
         if a.stop == "bad_size":
             report.add("bad_size", lp, int(scan["valid_end"]), "size field below 14 (corrupt record)")
         elif scan["valid_end"] < a.log_size:
             report.add("torn_tail", lp, int(scan["valid_end"]),
                        f"{a.log_size - int(scan['valid_end'])} bytes after the last whole batch")
-        last = scan["last_offset"]
-        legacy = scan["magic"] < 2
-        firsts = np.where(legacy, last, scan["base_offset"])
-        if n:
-            if firsts[0] < base and not legacy[0]:
-                report.add("offset_order", lp, 0, f"first batch offset {int(firsts[0])} is below the base offset {base}")
-            back = np.nonzero(firsts[1:] <= last[:-1])[0]
-            for i in back[:20]:
-                report.add("offset_order", lp, int(scan["position"][i + 1]),
-                           f"batch offsets go backwards: {int(firsts[i + 1])} after {int(last[i])}")
-        positions = scan["position"]
-        pos_to_idx = _PositionIndex(positions)
+        last, magic, firsts = scan["last_offset"], scan["magic"], scan["base_offset"]
+        below, back = order_events(magic, firsts, last, base, 20)
+        if below:
+            report.add("offset_order", lp, 0, f"first batch offset {int(firsts[0])} is below the base offset {base}")
+        for i in back:
+            first = int(last[i + 1] if magic[i + 1] < 2 else firsts[i + 1])
+            report.add("offset_order", lp, int(positions[i + 1]),
+                       f"batch offsets go backwards: {first} after {int(last[i])}")
         oi_path = log_path.with_suffix(".index")
         ti_path = log_path.with_suffix(".timeindex")
-        valid_oi: OffsetIndex | None = None
+        oi_keys: Any = memoryview(b"").cast("q")  # (no .index: Kafka's search starts at position 0)
+        oi_vals: Any = oi_keys
         if not oi_path.exists():
             report.note("index_missing", oi_path, None, "no .index file (Kafka rebuilds it on load)")
         else:
-            raw = OffsetIndex(oi_path, base, -1, writable=False)
-            keys = raw.column_array(False)
-            vals = raw.column_array(True)
-            valid_n, clean = _index_padding(raw, keys - base)
-            live = _judge_padding(report, oi_path, "index", raw, valid_n, clean, active, strict)
-            if live:  # Kafka's sanity check on the entries before the padding
-                if valid_n and int(keys[valid_n - 1]) < base:
-                    report.add("index_sanity", oi_path, None,
-                               f"last offset {int(keys[valid_n - 1])} is less than the base offset {base}")
-            else:
-                try:
-                    raw.sanity_check()
-                except CorruptIndexError as exc:
-                    report.add("index_sanity", oi_path, None, exc.message)
-            report.offset_index_entries += valid_n
-            # the entries naming the last offset of the batch at their position, each after the
-            # previous one, are judged in bulk; the others one by one (in slot order, as before)
-            kk, vv = keys[:valid_n], vals[:valid_n]
-            at, here = pos_to_idx.find(vv)
-            bulk_ok = here & (last[at] == kk) if n else np.zeros(valid_n, bool)
-            bulk_ok[1:] &= (kk[1:] > kk[:-1]) & (vv[1:] >= vv[:-1])
-            for slot in np.nonzero(~bulk_ok)[0].tolist():
-                o, p = int(keys[slot]), int(vals[slot])
-                if slot and (o <= keys[slot - 1] or p < vals[slot - 1]):
-                    report.add("index_mismatch", oi_path, slot * 8, f"entry {slot} ({o}, {p}) is not after the previous one")
-                    continue
-                idx = pos_to_idx.get(p)
-                if idx is None:
-                    report.add("index_mismatch", oi_path, slot * 8,
-                               f"Index offset: {o}, position {p} is not the start of a batch")
-                    continue
-                if int(last[idx]) == o:
-                    continue
-                k = idx + int(np.searchsorted(last[idx:], o))
-                if k < n and int(last[k]) == o and (k == idx or int(last[idx]) < o):
-                    msg = f"Index offset: {o}, log offset: {int(last[idx])} (entry of a multi-batch append)"
-                    if strict:
-                        report.add("index_mismatch", oi_path, slot * 8, msg)
-                    else:
-                        report.note("multi_batch_entry", oi_path, slot * 8, msg)
-                else:
-                    report.add("index_mismatch", oi_path, slot * 8, f"Index offset: {o}, log offset: {int(last[idx])}")
-            raw.close()
-            valid_oi = OffsetIndex(oi_path, base, -1, writable=False, stop_at_padding=True)
+            oi = _IndexFile.read(oi_path, 8, base)
+            oi_keys, oi_vals = oi.keys[: oi.entries], oi.vals[: oi.entries]
+            _check_offset_index(report, oi, base, scan, active, strict)
         if not ti_path.exists():
             report.note("time_index_missing", ti_path, None, "no .timeindex file (Kafka rebuilds it on load)")
         else:
-            raw_t = TimeIndex(ti_path, base, -1, writable=False)
-            ts_col = raw_t.column_array(False)
-            off_col = raw_t.column_array(True)
-            valid_t, clean = _index_padding(raw_t, off_col - base)
-            live = _judge_padding(report, ti_path, "time_index", raw_t, valid_t, clean, active, strict)
-            if live:  # Kafka's sanity check on the entries before the padding
-                if valid_t and int(ts_col[valid_t - 1]) < int(ts_col[0]):
-                    report.add("time_index_sanity", ti_path, None,
-                               f"last timestamp {int(ts_col[valid_t - 1])} is less than the first timestamp "
-                               f"{int(ts_col[0])}")
-                if valid_t and int(off_col[valid_t - 1]) < base:
-                    report.add("time_index_sanity", ti_path, None,
-                               f"last offset {int(off_col[valid_t - 1])} is less than the base offset {base}")
+            ti = _IndexFile.read(ti_path, 12, base)
+            _check_time_index(report, ti, base, ml, a, oi_keys, oi_vals, active, strict)
+
+
+def _check_offset_index(report: VerifyReport, oi: _IndexFile, base: int, scan: dict[str, Any], active: bool,
+                        strict: bool) -> None:
+    """The ``.index`` checks: padding, Kafka's sanity check, every entry against the batches."""
+    from mqstore.kernels.kafka.index_check import (
+        OI_MULTI_BATCH,
+        OI_NOT_AFTER,
+        OI_NOT_BATCH_START,
+        offset_index_events,
+    )
+    from mqstore.storage.kafka.index_sanity import offset_index_sanity_error
+
+    path = oi.path
+    keys, vals, valid_n = oi.keys, oi.vals, oi.entries
+    if _judge_padding(report, "index", oi, active, strict):  # Kafka's sanity check on the entries before the padding
+        if valid_n and int(keys[valid_n - 1]) < base:
+            report.add("index_sanity", path, None,
+                       f"last offset {int(keys[valid_n - 1])} is less than the base offset {base}")
+    else:
+        last_offset = int(keys[oi.slots - 1]) if oi.slots else base
+        why = offset_index_sanity_error(path, base, oi.slots, last_offset, oi.length)
+        if why is not None:
+            report.add("index_sanity", path, None, why)
+    report.offset_index_entries += valid_n
+    for slot, code, log_offset in offset_index_events(scan["position"], scan["last_offset"], keys[:valid_n],
+                                                      vals[:valid_n]):
+        o, p = int(keys[slot]), int(vals[slot])
+        if code == OI_NOT_AFTER:
+            report.add("index_mismatch", path, slot * 8, f"entry {slot} ({o}, {p}) is not after the previous one")
+        elif code == OI_NOT_BATCH_START:
+            report.add("index_mismatch", path, slot * 8, f"Index offset: {o}, position {p} is not the start of a batch")
+        elif code == OI_MULTI_BATCH:
+            msg = f"Index offset: {o}, log offset: {log_offset} (entry of a multi-batch append)"
+            if strict:
+                report.add("index_mismatch", path, slot * 8, msg)
             else:
+                report.note("multi_batch_entry", path, slot * 8, msg)
+        else:
+            report.add("index_mismatch", path, slot * 8, f"Index offset: {o}, log offset: {log_offset}")
+
+
+def _check_time_index(report: VerifyReport, ti: _IndexFile, base: int, ml: MappedLog, a: Any, oi_keys: Any,
+                      oi_vals: Any, active: bool, strict: bool) -> None:
+    """The ``.timeindex`` checks: padding, Kafka's sanity check, and Kafka's check per entry (the
+    batch holding the entry's offset, searched from the offset index's position for it, must end
+    at that offset, and its largest record timestamp must be the entry's)."""
+    from mqstore.kernels.kafka.index_check import (
+        TI_DECODE,
+        TI_NOT_FOUND,
+        TI_OTHER_OFFSET,
+        TI_TS_MISMATCH,
+        time_index_events,
+    )
+    from mqstore.storage.kafka.index_sanity import time_index_sanity_error
+
+    path, lp = ti.path, str(ml.path)
+    ts_col, off_col, valid_t = ti.keys, ti.vals, ti.entries
+    if _judge_padding(report, "time_index", ti, active, strict):  # Kafka's sanity check before the padding
+        if valid_t and int(ts_col[valid_t - 1]) < int(ts_col[0]):
+            report.add("time_index_sanity", path, None,
+                       f"last timestamp {int(ts_col[valid_t - 1])} is less than the first timestamp {int(ts_col[0])}")
+        if valid_t and int(off_col[valid_t - 1]) < base:
+            report.add("time_index_sanity", path, None,
+                       f"last offset {int(off_col[valid_t - 1])} is less than the base offset {base}")
+    else:
+        k = ti.slots
+        why = time_index_sanity_error(path, base, k, int(ts_col[0]) if k else 0, int(ts_col[k - 1]) if k else -1,
+                                      int(off_col[k - 1]) if k else base, ti.length)
+        if why is not None:
+            report.add("time_index_sanity", path, None, why)
+    report.time_index_entries += valid_t
+    scan = a.scan
+    events = time_index_events(ml.fileno(), a.log_size, scan["position"], scan["size"], scan["last_offset"],
+                               a.crc_ok, scan["magic"], scan["attributes"], scan["record_count"],
+                               scan["base_timestamp"], scan["max_timestamp"], ts_col[:valid_t], off_col[:valid_t],
+                               oi_keys, oi_vals, WARM_SECTION_BYTES // 8)
+    for slot, code, k, value, out_of_order in events:
+        t, o = int(ts_col[slot]), int(off_col[slot])
+        if code == TI_NOT_FOUND or code == TI_OTHER_OFFSET:
+            report.add("time_index_offset_not_found", path, slot * 12, f"Indexed offset: {o}, found log offset: {value}")
+        else:
+            log_ts = t
+            if code == TI_TS_MISMATCH:
+                log_ts = value
+            elif code == TI_DECODE:
+                pos = int(scan["position"][k])
                 try:
-                    raw_t.sanity_check()
-                except CorruptIndexError as exc:
-                    report.add("time_index_sanity", ti_path, None, exc.message)
-            report.time_index_entries += valid_t
-            # Kafka's check per entry: the batch holding the entry's offset (searched from the
-            # offset index's position for it) must end at that offset, and its largest record
-            # timestamp must be the entry's.  First the batches, then their timestamps in bulk.
-            found = _time_entry_batches(off_col[:valid_t], valid_oi, pos_to_idx, last)
-            checked = np.nonzero((found < n) & (found >= 0))[0]
-            checked = checked[a.crc_ok[found[checked]] & (last[found[checked]] == off_col[checked])]
-            log_ts_of, decode_errors = batch_max_timestamps(mm, scan, found[checked], lp)
-            slot_ts = dict(zip(checked.tolist(), log_ts_of.tolist(), strict=True))
-            slot_err = {int(checked[j]): msg for j, msg in decode_errors.items()}
-            # the entries whose batch is found, valid, decoded and agrees, in increasing timestamp
-            # order, are judged in bulk; the others one by one (in slot order, as before)
-            fine = np.zeros(valid_t, bool)
-            if checked.shape[0]:
-                fine[checked] = log_ts_of == ts_col[checked]
-                for j in decode_errors:
-                    fine[checked[j]] = False
-            fine[1:] &= ts_col[:valid_t][:-1] < ts_col[1:valid_t]
-            for slot in np.nonzero(~fine)[0].tolist():
-                prev_ts = int(ts_col[slot - 1]) if slot else None
-                t, o = int(ts_col[slot]), int(off_col[slot])
-                k = int(found[slot])
-                if k >= n or not a.crc_ok[k]:
-                    report.add("time_index_offset_not_found", ti_path, slot * 12,
-                               f"Indexed offset: {o}, found log offset: -1")
-                elif int(last[k]) != o:
-                    report.add("time_index_offset_not_found", ti_path, slot * 12,
-                               f"Indexed offset: {o}, found log offset: {int(last[k])}")
-                else:
-                    if slot in slot_err:
-                        report.add("crc", lp, int(positions[k]), f"cannot decode batch: {slot_err[slot]}")
-                        log_ts = t
-                    else:
-                        log_ts = slot_ts[slot]
-                    if log_ts != t:
-                        report.add("time_index_timestamp_mismatch", ti_path, slot * 12,
-                                   f"Index timestamp: {t}, log timestamp: {log_ts}")
-                if prev_ts is not None and prev_ts >= t:
-                    report.add("time_index_out_of_order", ti_path, slot * 12,
-                               f"Index timestamp: {t}, Previously indexed timestamp: {prev_ts}")
-            raw_t.close()
-        if valid_oi is not None:
-            valid_oi.close()
+                    log_ts = _max_record_timestamp(ml.mm, pos, int(scan["magic"][k]), lp)
+                except CorruptDataError as exc:
+                    report.add("crc", lp, pos, f"cannot decode batch: {exc.message}")
+            if log_ts != t:
+                report.add("time_index_timestamp_mismatch", path, slot * 12,
+                           f"Index timestamp: {t}, log timestamp: {log_ts}")
+        if out_of_order:
+            report.add("time_index_out_of_order", path, slot * 12,
+                       f"Index timestamp: {t}, Previously indexed timestamp: {int(ts_col[slot - 1])}")
 
 
 def verify_segment_keyindex(log_path: Path, report: VerifyReport, *, active: bool = False) -> None:
@@ -458,15 +441,19 @@ def verify_path(path: str | os.PathLike[str], *, strict: bool = False,
                 report.note("stray_keyindex", f, None, "key index without a .log (Kafka ignores it; a writable "
                             "mqstore open deletes it)")
     last = _last_segment_log(p if p.is_dir() else logs[0].parent)
-    for f in logs:
-        if not f.exists():
-            raise StoreNotFoundError("segment log file not found", path=str(f))
-        verify_segment(f, report, strict=strict, progress=progress, active=last is not None and f == last)
-        verify_segment_keyindex(f, report, active=last is not None and f == last)
-    if p.is_dir():
-        from mqstore.storage.kafka.txn import verify_txn_indexes
+    with shared_analyses():  # the transaction check reads the segments the index checks just walked
+        for f in logs:
+            if not f.exists():
+                raise StoreNotFoundError("segment log file not found", path=str(f))
+            verify_segment(f, report, strict=strict, progress=progress, active=last is not None and f == last)
+            verify_segment_keyindex(f, report, active=last is not None and f == last)
+        if p.is_dir():
+            from mqstore.storage.kafka.txn_rebuild import verify_txn_indexes_quick
 
-        verify_txn_indexes(p, report)
+            if not verify_txn_indexes_quick(p, report):  # (transactions or snapshots: the replay, with numpy)
+                from mqstore.storage.kafka.txn import verify_txn_indexes
+
+                verify_txn_indexes(p, report)
     return report
 
 
@@ -543,6 +530,14 @@ def dump_log_lines(log_path: Path, *, print_data: bool = False) -> Iterator[memo
 
 def _batch_dicts(mm: Any, a: Any, i: int, lp: str, print_data: bool) -> Iterator[dict[str, Any]]:
     """The dicts of batch ``i`` of the analysis ``a``: its header fields, then its records."""
+    from mqstore.formats.kafka.batch import (
+        decode_batch_header,
+        decode_legacy_message,
+        iter_legacy_records,
+        iter_records,
+    )
+    from mqstore.formats.kafka.dump_fields import batch_fields, record_fields
+
     scan = a.scan
     p = int(scan["position"][i])
     m = int(scan["magic"][i])
@@ -588,6 +583,10 @@ def _tail_dict(a: Any) -> dict[str, Any] | None:
 def _control_fields(r: Any, path: str) -> dict[str, Any]:
     """What a control record holds: end-transaction markers (type 0/1) and the KRaft control
     records (types 2–6, their values decoded); ``controlType`` ``INVALID`` when undecodable."""
+    from mqstore.formats.kafka.batch import decode_control_record
+    from mqstore.formats.kafka.kraft_control import SCHEMAS as KRAFT_SCHEMAS
+    from mqstore.formats.kafka.kraft_control import decode_kraft_control
+
     try:
         c = decode_control_record(r, path=path)
     except CorruptDataError:
@@ -606,6 +605,7 @@ def _control_fields(r: Any, path: str) -> dict[str, Any]:
 def dump_index(path: Path) -> Iterator[dict[str, Any]]:
     """Entries of a ``.index`` or ``.timeindex`` (stopping at zero padding like DumpLogSegments);
     a segment's, or a tiered-storage ``remote-log-index-cache`` file's."""
+    from mqstore.storage.kafka.index import OffsetIndex, TimeIndex
     from mqstore.storage.kafka.layout import remote_index_base_offset
 
     remote = remote_index_base_offset(path.name)
@@ -629,7 +629,7 @@ def dump_index(path: Path) -> Iterator[dict[str, Any]]:
 
 def dump_txn_index(path: Path) -> Iterator[dict[str, Any]]:
     """Entries of a ``.txnindex`` (typed error on a partial entry or an unknown version)."""
-    from mqstore.storage.kafka.txn import read_txn_index
+    from mqstore.storage.kafka.txn_files import read_txn_index
 
     for t in read_txn_index(path):
         yield {"type": "aborted_txn", "version": t.version, "producerId": t.producer_id,

@@ -28,14 +28,13 @@ from typing import Any
 
 import numpy as np
 
-from mqstore.errors import CorruptDataError, InvalidArgumentError, MqStoreError, StoreNotFoundError
+from mqstore.errors import InvalidArgumentError, MqStoreError, StoreNotFoundError
 from mqstore.formats.kafka.batch import decode_batch_header, decode_control_record, iter_records
 from mqstore.formats.kafka.txn import (
     AbortedTxn,
     ProducerSnapshot,
     ProducerSnapshotEntry,
     decode_producer_snapshot,
-    decode_txn_index,
 )
 from mqstore.kernels.kafka.txn import (
     MARKER_ABORT,
@@ -50,6 +49,10 @@ from mqstore.kernels.kafka.txn import (
 )
 from mqstore.storage.kafka.file_scan import read_spans
 from mqstore.storage.kafka.rebuild import MappedLog, parse_base_offset, segment_logs_of
+from mqstore.storage.kafka.txn_files import check_txn_index_files, snapshot_files
+from mqstore.storage.kafka.txn_files import (
+    read_txn_index as read_txn_index,  # (its home is txn_files: numpy-free)
+)
 
 # (the .txnindex rebuild is storage.kafka.txn_rebuild: without numpy when the partition has no transactions)
 
@@ -65,26 +68,6 @@ def check_isolation(isolation: str) -> bool:
 
 
 # ----------------------------------------------------------------------------- files
-def read_txn_index(path: str | os.PathLike[str], *, base_offset: int | None = None) -> list[AbortedTxn]:
-    """Entries of a ``.txnindex`` (a missing file has none, as in Kafka).  Truncated entries or an
-    unknown version raise typed errors; with ``base_offset``, Kafka's sanity check (every
-    ``lastOffset`` ≥ the segment's base offset) too."""
-    p = Path(path)
-    try:
-        data = p.read_bytes()
-    except FileNotFoundError:
-        return []
-    except IsADirectoryError:
-        raise InvalidArgumentError("not a transaction index file", path=str(p)) from None
-    txns = decode_txn_index(data, path=str(p))
-    if base_offset is not None:
-        for i, t in enumerate(txns):
-            if t.last_offset < base_offset:
-                raise CorruptDataError(f"last offset {t.last_offset} of aborted transaction {t} is below the "
-                                       f"segment's start offset {base_offset}", path=str(p), offset=i * 34)
-    return txns
-
-
 def read_producer_snapshot(path: str | os.PathLike[str]) -> ProducerSnapshot:
     p = Path(path)
     try:
@@ -94,15 +77,6 @@ def read_producer_snapshot(path: str | os.PathLike[str]) -> ProducerSnapshot:
     except IsADirectoryError:
         raise InvalidArgumentError("not a producer snapshot file", path=str(p)) from None
     return decode_producer_snapshot(data, path=str(p))
-
-
-def snapshot_files(directory: Path) -> list[tuple[int, Path]]:
-    out = []
-    for f in directory.iterdir():
-        stem = f.name.split(".", 1)[0]
-        if f.suffix == ".snapshot" and f.name == f"{stem}.snapshot" and stem.isdigit() and len(stem) == 20:
-            out.append((int(stem), f))
-    return sorted(out)
 
 
 # ----------------------------------------------------------------------------- partition columns
@@ -383,28 +357,7 @@ def verify_txn_indexes(directory: Path, report: Any, cols: TxnColumns | None = N
             if want != e:
                 report.add("snapshot_mismatch", f, 10 + 46 * k,
                            f"producer {e.producer_id}: snapshot has {_fmt_entry(e)}, the log gives {_fmt_entry(want)}")
-    for base, want_txns in res.per_segment.items():
-        f = directory / f"{base:020d}.txnindex"
-        if not f.exists():
-            if want_txns:
-                report.note("txnindex_missing", f, None,
-                           f"{len(want_txns)} aborted transaction(s) end in this segment but it has no transaction "
-                           "index (read_committed consumers fed from this file would see aborted records; "
-                            "rebuild-index writes it)")
-            continue
-        try:
-            have = read_txn_index(f, base_offset=base)
-        except MqStoreError as exc:
-            report.add("txnindex_corrupt", f, exc.offset, exc.message)
-            continue
-        if have != want_txns:
-            k = next((i for i, (h, w) in enumerate(zip(have, want_txns, strict=False)) if h != w),
-                     min(len(have), len(want_txns)))
-            got = have[k] if k < len(have) else None
-            exp = want_txns[k] if k < len(want_txns) else None
-            report.add("txnindex_mismatch", f, k * 34,
-                       f"entry {k}: file has {_fmt(got)}, the log gives {_fmt(exp)} "
-                       f"({len(have)} vs {len(want_txns)} entries)")
+    check_txn_index_files(directory, res.per_segment, report)
 
 
 def _fmt_entry(e: ProducerSnapshotEntry | None) -> str:
@@ -415,8 +368,3 @@ def _fmt_entry(e: ProducerSnapshotEntry | None) -> str:
             f"currentTxnFirstOffset {e.current_txn_first_offset}")
 
 
-def _fmt(t: AbortedTxn | None) -> str:
-    if t is None:
-        return "no entry"
-    return (f"producerId {t.producer_id} firstOffset {t.first_offset} lastOffset {t.last_offset} "
-            f"lastStableOffset {t.last_stable_offset}")

@@ -19,6 +19,7 @@ from typing import Any
 from mqstore.errors import StoreNotFoundError
 from mqstore.storage.kafka.layout import parse_base_offset
 from mqstore.storage.kafka.rebuild import _partition_lock, atomic_write, segment_logs_of, txn_batches_of
+from mqstore.storage.kafka.txn_files import check_txn_index_files, snapshot_files
 
 
 @dataclass
@@ -48,15 +49,38 @@ def rebuild_txn_indexes(path: str | os.PathLike[str], out_dir: str | os.PathLike
             lock.release()
 
 
-def _expected(directory: Path) -> dict[int, list[Any]]:
-    """Aborted transactions per segment: none when no segment has a transactional or control
-    batch (told by the native recovery), else the replay of :mod:`mqstore.storage.kafka.txn`."""
+def _no_transactions(directory: Path) -> dict[int, list[Any]] | None:
+    """``{segment: []}`` when no segment of the partition has a transactional or control batch
+    (told by the native walk, without numpy), else None (the replay must say)."""
     logs = segment_logs_of(directory)
     if all(txn_batches_of(f) == 0 for f in logs):
         return {parse_base_offset(f): [] for f in logs}
+    return None
+
+
+def _expected(directory: Path) -> dict[int, list[Any]]:
+    """Aborted transactions per segment: none when no segment has a transactional or control
+    batch (told by the native recovery), else the replay of :mod:`mqstore.storage.kafka.txn`."""
+    none = _no_transactions(directory)
+    if none is not None:
+        return none
     from mqstore.storage.kafka.txn import expected_txn_indexes
 
     return expected_txn_indexes(directory)
+
+
+# ----------------------------------------------------------------------------- verify
+def verify_txn_indexes_quick(directory: Path, report: Any) -> bool:
+    """The ``.txnindex`` part of :func:`mqstore.storage.kafka.txn.verify_txn_indexes` without
+    numpy, for a partition with no ``.snapshot`` and no transactional or control batch (then
+    every segment expects no aborted transaction); False (nothing checked) otherwise."""
+    if snapshot_files(directory):
+        return False
+    expected = _no_transactions(directory)
+    if expected is None:
+        return False
+    check_txn_index_files(directory, expected, report)
+    return True
 
 
 def _rebuild_txn_into(directory: Path, out: Path, only: set[int] | None) -> list[TxnIndexResult]:

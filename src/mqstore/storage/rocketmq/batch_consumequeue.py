@@ -15,7 +15,6 @@ import json
 import os
 import re
 import shutil
-import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -433,6 +432,8 @@ def rebuild_batch_queues(root: Path, commit_log: CommitLog, out: Path | None = N
     topics = batch_cq_topics(root)
     expected, problems = expected_units(commit_log, topics)
     in_place = out is None or Path(out).resolve() == root.resolve()
+    import tempfile  # (only the in-place rebuild: not imported by the readers)
+
     target_root = Path(tempfile.mkdtemp(prefix=".rebuild-bcq-", dir=root)) if in_place else Path(out)  # type: ignore[arg-type]
     try:
         base = target_root / BCQ_DIR

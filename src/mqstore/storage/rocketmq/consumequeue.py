@@ -106,16 +106,12 @@ class ConsumeQueue:
         max_ext = -1
         while idx < len(files):
             f = files[idx]
-            units = np.frombuffer(f.mm, dtype=CQ_DTYPE)
-            valid = (units["offset"] >= 0) & (units["size"] > 0)
-            n_valid = len(units) if valid.all() else int(np.argmin(valid))
-            real = units[:n_valid][~_blank_mask(units[:n_valid])]
-            if len(real):
-                max_ext = int(real[-1]["offset"]) + int(real[-1]["size"])
-            del real
+            n_valid, last = valid_units(f.mm)
+            if last >= 0:
+                unit = np.frombuffer(f.mm, dtype=CQ_DTYPE, count=1, offset=last * CQ_UNIT_SIZE)[0]
+                max_ext = int(unit["offset"]) + int(unit["size"])
             process_offset = f.file_from_offset + n_valid * CQ_UNIT_SIZE
-            full = n_valid == len(units)
-            del units, valid
+            full = n_valid == len(f.mm) // CQ_UNIT_SIZE
             if full and idx + 1 < len(files):
                 idx += 1
                 continue
@@ -479,6 +475,42 @@ class ConsumeQueue:
 def _java_div(a: int, b: int) -> int:
     q = abs(a) // abs(b)
     return q if (a >= 0) == (b > 0) else -q
+
+
+#: a unit's fields as raw bytes (:func:`valid_units` tests the big-endian values on them, no byte
+#: swap): the first bytes of the offset and of the size (their sign bits), the size's four bytes
+#: (zero or not), and the whole fields for the blank test
+_RAW_UNIT = np.dtype({"names": ["offset0", "size0", "size", "offset", "tags_code"],
+                      "formats": ["u1", "u1", "<u4", "<u8", "<u8"], "offsets": [0, 8, 8, 0, 12],
+                      "itemsize": CQ_UNIT_SIZE})  # fmt: skip
+_RAW_BLANK_SIZE = int.from_bytes((2**31 - 1).to_bytes(4, "big"), "little")  # INT_MAX as it reads raw
+_VALID_STEP = 1 << 16
+
+
+def valid_units(buf) -> tuple[int, int]:
+    """``(n, last)`` of the units in ``buf`` (whole 20-byte units): ``n`` the units before the first
+    with a negative offset or a size of 0 or less (recovery's valid prefix), ``last`` the index of
+    the last of those that is not a blank unit (offset 0, size INT_MAX, tags 0), -1 for none.
+    The big-endian fields are tested on their raw bytes (a sign is its first byte's top bit), a
+    step of units at a time up to the first invalid one, and the blanks from the end backwards (a
+    file's valid units rarely end in blanks): ~6x the whole-file test of the decoded fields."""
+    raw = np.frombuffer(buf, dtype=_RAW_UNIT, count=len(buf) // CQ_UNIT_SIZE)
+    n = len(raw)
+    for lo in range(0, n, _VALID_STEP):
+        part = raw[lo : lo + _VALID_STEP]
+        bad = (part["offset0"] >= 0x80) | (part["size0"] >= 0x80) | (part["size"] == 0)
+        if bad.any():
+            n = lo + int(np.argmax(bad))
+            break
+    hi, step = n, 1024
+    while hi > 0:
+        lo = max(0, hi - step)
+        part = raw[lo:hi]
+        real = np.flatnonzero((part["offset"] != 0) | (part["size"] != _RAW_BLANK_SIZE) | (part["tags_code"] != 0))
+        if len(real):
+            return n, lo + int(real[-1])
+        hi, step = lo, step * 4
+    return n, -1
 
 
 def _blank_mask(units: np.ndarray) -> np.ndarray:

@@ -190,6 +190,15 @@ def consume_queue_dirs(root: str | os.PathLike[str]) -> list[tuple[str, int, Pat
 
 
 #: the file every RocksDB database directory has (names the current MANIFEST)
+#: the timer's files (5.x timer wheel), relative to the store root
+TIMER_FILES = ("timerwheel", "timerlog", "config/timercheck", "config/timermetrics")
+
+
+def timer_files_present(root: str | os.PathLike[str]) -> bool:
+    """Whether the store has any timer file (readers import the timer module only then)."""
+    return any((Path(root) / name).exists() for name in TIMER_FILES)
+
+
 ROCKSDB_MARKER = "CURRENT"
 
 

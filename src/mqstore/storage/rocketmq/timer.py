@@ -33,9 +33,9 @@ from mqstore.formats.rocketmq.timer import (
 )
 from mqstore.kernels.arrays import unique
 from mqstore.storage.mapped import ReadOnlyMap
+from mqstore.storage.rocketmq.layout import TIMER_FILES, timer_files_present  # noqa: F401 (their home is layout)
 
 _NAME = re.compile(r"^\d{20}$")
-TIMER_FILES = ("timerwheel", "timerlog", "config/timercheck", "config/timermetrics")
 
 
 @dataclass(slots=True)
@@ -72,10 +72,6 @@ class TimerScan:
 def _empty_units() -> TimerUnits:
     e = np.empty(0, np.int64)
     return TimerUnits(e, e, e, e, e, e, e, e)
-
-
-def timer_files_present(root: Path) -> bool:
-    return any((Path(root) / name).exists() for name in TIMER_FILES)
 
 
 def read_checkpoint(root: Path) -> TimerCheckpoint | None:

@@ -413,9 +413,13 @@ def _verify_windowed(store: RocketMQStore, root: Path, rep: VerifyReport, max_pr
             if k < cnt:
                 break
 
-    from mqstore.storage.rocketmq.timer import load_timer_state, timer_files_present
+    from mqstore.storage.rocketmq.layout import timer_files_present
 
-    timer = load_timer_state(root) if timer_files_present(root) else None
+    timer = None
+    if timer_files_present(root):  # (the timer module is imported only for a store with timer files)
+        from mqstore.storage.rocketmq.timer import load_timer_state
+
+        timer = load_timer_state(root)
     lookups = _TimerLookups(timer, cl_min) if timer is not None else None
     scan_problems: list[str] = []
     for lo, hi, w in _windows(cl, rule, rep, scan_problems, progress):
@@ -998,10 +1002,14 @@ def _verify_config_and_timer(root: Path, starts: np.ndarray, sizes: np.ndarray, 
     """The ``config/`` files, then the timer files (5.x: timerlog units against the CommitLog
     records, ``starts``/``sizes`` sorted by offset, and the wheel's slot chains; ``timer_state``:
     the timer files as already read)."""
-    from mqstore.storage.rocketmq.timer import verify_timer
+    from mqstore.storage.rocketmq.layout import timer_files_present
 
     for c in list_config_files(root):
         if c.error is not None:
             problem(f"config/{c.name}: {c.error}")
+    if not timer_files_present(root):  # (verify_timer's first answer, without importing it)
+        return
+    from mqstore.storage.rocketmq.timer import verify_timer
+
     for text in verify_timer(root, starts, sizes, timer_starts, cl_min, end, state=timer_state):
         problem(text)
