@@ -21,6 +21,13 @@ gathered by C-level passes (old) and by one native pass (``put_one.gather_plain`
 built by C-level passes (old) and by one native pass (``put.text_column``, new).
 ``put-batch-main`` compares ``put_batch`` of the base version (its ``_put_fast``,
 ``_text_column`` and ``_assign_queue_offsets`` texts, on this tree's native kernels) with this tree's.
+``put-batch-scan`` compares ``put_batch`` with the reput scan's columns sized for 160-byte rows
+(old) and for half the mean record size seen (new, ``scan.LEARN_ROW_BYTES``); ``put-batch-cq``
+with the reput's ConsumeQueue appends through the mapping below 16 KiB (old) and all through the
+file (new, ``consumequeue.APPEND_THROUGH_FILE``); ``put-batch-dispatch`` both together.  ``put-columns-gather`` compares ``put_columns`` with its
+bodies, queue ids and flags checked by C-level passes (old) and one native pass (new,
+``put_one.gather_columns``).  Every ``put-batch*`` mode also gives the CPU per
+message of the reput thread.
 ``put-batch-base`` compares ``put_batch`` of the base version
 (its ``_put_fast`` text, ``build_common_props`` and ``queue_ranks`` on numba, as they were) with this
 tree's (native properties and queue ranks), both on the native encoder.
@@ -29,6 +36,7 @@ tree's (native properties and queue ranks), both on the native encoder.
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import statistics
 import sys
@@ -109,39 +117,63 @@ def bench_put(base: Path, n: int, rounds: int) -> None:
           f"{ot:,.0f} ({1e6 / ot:.2f} us), new {nt:,.0f} ({1e6 / nt:.2f} us) ({nt / ot:.2f}x); {rounds} rounds of {n:,}")
 
 
-def _ab_put_batch(label: str, use: Callable[[str], None], n: int, rounds: int) -> None:
+def _thread_cpu(native_id: int) -> float:
+    """CPU seconds (user + system) of a thread of this process, from ``/proc`` (Linux)."""
+    with open(f"/proc/self/task/{native_id}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _ab_put_batch(label: str, use: Callable[[str], None], n: int, rounds: int,
+                  on_open: Callable[[MessageStore, str], None] | None = None, *, columns: bool = False) -> None:
     """``put_batch`` of 1000 dicts of 1 KiB in fresh stores, ``use("old")`` / ``use("new")``
-    alternating (the order swapped every round; ``use("new")`` again at the end): medians of
-    wall and process-CPU throughput and their ratios."""
+    alternating (the order swapped every round; ``use("new")`` again at the end; ``on_open(store,
+    mode)`` after each open): medians of wall and process-CPU throughput and their ratios, the
+    CPU per message of the putting thread and of the reput thread (the dispatch up to the
+    round's end included: ``flush`` dispatches what is left).  ``columns``: ``put_columns`` of
+    the same 1000 messages per call instead (one topic, a list of bodies, of queue ids and of
+    keys, one tag)."""
     import numpy as np
 
     body = np.random.default_rng(5).bytes(1024)
     dicts = [{"topic": "BenchTopic", "body": body, "queue_id": i & 7, "keys": f"order-{i} user-{i % 977}",
               "tags": "TagA"} for i in range(n)]
-    res: dict[str, list[tuple[float, float, float]]] = {"old": [], "new": []}
+    bodies, qids, keys = [body] * 1000, [d["queue_id"] for d in dicts], [d["keys"] for d in dicts]
+    res: dict[str, list[tuple[float, float, float, float]]] = {"old": [], "new": []}
     for r in range(rounds):
         for mode in ("old", "new") if r % 2 == 0 else ("new", "old"):
             use(mode)
             d = Path(tempfile.mkdtemp(prefix="mqstore-ab-", dir="/tmp"))
             try:
                 with MessageStore.open(d / "store", StoreConfig(hash_slot_num=500_000, index_num=2_000_000)) as s:
+                    if on_open is not None:
+                        on_open(s, mode)
                     s.put_batch(dicts[:4])
                     s.flush()
                     s.engine.commit_log.warm_ahead()
+                    reput = next(t.native_id for t in s.engine._threads if t.name == "mqstore-reput")
                     t, c, th = time.perf_counter(), time.process_time(), time.thread_time()
-                    for i in range(0, n, 1000):
-                        s.put_batch(dicts[i : i + 1000])
-                    res[mode].append((n / (time.perf_counter() - t), n / (time.process_time() - c),
-                                      n / (time.thread_time() - th)))
+                    c_reput = _thread_cpu(reput)
+                    if columns:
+                        for i in range(0, n, 1000):
+                            s.put_columns("BenchTopic", bodies, qids[i : i + 1000], keys=keys[i : i + 1000], tags="TagA")
+                    else:
+                        for i in range(0, n, 1000):
+                            s.put_batch(dicts[i : i + 1000])
+                    wall, cpu, tcpu = time.perf_counter() - t, time.process_time() - c, time.thread_time() - th
+                    s.engine.dispatch_pending()
+                    res[mode].append((n / wall, n / cpu, n / tcpu, (_thread_cpu(reput) - c_reput) / n))
             finally:
                 use("new")
                 shutil.rmtree(d, ignore_errors=True)
     ow, nw = (statistics.median(x[0] for x in res[m]) for m in ("old", "new"))
     oc, nc = (statistics.median(x[1] for x in res[m]) for m in ("old", "new"))
     ot, nt = (statistics.median(x[2] for x in res[m]) for m in ("old", "new"))
-    print(f"{label}, 1000 dicts (1 KiB, async): old {ow:,.0f} msgs/s, new {nw:,.0f} msgs/s wall ({nw / ow:.2f}x); "
+    orp, nrp = (statistics.median(x[3] for x in res[m]) * 1e6 for m in ("old", "new"))
+    print(f"{label}, 1000 {'per put_columns' if columns else 'dicts'} (1 KiB, async): old {ow:,.0f} msgs/s, new {nw:,.0f} msgs/s wall ({nw / ow:.2f}x); "
           f"per process CPU-s old {oc:,.0f}, new {nc:,.0f} ({nc / oc:.2f}x); putting thread old {1e6 / ot:.2f} us, "
-          f"new {1e6 / nt:.2f} us per message ({nt / ot:.2f}x); {rounds} rounds of {n:,}")
+          f"new {1e6 / nt:.2f} us per message ({nt / ot:.2f}x); reput thread old {orp:.2f} us, new {nrp:.2f} us "
+          f"per message (the dispatch of the round, its page warming included); {rounds} rounds of {n:,}")
 
 
 def bench_put_batch(n: int, rounds: int) -> None:
@@ -213,6 +245,54 @@ def bench_put_batch_main(base: Path, n: int, rounds: int) -> None:
         MessageStore._put_fast, store_mod.RocketMQStore._assign_queue_offsets = impls[mode]  # type: ignore[method-assign]
 
     _ab_put_batch("put_batch vs base (native kernels both)", use, n, rounds)
+
+
+def bench_put_batch_scan(n: int, rounds: int) -> None:
+    """``put_batch`` with the reput scan's columns sized for rows of 160 bytes (old) and for half
+    the mean record size seen (new, ``scan.LEARN_ROW_BYTES``)."""
+    from mqstore.kernels.rocketmq import scan as scan_mod
+
+    def use(mode: str) -> None:
+        scan_mod.LEARN_ROW_BYTES = mode == "new"
+
+    _ab_put_batch("put_batch, reput scan columns sized from the records seen", use, n, rounds)
+
+
+def bench_put_batch_cq(n: int, rounds: int) -> None:
+    """``put_batch`` with the reput's ConsumeQueue appends through the mapping below 16 KiB
+    (old) and all through the file (new, ``consumequeue.APPEND_THROUGH_FILE``)."""
+    from mqstore.storage.rocketmq import consumequeue as cq_mod
+
+    def use(mode: str) -> None:
+        cq_mod.APPEND_THROUGH_FILE = mode == "new"
+
+    _ab_put_batch("put_batch, ConsumeQueue appends through the file", use, n, rounds)
+
+
+def bench_put_batch_dispatch(n: int, rounds: int) -> None:
+    """``put_batch`` with both dispatch changes off (old) and on (new): ``put-batch-cq`` and
+    ``put-batch-scan`` together."""
+    from mqstore.kernels.rocketmq import scan as scan_mod
+    from mqstore.storage.rocketmq import consumequeue as cq_mod
+
+    def use(mode: str) -> None:
+        cq_mod.APPEND_THROUGH_FILE = scan_mod.LEARN_ROW_BYTES = mode == "new"
+
+    _ab_put_batch("put_batch, the dispatch changes (ConsumeQueue through the file, scan columns)", use, n, rounds)
+
+
+def bench_put_columns_gather(n: int, rounds: int) -> None:
+    """``put_columns`` with its bodies, queue ids and flags checked by C-level passes (old) and by
+    one native pass (new, ``put_one.gather_columns``)."""
+    from mqstore.kernels.rocketmq import put_one
+
+    if put_one.gather_columns_native is None:
+        raise SystemExit("the native module is not built: nothing to compare")
+
+    def use(mode: str) -> None:
+        api._gather_columns = put_one.gather_columns_passes if mode == "old" else put_one.gather_columns_native
+
+    _ab_put_batch("put_columns, columns checked in one C pass", use, n, rounds, columns=True)
 
 
 def bench_query(base: Path, root: str, seg: int, rounds: int) -> None:
@@ -308,6 +388,18 @@ def main() -> None:
     pbm = sub.add_parser("put-batch-main")
     pbm.add_argument("--messages", type=int, default=200_000)
     pbm.add_argument("--rounds", type=int, default=6)
+    pcg = sub.add_parser("put-columns-gather")
+    pcg.add_argument("--messages", type=int, default=200_000)
+    pcg.add_argument("--rounds", type=int, default=6)
+    pbd = sub.add_parser("put-batch-dispatch")
+    pbd.add_argument("--messages", type=int, default=200_000)
+    pbd.add_argument("--rounds", type=int, default=6)
+    pbc = sub.add_parser("put-batch-cq")
+    pbc.add_argument("--messages", type=int, default=200_000)
+    pbc.add_argument("--rounds", type=int, default=6)
+    pbs = sub.add_parser("put-batch-scan")
+    pbs.add_argument("--messages", type=int, default=200_000)
+    pbs.add_argument("--rounds", type=int, default=6)
     q = sub.add_parser("query")
     q.add_argument("store")
     q.add_argument("segment_bytes", type=int)
@@ -323,6 +415,14 @@ def main() -> None:
         bench_put_batch_text(args.messages, args.rounds)
     elif args.what == "put-batch-main":
         bench_put_batch_main(args.base_src, args.messages, args.rounds)
+    elif args.what == "put-columns-gather":
+        bench_put_columns_gather(args.messages, args.rounds)
+    elif args.what == "put-batch-dispatch":
+        bench_put_batch_dispatch(args.messages, args.rounds)
+    elif args.what == "put-batch-cq":
+        bench_put_batch_cq(args.messages, args.rounds)
+    elif args.what == "put-batch-scan":
+        bench_put_batch_scan(args.messages, args.rounds)
     elif args.what == "put-batch-base":
         bench_put_batch_base(args.base_src, args.messages, args.rounds)
     else:

@@ -20,6 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kernel_twins import twins
+from mqstore.formats.rocketmq.record import MessageRecord, encode_record
 from mqstore.kernels import backend
 from mqstore.kernels.registry import kernel_impls
 from mqstore.kernels.rocketmq import framing
@@ -80,6 +81,35 @@ def test_scan_with_tiny_chunks(case: FixtureCase, scan: Any, monkeypatch: pytest
         for crc in (False, True):
             tk.assert_same_batch(scan(data, base, 0, len(data), check_crc=crc),
                                  rocketmq_scan.scan_segment_py(data, base, 0, len(data), check_crc=crc))
+
+
+@pytest.mark.parametrize("scan", FAST)
+@pytest.mark.parametrize("seen", [0, 1 << 20, 1 << 30])
+def test_scan_with_learned_row_bytes(case: FixtureCase, scan: Any, seen: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The row capacity learned from earlier chunks (``LEARN_ROW_BYTES``) only decides where a
+    chunk ends: a learned record size far above the records' (so a capacity far too small: the
+    first record still fits) gives the same batch as the reference, and the scan learns the
+    records' own mean size."""
+    for base, data in case.segments():
+        for crc in (False, True):
+            monkeypatch.setattr(rocketmq_scan, "_ROW_BYTES_SEEN", [seen])
+            tk.assert_same_batch(scan(data, base, 0, len(data), check_crc=crc),
+                                 rocketmq_scan.scan_segment_py(data, base, 0, len(data), check_crc=crc))
+
+
+@pytest.mark.parametrize("scan", FAST)
+def test_scan_learns_the_mean_record_size(scan: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A scan of 64 records or more keeps their mean size (what sizes the next scans' columns)."""
+    body = bytes(1000)
+    records = [MessageRecord(topic="T", body=body, properties_text="KEYS\x01k\x02") for _ in range(100)]
+    buf = bytearray()
+    for r in records:
+        r.commit_log_offset = r.queue_offset = len(buf)
+        buf += encode_record(r)
+    monkeypatch.setattr(rocketmq_scan, "_ROW_BYTES_SEEN", [0])
+    batch = scan(bytes(buf), 0, 0, len(buf))
+    assert len(batch) == 100
+    assert rocketmq_scan._ROW_BYTES_SEEN[0] == len(buf) // 100
 
 
 # ----------------------------------------------------------------------------- made-up records

@@ -181,6 +181,31 @@ def test_all_put_paths_write_the_same_bytes(tmp_path: Path) -> None:
                 assert (tmp_path / name / rel).read_bytes() == (tmp_path / "general" / rel).read_bytes(), rel
 
 
+def test_consume_queue_appends_through_the_file_write_the_same_bytes(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """ConsumeQueue units appended through the file (``APPEND_THROUGH_FILE``, the default) or,
+    below 16 KiB, through the mapping: the same files, the same reads (single puts dispatched one
+    by one, first units of new queues, batches, rolls of 16-unit ConsumeQueue files)."""
+    from mqstore.storage.rocketmq import consumequeue as cq_mod
+
+    msgs = _messages(300)  # 25 units per queue: two files each
+    for on in (False, True):
+        monkeypatch.setattr(cq_mod, "APPEND_THROUGH_FILE", on)
+        with MessageStore.open(tmp_path / str(on), StoreConfig(**SMALL)) as s:
+            for m in msgs[:30]:
+                s.put(**m)
+                s.engine.dispatch_pending()
+            s.put_batch(msgs[30:])
+            s.flush()
+            got = [(m.body, m.queue_offset) for m in s.get("TopicA", 1, 0, max_count=100)]
+            assert len(got) == 25
+    files = {on: sorted(p.relative_to(tmp_path / str(on)) for p in (tmp_path / str(on) / "consumequeue").rglob("*")
+                        if p.is_file()) for on in (False, True)}
+    assert files[False] == files[True] and len(files[True]) == 24
+    for rel in files[True]:
+        assert (tmp_path / "True" / rel).read_bytes() == (tmp_path / "False" / rel).read_bytes(), rel
+
+
 def test_columns_read_back_and_query(tmp_path: Path) -> None:
     with MessageStore.open(tmp_path, StoreConfig(**SMALL)) as s:
         s.put("Orders", b"first", keys="a0")
@@ -853,6 +878,63 @@ def test_put_batch_of_plain_dicts_equals_the_passes(tmp_path: Path, monkeypatch:
     monkeypatch.setattr(api_mod, "_gather_plain", None)
     ref = run(tmp_path / "ref")
     _results_equal(fast, ref)
+    assert _commitlog(tmp_path / "fast") == _commitlog(tmp_path / "ref")
+
+
+@pytest.mark.parametrize("gather", twins("rocketmq.gather_columns"))
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.one_of(st.binary(max_size=6), st.text(max_size=2), st.just(bytearray(b"x"))),
+                          st.one_of(st.integers(-2, 3), st.sampled_from([2**31 - 1, 2**31, 2**63, -(2**70)]),
+                                    st.booleans(), st.floats(0, 3)),
+                          st.one_of(st.integers(-3, 3), st.sampled_from([-(2**31), -(2**31) - 1, 2**31 - 1, 2**31]),
+                                    st.booleans())), max_size=12),
+       st.booleans())
+def test_gather_columns_twins(gather: Any, rows: list[tuple[Any, Any, Any]], plain: bool) -> None:
+    """``put_one.gather_columns`` (native, C-level passes, reference) agree on every set of
+    columns: True and the same filled arrays when every body is bytes, every queue id an int in
+    [0, 2**31) and every flag an int in [-2**31, 2**31); False otherwise."""
+    from mqstore.kernels.rocketmq.put_one import gather_columns_py
+
+    if plain:  # mostly valid rows, so that True is common
+        rows = [(b if type(b) is bytes else b"b", q if type(q) is int and 0 <= q < 2**31 else 1,
+                 f if type(f) is int and -(2**31) <= f < 2**31 else 0) for b, q, f in rows]
+    cols = [list(c) for c in zip(*rows, strict=True)] if rows else [[], [], []]
+    n = len(rows)
+    exp_out = [np.full(n, -7, np.int64) for _ in range(3)]
+    got_out = [np.full(n, -7, np.int64) for _ in range(3)]
+    exp = gather_columns_py(*cols, *exp_out)
+    got = gather(*cols, *got_out)
+    assert got is exp
+    if exp:
+        assert all((a == b).all() for a, b in zip(exp_out, got_out, strict=True))
+        assert exp_out[2].tolist() == [len(b) for b in cols[0]]
+    with pytest.raises(ValueError):
+        gather(*cols, *[np.zeros(n + 1, np.int64) for _ in range(3)])
+
+
+def test_put_columns_gathered_equals_the_passes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``put_columns`` with its columns checked by the native pass and by the C-level passes: the
+    same bytes and results; a bad column value takes the general path in both (same error)."""
+    import mqstore.api.rocketmq as api_mod
+    from mqstore.kernels.rocketmq import put_one
+
+    msgs = _messages(90)
+
+    def run(root: Path) -> tuple[list[PutResult], str]:
+        with MessageStore.open(root, StoreConfig(**SMALL)) as s:
+            res = s.put_columns([m["topic"] for m in msgs], [m["body"] for m in msgs], [m["queue_id"] for m in msgs],
+                                keys=[m.get("keys") for m in msgs], tags=[m.get("tags") for m in msgs],
+                                uniq_keys=[m["uniq_key"] for m in msgs], flags=[m.get("flag", 0) for m in msgs],
+                                born_timestamps=np.array([m["born_timestamp"] for m in msgs]))
+            with pytest.raises(InvalidArgumentError) as err:
+                s.put_columns("T", [b"a", b"b"], [0, -1])
+            return list(res), str(err.value)
+
+    fast = run(tmp_path / "fast")
+    monkeypatch.setattr(api_mod, "_gather_columns", put_one.gather_columns_passes)
+    ref = run(tmp_path / "ref")
+    _results_equal(fast[0], ref[0])
+    assert fast[1] == ref[1]
     assert _commitlog(tmp_path / "fast") == _commitlog(tmp_path / "ref")
 
 

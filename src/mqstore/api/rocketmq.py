@@ -47,6 +47,7 @@ from mqstore.kernels.rocketmq.columns import (
     decode_fields,
 )
 from mqstore.kernels.rocketmq.put_one import encode_common_into
+from mqstore.kernels.rocketmq.put_one import gather_columns as _gather_columns
 from mqstore.kernels.rocketmq.put_one import gather_plain as _gather_plain
 from mqstore.storage.rocketmq.config import FLUSH_ASYNC, FLUSH_SYNC, StoreConfig, validate_topic
 from mqstore.storage.rocketmq.consumequeue import BOUNDARY_LOWER, BOUNDARY_UPPER
@@ -813,22 +814,13 @@ class MessageStore:
         if plain is not None:
             qids, body_len = plain
             flg = np.zeros(n, np.int64)
-        else:
-            if set(map(type, body)) != {bytes}:
+        else:  # the bodies, queue ids and flags checked and taken in one pass (native when built)
+            if len(queue_id) != n or len(flag) != n:  # type: ignore[arg-type]
                 return None
-            if not set(map(type, queue_id)) <= {int} or not set(map(type, flag)) <= {int}:  # type: ignore[arg-type]
+            qids, flg, body_len = np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.int64)
+            cols = [c if type(c) is list else list(c) for c in (body, queue_id, flag)]  # type: ignore[arg-type]
+            if not _gather_columns(*cols, qids, flg, body_len):
                 return None
-            try:
-                qids = np.array(queue_id, dtype=np.int64)
-                flg = np.array(flag, dtype=np.int64)
-            except (TypeError, ValueError, OverflowError):
-                return None
-            if qids.shape != (n,) or flg.shape != (n,):
-                return None
-            if n and (int(qids.min()) < 0 or int(qids.max()) >= _INT32 or int(flg.min()) < -_INT32
-                      or int(flg.max()) >= _INT32):
-                return None
-            body_len = np.fromiter(map(len, body), np.int64, n)
         eng = self._engine
         now = eng.config.now()
         uniqs: list[str | None] | None = None

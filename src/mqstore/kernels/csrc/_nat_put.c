@@ -944,6 +944,64 @@ done:
     return ret;
 }
 
+/* gather_columns(bodies, queue_ids, flags, qids, flg, body_len) -> bool
+ * The native twin of put_one.gather_columns_py: the column checks of a columnar put in one pass
+ * over three lists of n values: every body an exact bytes, every queue id an exact int in
+ * [0, 2**31), every flag an exact int in [-2**31, 2**31).  Fills qids, flg and body_len (int64,
+ * writable, n each) and returns True; False (the outputs partly filled) when a value is not so. */
+static int exact_int_in(PyObject *o, long long lo, long long hi, int64_t *out)
+{
+    if (!PyLong_CheckExact(o)) return 0;
+    int ovf;
+    long long x = PyLong_AsLongLongAndOverflow(o, &ovf);
+    if (ovf || x < lo || x >= hi) return 0;
+    *out = x;
+    return 1;
+}
+
+static PyObject *gather_columns(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (nargs != 6 || !PyList_Check(args[0]) || !PyList_Check(args[1]) || !PyList_Check(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "gather_columns(bodies: list, queue_ids: list, flags: list, qids, flg, body_len)");
+        return NULL;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(args[0]);
+    Py_buffer qv, fv, lv;
+    if (mq_view(args[3], &qv, 8, 1, "qids") < 0) return NULL;
+    if (mq_view(args[4], &fv, 8, 1, "flg") < 0) {
+        PyBuffer_Release(&qv);
+        return NULL;
+    }
+    if (mq_view(args[5], &lv, 8, 1, "body_len") < 0) {
+        PyBuffer_Release(&qv);
+        PyBuffer_Release(&fv);
+        return NULL;
+    }
+    PyObject *ret = NULL;
+    if (PyList_GET_SIZE(args[1]) != n || PyList_GET_SIZE(args[2]) != n || qv.len / 8 != n || fv.len / 8 != n ||
+        lv.len / 8 != n) {
+        PyErr_SetString(PyExc_ValueError, "gather_columns: every column and output needs one slot per message");
+        goto done;
+    }
+    int64_t *qo = qv.buf, *fo = fv.buf, *bl = lv.buf;
+    ret = Py_NewRef(Py_True);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *b = PyList_GET_ITEM(args[0], i);
+        if (!PyBytes_CheckExact(b) || !exact_int_in(PyList_GET_ITEM(args[1], i), 0, (long long)INT32_MAX + 1, &qo[i]) ||
+            !exact_int_in(PyList_GET_ITEM(args[2], i), (long long)INT32_MIN, (long long)INT32_MAX + 1, &fo[i])) {
+            Py_SETREF(ret, Py_NewRef(Py_False));
+            break;
+        }
+        bl[i] = PyBytes_GET_SIZE(b);
+    }
+done:
+    PyBuffer_Release(&qv);
+    PyBuffer_Release(&fv);
+    PyBuffer_Release(&lv);
+    return ret;
+}
+
 /* text_column(values, off, lens) -> bytes | None
  * The native twin of put_one.text_column_py: a list of str-or-None property values as one UTF-8
  * buffer (returned), the offset of each value in it (off) and its byte length (lens, -1 for None;
@@ -1038,6 +1096,8 @@ static PyMethodDef methods[] = {
     {"gather_plain", (PyCFunction)(void (*)(void))gather_plain, METH_FASTCALL,
      "gather_plain(msgs, queue_ids, body_len) -> (topics, bodies, keys, tags) or None: the fields of a batch of "
      "plain dicts in one pass"},
+    {"gather_columns", (PyCFunction)(void (*)(void))gather_columns, METH_FASTCALL,
+     "gather_columns(bodies, queue_ids, flags, qids, flg, body_len): the column checks of a columnar put in one pass"},
     {"text_column", (PyCFunction)(void (*)(void))text_column, METH_FASTCALL,
      "text_column(values, off, lens) -> UTF-8 buffer or None: a column of str-or-None property values"},
     {"encode_common_into", (PyCFunction)(void (*)(void))encode_common_into, METH_FASTCALL,

@@ -413,6 +413,56 @@ def gather_plain_passes(msgs: list[Any], queue_ids: Any, body_len: Any) -> tuple
     return topics, bodies, keys, tags
 
 
+# ---------------------------------------------------------------- put_columns / put_batch: the column checks
+_INT32 = 2**31
+
+
+def gather_columns_py(bodies: list[Any], queue_ids: list[Any], flags: list[Any], qids: Any, flg: Any,
+                      body_len: Any) -> bool:
+    """The column checks of a columnar put in one pass (the reference of the native
+    ``gather_columns``): every body an exact ``bytes``, every queue id an exact ``int`` in
+    ``[0, 2**31)``, every flag an exact ``int`` in ``[-2**31, 2**31)``.  Fills ``qids``, ``flg``
+    and ``body_len`` (int64, one per message) and returns True; False (the outputs partly filled)
+    when a value is not so (the caller then takes the general path)."""
+    n = len(bodies)
+    if len(queue_ids) != n or len(flags) != n or len(qids) != n or len(flg) != n or len(body_len) != n:
+        raise ValueError("gather_columns: every column and output needs one slot per message")
+    for i, (b, q, f) in enumerate(zip(bodies, queue_ids, flags, strict=True)):
+        if type(b) is not bytes or type(q) is not int or type(f) is not int:
+            return False
+        if not 0 <= q < _INT32 or not -_INT32 <= f < _INT32:
+            return False
+        qids[i], flg[i], body_len[i] = q, f, len(b)
+    return True
+
+
+def gather_columns_passes(bodies: list[Any], queue_ids: list[Any], flags: list[Any], qids: Any, flg: Any,
+                          body_len: Any) -> bool:
+    """:func:`gather_columns_py` by C-level passes over each column (a type set, a conversion,
+    the range checks)."""
+    n = len(bodies)
+    if len(queue_ids) != n or len(flags) != n or len(qids) != n or len(flg) != n or len(body_len) != n:
+        raise ValueError("gather_columns: every column and output needs one slot per message")
+    if not n:
+        return True
+    if set(map(type, bodies)) != {bytes} or set(map(type, queue_ids)) != {int} or set(map(type, flags)) != {int}:
+        return False
+    if min(queue_ids) < 0 or max(queue_ids) >= _INT32 or min(flags) < -_INT32 or max(flags) >= _INT32:
+        return False
+    qids[:] = queue_ids
+    flg[:] = flags
+    body_len[:] = list(map(len, bodies))
+    return True
+
+
+gather_columns_native = _NAT_PUT.gather_columns if _NAT_PUT is not None else None
+#: ``gather_columns(bodies, queue_ids, flags, qids, flg, body_len)``: :func:`gather_columns_py`, one C pass
+#: when built, else the C-level passes
+gather_columns = gather_columns_native if gather_columns_native is not None else gather_columns_passes
+
+register("rocketmq.gather_columns", gather_columns_passes, gather_columns_py, native=gather_columns_native)
+
+
 gather_plain_native = _NAT_PUT.gather_plain if _NAT_PUT is not None else None
 #: ``gather_plain(msgs, queue_ids, body_len)``: :func:`gather_plain_py`, one C pass when built (None otherwise:
 #: ``put_batch`` then takes its C-level passes over the dicts)

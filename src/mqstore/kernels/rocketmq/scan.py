@@ -312,6 +312,15 @@ _KEYS_PER_ROW_GUESS = 4
 _MAX_CHUNK_ROWS = 1 << 22
 _MAX_CHUNK_TOPICS = 1 << 14
 _MAX_KEYS_PER_RECORD = 1 + (0x7FFF + 1) // 2  # uniq key + KEYS pieces of a 32767-byte property string
+# The row capacity of a chunk's columns is its bytes over _BYTES_PER_ROW_GUESS, or over half the
+# mean record size seen by the chunks scanned so far in this process when that is more (a live
+# store's reput rounds of 1 KiB records: ~2x their rows instead of ~7x).  Columns sized for far
+# more rows than the chunk holds cost their allocation and page faults; one of 4 MiB or more
+# also takes numpy's hugepage advice, which cost ~10 ms per chunk (with the GIL held) on this
+# project's VM when the allocator reuses memory.  A guess too small only ends a chunk early (the
+# next chunk goes on; the batch is the same).
+LEARN_ROW_BYTES = True
+_ROW_BYTES_SEEN = [0]  # mean record size of the last chunk of >= 64 records (0: none yet)
 
 
 @dataclass(slots=True)
@@ -331,7 +340,8 @@ def _scan_chunk(
     u8: np.ndarray, file_from_offset: int, start: int, end: int, check_crc: bool, skip_length_mismatch: bool,
     limit: int, delay: DelayRule, delay_table: dict[int, int], nat: Any = None, keys: bool = True,
 ) -> _Chunk:  # fmt: skip
-    cap = max(16, min((end - start) // _BYTES_PER_ROW_GUESS + 16, _MAX_CHUNK_ROWS))
+    per_row = max(_BYTES_PER_ROW_GUESS, _ROW_BYTES_SEEN[0] // 2) if LEARN_ROW_BYTES else _BYTES_PER_ROW_GUESS
+    cap = max(16, min((end - start) // per_row + 16, _MAX_CHUNK_ROWS))
     if limit >= 0:
         cap = max(1, min(cap, limit))
     kcap = cap * _KEYS_PER_ROW_GUESS + _MAX_KEYS_PER_RECORD  # the first record always fits: progress
@@ -358,6 +368,8 @@ def _scan_chunk(
     else:
         counts = _nb()._scan_kernel(u8, prm, delay, rows, topics_t, kcols, fallback, multi, mspan, skips, crcs)
     n, pos, state, nt, ns, nk, nf, nc, nm = (int(v) for v in counts)
+    if n >= 64:
+        _ROW_BYTES_SEEN[0] = (pos - start) // n
     if nc:
         got = crc32_spans(u8, crcs.start[:nc], crcs.length[:nc])
         stored = _stored_crcs(u8, crcs.pos[:nc])

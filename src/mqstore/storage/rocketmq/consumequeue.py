@@ -36,6 +36,21 @@ BOUNDARY_UPPER = "upper"
 #: a bulk run of units at least this long is appended with pwrite (a syscall and an open
 #: cost about as much as four page faults)
 _WRITE_THROUGH_FILE_MIN = 4 * 4096
+#: every append of units goes through the file (pwrite), whatever its length: the first write
+#: through the mapping of a fresh ConsumeQueue file faults in the kernel's whole read-ahead
+#: window with the GIL held (8 MiB on this project's VM: the whole 6 MB file zero-filled, ~3.7 ms
+#: during which no other thread of the process runs Python, e.g. a putting thread); a pwrite
+#: takes only the pages it writes, with the GIL released.  False: only runs of at least
+#: ``_WRITE_THROUGH_FILE_MIN`` bytes (the bytes are the same either way).
+APPEND_THROUGH_FILE = True
+
+
+def _append(mf: MappedFile, data: bytes | np.ndarray) -> None:
+    """Append ``data`` (whole units) at the write position of a ConsumeQueue file."""
+    if APPEND_THROUGH_FILE or len(data) >= _WRITE_THROUGH_FILE_MIN:
+        mf.append_by_write(data)
+    else:
+        mf.append(data)
 
 
 class ConsumeQueue:
@@ -184,7 +199,7 @@ class ConsumeQueue:
             if expect < cur:
                 return True  # duplicate
         self.max_physic_offset = commit_log_offset + size
-        mf.append(encode_unit(commit_log_offset, size, tags_code))
+        _append(mf, encode_unit(commit_log_offset, size, tags_code))
         return True
 
     def put_units(self, offsets: np.ndarray, sizes: np.ndarray, tags: np.ndarray, cq_offsets: np.ndarray,
@@ -229,7 +244,7 @@ class ConsumeQueue:
                 arr["offset"] = offsets[done : done + take]
                 arr["size"] = sizes[done : done + take]
                 arr["tags_code"] = tags[done : done + take]
-                mf.append(arr.view(np.uint8))  # the units' bytes, no copy
+                _append(mf, arr.view(np.uint8))  # the units' bytes, no copy
                 self.max_physic_offset = int(offsets[done + take - 1]) + int(sizes[done + take - 1])
                 done += take
                 k -= take
@@ -258,10 +273,7 @@ class ConsumeQueue:
             mf = self.queue.get_last_or_create(0)
             take = min(n - done, (mf.file_size - mf.wrote_position) // CQ_UNIT_SIZE)
             run = encoded[CQ_UNIT_SIZE * done : CQ_UNIT_SIZE * (done + take)]
-            if len(run) >= _WRITE_THROUGH_FILE_MIN:
-                mf.append_by_write(run)  # fresh pages: no fault per page
-            else:
-                mf.append(run)
+            _append(mf, run)
             done += take
         self.max_physic_offset = int(offsets[last]) + int(sizes[last])
         return n
@@ -283,7 +295,7 @@ class ConsumeQueue:
     def _fill_pre_blank(self, mf: MappedFile, until: int) -> None:
         blank = encode_unit(*BLANK_UNIT)
         n = (until % mf.file_size) // CQ_UNIT_SIZE
-        mf.append(blank * n)
+        _append(mf, blank * n)
 
     # ------------------------------------------------------------------ read
     def get_unit(self, queue_offset: int, *, resolve_ext: bool = True) -> CQUnit | None:
