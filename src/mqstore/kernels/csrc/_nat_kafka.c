@@ -958,22 +958,13 @@ static PyObject *order_events(PyObject *self, PyObject *const *args, Py_ssize_t 
     return Py_BuildValue("(ON)", below ? Py_True : Py_False, out);
 }
 
-/* leftmost i in [lo, hi) with a[i] >= x, by the plain binary search (numpy's searchsorted of one
- * key: the same answer on an unsorted column too) */
-static inline int64_t mk_lower_bound(const int64_t *a, int64_t lo, int64_t hi, int64_t x)
-{
-    while (lo < hi) {
-        int64_t mid = lo + ((hi - lo) >> 1);
-        if (a[mid] < x) lo = mid + 1;
-        else hi = mid;
-    }
-    return lo;
-}
+/* The searches below use mq_lower_bound (mq_common.h): the plain binary search, which gives
+ * numpy's searchsorted answer for one key on an unsorted column too. */
 
 /* batch number of a batch start position (positions strictly increase), or -1 */
 static inline int64_t mk_batch_at(const int64_t *pos, int64_t n, int64_t p)
 {
-    int64_t i = mk_lower_bound(pos, 0, n, p);
+    int64_t i = mq_lower_bound(pos, 0, n, p);
     return i < n && pos[i] == p ? i : -1;
 }
 
@@ -1043,7 +1034,7 @@ static PyObject *offset_index_events(PyObject *self, PyObject *const *args, Py_s
             if (idx < 0) {
                 code = MK_OI_NOT_BATCH_START;
             } else if (last[idx] != o) {
-                int64_t k = mk_lower_bound(last, idx, n, o);
+                int64_t k = mq_lower_bound(last, idx, n, o);
                 val = last[idx];
                 code = k < n && last[k] == o && (k == idx || last[idx] < o) ? MK_OI_MULTI_BATCH : MK_OI_MISMATCH;
             }
@@ -1165,13 +1156,13 @@ static PyObject *time_index_events(PyObject *self, PyObject *const *args, Py_ssi
     for (int64_t s = 0; s < m; s++) {
         int64_t t = ts[s], o = off[s], k = 0;
         if (n) {
-            int64_t slot = keys_inc ? mk_lower_bound(ok_keys, 0, no, o + (o < INT64_MAX)) - 1
+            int64_t slot = keys_inc ? mq_lower_bound(ok_keys, 0, no, o + (o < INT64_MAX)) - 1
                                     : mk_index_search(ok_keys, no, o, warm);
             if (keys_inc && o == INT64_MAX) slot = no - 1;
             int64_t start = slot >= 0 ? ok_vals[slot] : 0;
             int64_t idx = mk_batch_at(pos, n, start);
             if (idx < 0) idx = 0;
-            k = mk_lower_bound(last, idx, n, o);
+            k = mq_lower_bound(last, idx, n, o);
         }
         int64_t code = MK_TI_ORDER_ONLY, log_value = 0;
         if (k >= n || !ok[k]) {
