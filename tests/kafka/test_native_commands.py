@@ -10,7 +10,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import re
@@ -21,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_support import kernel_env, run_cli_jobs
 from kafka_support import batch, copy_partition
 from txn_support import Op, build, write_partition
 
@@ -30,32 +30,6 @@ from mqstore.kernels import backend
 
 pytestmark = pytest.mark.skipif(backend.built("_nat_kafka") is None, reason="the native Kafka kernels are not built")
 
-#: runs CLI invocations in one process and prints their results as JSON (plus whether numba loaded)
-_RUNNER = """
-import json, sys
-from click.testing import CliRunner
-from mqstore.cli.main import cli
-out = []
-for args in json.loads(sys.argv[1]):
-    r = CliRunner().invoke(cli, args)
-    out.append({"code": r.exit_code, "stdout": r.stdout, "stderr": r.stderr,
-                "error": None if r.exception is None or isinstance(r.exception, SystemExit) else repr(r.exception)})
-print(json.dumps({"results": out, "numba": any(m == "numba" or m.startswith("numba.") for m in sys.modules)}))
-"""
-
-
-def _env(mode: str | None) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k != backend.ENV}
-    if mode is not None:
-        env[backend.ENV] = mode
-    return env
-
-
-def _run_all(jobs: list[list[str]], mode: str | None) -> dict[str, Any]:
-    r = subprocess.run([sys.executable, "-c", _RUNNER, json.dumps(jobs)], capture_output=True, text=True,
-                       env=_env(mode), check=False)
-    assert r.returncode == 0, r.stderr
-    return json.loads(r.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
 
 
 # ----------------------------------------------------------------------------- partitions
@@ -166,7 +140,7 @@ def partitions(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         "badkey": _headers(root, bad_key=True),
     }
     # (the indexes of the mixed and transactional partitions, so verify checks them too)
-    res = _run_all([["kafka", "rebuild-index", str(parts[k])] for k in ("mixed", "txn")], "numba")
+    res = run_cli_jobs([["kafka", "rebuild-index", str(parts[k])] for k in ("mixed", "txn")], "numba")
     assert all(r["code"] == 0 for r in res["results"]), res
     return parts
 
@@ -199,7 +173,7 @@ def test_outputs_are_identical_under_numba_and_native(partitions: dict[str, Path
         shutil.rmtree(out, ignore_errors=True)
         for name in partitions:
             (out / name).mkdir(parents=True)
-        runs[mode] = _run_all(_jobs(partitions, out), mode)
+        runs[mode] = run_cli_jobs(_jobs(partitions, out), mode)
         files[mode] = _files(out)
     assert runs["numba"]["numba"] and not runs[None]["numba"]  # each mode ran on its own kernels
     jobs = _jobs(partitions, out)
@@ -229,7 +203,7 @@ def test_commands_do_not_import_numba(partitions: dict[str, Path], tmp_path: Pat
             "rebuild-index": ["rebuild-index", str(part), "--out", str(tmp_path)],
             "dump-json": ["dump", log, "--json", "--print-data"], "dump-dir": ["dump", str(part)]}[command]
     r = subprocess.run([sys.executable, "-X", "importtime", "-m", "mqstore.cli.main", "kafka", *args],
-                       capture_output=True, text=True, env=_env(None), check=False)
+                       capture_output=True, text=True, env=kernel_env(None), check=False)
     assert r.returncode in (0, 1), r.stderr[-2000:]
     modules = [line.rsplit("|", 1)[-1].strip() for line in r.stderr.splitlines() if line.startswith("import time:")]
     assert "mqstore.storage.kafka.layout" in modules  # (modules imported by importlib.import_module are not listed; numba is imported by statements)
@@ -250,7 +224,7 @@ def test_rebuild_index_does_not_import_numpy(partitions: dict[str, Path], tmp_pa
     out.mkdir()
     args = ["kafka", "rebuild-index", str(partitions[name]), "--out", str(out)]
     r = subprocess.run([sys.executable, "-X", "importtime", "-m", "mqstore.cli.main", *args],
-                       capture_output=True, text=True, env=_env(None), check=False)
+                       capture_output=True, text=True, env=kernel_env(None), check=False)
     assert r.returncode == 0, r.stderr[-2000:]
     modules = [line.rsplit("|", 1)[-1].strip() for line in r.stderr.splitlines() if line.startswith("import time:")]
     assert "mqstore.storage.kafka.rebuild" in modules
@@ -258,6 +232,6 @@ def test_rebuild_index_does_not_import_numpy(partitions: dict[str, Path], tmp_pa
     assert not loaded, f"rebuild-index imported {loaded[:5]}"
     ref = tmp_path / "numba"
     ref.mkdir()
-    res = _run_all([["kafka", "rebuild-index", str(partitions[name]), "--out", str(ref)]], "numba")
+    res = run_cli_jobs([["kafka", "rebuild-index", str(partitions[name]), "--out", str(ref)]], "numba")
     assert res["results"][0]["code"] == 0
     assert _files(out) == _files(ref) and _files(out)

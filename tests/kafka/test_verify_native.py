@@ -11,7 +11,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
@@ -22,6 +21,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from cli_support import kernel_env, run_cli_jobs
 from kafka_support import batch
 
 from kernel_twins import twins
@@ -232,31 +232,6 @@ def test_time_index_events_twins(damaged: dict[str, Path], kind: str, impl: Any)
 
 
 # ----------------------------------------------------------------------------- the command
-_RUNNER = """
-import json, sys
-from click.testing import CliRunner
-from mqstore.cli.main import cli
-out = []
-for args in json.loads(sys.argv[1]):
-    r = CliRunner().invoke(cli, args)
-    out.append({"code": r.exit_code, "stdout": r.stdout, "stderr": r.stderr,
-                "error": None if r.exception is None or isinstance(r.exception, SystemExit) else repr(r.exception)})
-print(json.dumps({"results": out, "numpy": "numpy" in sys.modules}))
-"""
-
-
-def _env(mode: str | None) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k != backend.ENV}
-    if mode is not None:
-        env[backend.ENV] = mode
-    return env
-
-
-def _run_all(jobs: list[list[str]], mode: str | None) -> dict[str, Any]:
-    r = subprocess.run([sys.executable, "-c", _RUNNER, json.dumps(jobs)], capture_output=True, text=True,
-                       env=_env(mode), check=False)
-    assert r.returncode == 0, r.stderr
-    return json.loads(r.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
 
 
 native_only = pytest.mark.skipif(backend.built("_nat_kafka") is None, reason="the native Kafka kernels are not built")
@@ -268,7 +243,7 @@ def test_verify_outputs_identical_under_numba_and_native(damaged: dict[str, Path
     for part in damaged.values():
         jobs += [["kafka", "verify", str(part)], ["kafka", "verify", "--strict", str(part)],
                  ["kafka", "verify", "--json", str(part)], ["kafka", "verify", str(part / LOG)]]
-    a, b = _run_all(jobs, "numba"), _run_all(jobs, None)
+    a, b = run_cli_jobs(jobs, "numba"), run_cli_jobs(jobs, None)
     for job, x, y in zip(jobs, a["results"], b["results"], strict=True):
         assert x["error"] is None and y["error"] is None, (job, x["error"], y["error"])
         assert x == y, job
@@ -298,7 +273,7 @@ def test_verify_imports_neither_numpy_nor_numba(damaged: dict[str, Path], tmp_pa
         os.link(damaged["clean"] / LOG, part / LOG)
         (part / f"{0:020d}.txnindex").write_bytes(b"")  # an empty one: checked without the replay
     r = subprocess.run([sys.executable, "-X", "importtime", "-m", "mqstore.cli.main", "kafka", "verify", str(part)],
-                       capture_output=True, text=True, env=_env(None), check=False)
+                       capture_output=True, text=True, env=kernel_env(None), check=False)
     assert r.returncode == 0, r.stderr[-2000:]
     modules = [line.rsplit("|", 1)[-1].strip() for line in r.stderr.splitlines() if line.startswith("import time:")]
     assert "mqstore.storage.kafka.tools" in modules
