@@ -305,6 +305,7 @@ class _BulkJsonLines:
 
         enc = (getattr(sys.stdout, "encoding", None) or "").lower().replace("-", "")
         self.stream = getattr(sys.stdout, "buffer", None) if enc == "utf8" else None
+        self.scratch: list = []  # the output buffers, kept from batch to batch
 
     def write(self, cl, offs) -> int:  # type: ignore[no-untyped-def]
         """Write the lines of the records at ``offs`` (one batch of a scan) in pieces as they are
@@ -323,7 +324,8 @@ class _BulkJsonLines:
             return 0
         sys.stdout.flush()
         done = 0
-        with closing(json_line_chunks(mf.array[: mf.wrote_position], base, offs - base)) as pieces:
+        with closing(json_line_chunks(mf.array[: mf.wrote_position], base, offs - base,
+                                       scratch=self.scratch)) as pieces:
             for data, records in pieces:  # (closed at once on an error: the running calls end first)
                 self.stream.write(data)
                 done += records
