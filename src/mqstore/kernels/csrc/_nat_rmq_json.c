@@ -135,12 +135,13 @@ static inline int64_t props_pair(const uint8_t *buf, int64_t s, int64_t sep, int
 }
 
 /* The kept pairs (props_pair) of the properties text buf[ps:ps+pl] in text order, and which of
- * them are KEYS, TAGS and UNIQ_KEY (NULL: none).  The separators are found 16 bytes at a time
+ * them are KEYS, TAGS and UNIQ_KEY (NULL: none); *high: whether any byte is >= 0x80.  The separators are found 16 bytes at a time
  * with SSE2 where the bytes are readable (lim), else one byte at a time; the same pairs. */
 static int64_t props_pairs(const uint8_t *buf, int64_t ps, int64_t pl, const uint8_t *lim, Pair *pairs,
-                           const Pair **keys, const Pair **tags, const Pair **uniq)
+                           const Pair **keys, const Pair **tags, const Pair **uniq, int *high)
 {
     int64_t np = 0, start = ps, sep = -1, i = 0;
+    unsigned hi = 0;
     const uint8_t *pt = buf + ps;
 #ifdef MQ_STR_SSE2
     if (USE_SSE2_STR) {
@@ -149,11 +150,14 @@ static int64_t props_pairs(const uint8_t *buf, int64_t ps, int64_t pl, const uin
             __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(pt + i));
             unsigned m1 = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v, one));
             unsigned m2 = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v, two));
+            unsigned mh = (unsigned)_mm_movemask_epi8(v);  /* bytes >= 0x80 */
             if (pl - i < 16) {
                 unsigned keep = (1u << (pl - i)) - 1u;
                 m1 &= keep;
                 m2 &= keep;
+                mh &= keep;
             }
+            hi |= mh;
             unsigned m = m1 | m2;
             while (m) {
                 int z = __builtin_ctz(m);
@@ -173,6 +177,7 @@ static int64_t props_pairs(const uint8_t *buf, int64_t ps, int64_t pl, const uin
 #endif
     for (; i < pl; i++) {
         uint8_t c = pt[i];
+        hi |= c & 0x80u;
         if (c == 2) {
             np = props_pair(buf, start, sep, ps + i, pairs, np);
             start = ps + i + 1;
@@ -182,6 +187,7 @@ static int64_t props_pairs(const uint8_t *buf, int64_t ps, int64_t pl, const uin
         }
     }
     if (start < ps + pl) np = props_pair(buf, start, sep, ps + pl, pairs, np);
+    *high = hi != 0;
     *keys = *tags = *uniq = NULL;
     for (int64_t q = 0; q < np; q++) {
         const Pair *p = &pairs[q];
@@ -222,7 +228,24 @@ static PyObject *lines(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     for (Py_ssize_t r = 0; r < n; r++) {
         int64_t rec[MQ_N_FIELDS];
         if (!mq_decode_record(buf, nbuf, pos[r], rec) || rec[MQ_F_PHYSICAL_OFFSET] != base_off + pos[r] ||
-            !utf8_ok(buf + rec[MQ_F_TOPIC_START], rec[MQ_F_TOPIC_LEN]) || !utf8_ok(buf + rec[MQ_F_PROPS_START], rec[MQ_F_PROPS_LEN])) {
+            !utf8_ok(buf + rec[MQ_F_TOPIC_START], rec[MQ_F_TOPIC_LEN])) {
+            status = 1;
+            value = r;
+            break;
+        }
+        /* the kept pairs of the properties text name\x01value\x02... (one pass: props_pairs, which
+         * also says whether any byte is not ASCII: only then is the text checked as UTF-8) */
+        const int64_t pl = rec[MQ_F_PROPS_LEN];
+        if (pl / 3 + 1 > pairs_cap) {
+            free(pairs);
+            pairs_cap = pl / 3 + 64;
+            pairs = malloc((size_t)pairs_cap * sizeof(Pair));
+            if (!pairs) { oom = 1; break; }
+        }
+        const Pair *keys = NULL, *tags = NULL, *uniq = NULL;
+        int high = 0;
+        const int64_t np = props_pairs(buf, rec[MQ_F_PROPS_START], pl, lim, pairs, &keys, &tags, &uniq, &high);
+        if (high && !utf8_ok(buf + rec[MQ_F_PROPS_START], pl)) {
             status = 1;
             value = r;
             break;
@@ -237,16 +260,6 @@ static PyObject *lines(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             value = need;
             break;
         }
-        /* the kept pairs of the properties text name\x01value\x02... (one pass: props_pairs) */
-        const int64_t pl = rec[MQ_F_PROPS_LEN];
-        if (pl / 3 + 1 > pairs_cap) {
-            free(pairs);
-            pairs_cap = pl / 3 + 64;
-            pairs = malloc((size_t)pairs_cap * sizeof(Pair));
-            if (!pairs) { oom = 1; break; }
-        }
-        const Pair *keys = NULL, *tags = NULL, *uniq = NULL;
-        const int64_t np = props_pairs(buf, rec[MQ_F_PROPS_START], pl, lim, pairs, &keys, &tags, &uniq);
         o = PUT_LIT(o, "{\"topic\":");
         o = put_str_in(o, buf + rec[MQ_F_TOPIC_START], rec[MQ_F_TOPIC_LEN], lim, end);
         o = PUT_LIT(o, ",\"flag\":");

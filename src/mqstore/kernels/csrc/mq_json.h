@@ -61,8 +61,14 @@ static uint8_t *put_int(uint8_t *o, int64_t v)
     } else {
         u = (uint64_t)v;
     }
-    int n = 1;  /* the digit count */
-    while (n < 20 && u >= POW10[n]) n++;
+    if (u < 10) {
+        *o = (uint8_t)('0' + u);
+        return o + 1;
+    }
+    /* the digit count from the bit length (floor(log10(2^bits)) = bits * 1233 >> 12, then one
+     * compare), not a loop over the powers of ten */
+    int t = ((64 - __builtin_clzll(u)) * 1233) >> 12;
+    int n = t + (u >= POW10[t]);
     uint8_t *e = o + n, *q = e;
     while (u >= 100) {
         unsigned d = (unsigned)(u % 100u);
