@@ -90,6 +90,27 @@ static inline uint8_t *put_str_in(uint8_t *o, const uint8_t *s, int64_t n, const
     return put_str(o, s, n);
 }
 
+/* the first ' ' of s[i:n] at or after i (n when none): 16 bytes at a time with SSE2 while they
+ * are readable (lim), else one at a time */
+static inline int64_t next_space(const uint8_t *s, int64_t i, int64_t n, const uint8_t *lim)
+{
+#ifdef MQ_STR_SSE2
+    if (USE_SSE2_STR) {
+        const __m128i sp = _mm_set1_epi8(' ');
+        for (; i < n && s + i + 16 <= lim; i += 16) {
+            unsigned m = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(const void *)(s + i)), sp));
+            if (m) {
+                int64_t j = i + __builtin_ctz(m);
+                return j < n ? j : n;
+            }
+        }
+        if (i >= n) return n;
+    }
+#endif
+    while (i < n && s[i] != ' ') i++;
+    return i;
+}
+
 typedef struct { int64_t ns, nl, vs, vl; } Pair;
 
 /* an upper bound of the bytes of one record's line */
@@ -300,8 +321,7 @@ static PyObject *lines(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             const uint8_t *ks = buf + keys->vs;
             int64_t kn = keys->vl, first = 1;
             for (int64_t i = 0; i < kn;) {
-                int64_t j = i;
-                while (j < kn && ks[j] != ' ') j++;
+                int64_t j = next_space(ks, i, kn, lim);
                 if (j > i) {
                     if (!first) *o++ = ',';
                     first = 0;
