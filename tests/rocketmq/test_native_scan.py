@@ -216,6 +216,31 @@ def test_scan_without_keys_on_fixtures(case: FixtureCase, scan: Any) -> None:
         tk.assert_same_batch(scan(data, base, 0, len(data), keys=False), ref)
 
 
+@pytest.mark.parametrize("scan", SCANS)
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=segments(), check_crc=st.booleans(), skip=st.booleans(), limit=st.sampled_from([None, 0, 2, 5]))
+def test_scan_without_columns_is_the_offsets_of_the_scan(scan: Any, data: bytes, check_crc: bool, skip: bool,
+                                                         limit: int | None) -> None:
+    """``columns=False`` (the unfiltered dump's scan): the reference's offsets, sizes, stop, next
+    offset, error and skipped records; the other columns zeros, no topics, keys or multi rows."""
+    kw = {"check_crc": check_crc, "skip_length_mismatch": skip, "max_records": limit}
+    ref = rocketmq_scan.without_columns(rocketmq_scan.scan_segment_py(data, 1 << 30, 0, len(data), **kw))
+    got = scan(data, 1 << 30, 0, len(data), keys=False, columns=False, **kw)
+    tk.assert_same_batch(got, ref)
+    assert got.topics == [] and len(got.multi_row) == 0 and not got.queue_id.any() and not got.tags_code.any()
+    assert rocketmq_scan.scan_segment_py(data, 1 << 30, 0, len(data), columns=False, **kw).stop == ref.stop
+
+
+@pytest.mark.parametrize("scan", FAST)
+def test_scan_without_columns_on_fixtures(case: FixtureCase, scan: Any) -> None:
+    for base, data in case.segments():
+        for kw in ({}, {"check_crc": True, "skip_length_mismatch": False}, {"max_records": 3}):
+            ref = rocketmq_scan.scan_segment_py(data, base, 0, len(data), **kw)
+            got = scan(data, base, 0, len(data), keys=False, columns=False, **kw)
+            tk.assert_same_batch(got, rocketmq_scan.without_columns(ref))
+            assert got.commit_log_offset.tolist() == ref.commit_log_offset.tolist()
+
+
 @pytest.mark.parametrize("end", twins("rocketmq.valid_end"))
 @pytest.mark.parametrize("window", [None, 1, 97, 250])
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

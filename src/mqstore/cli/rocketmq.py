@@ -257,8 +257,11 @@ def dump(store: Path, topic: str | None, from_offset: int, limit: int | None, fr
         bulk = as_json and key is None and tags is None and decode is None and not hasattr(cl, "entry_at")
         sink = _BulkJsonLines() if bulk else None
         # the bulk path scans the next batch in a worker thread while this one is written
-        # (without the index keys: they only serve the --key filter)
-        batches = (cl.scan_bounded(start, cl.max_offset, keys=False) if sink is not None and hasattr(cl, "scan_bounded")
+        # (without the index keys: they only serve the --key filter; without any column but the
+        # offsets when no filter reads them)
+        columns = topic is not None or lo is not None or hi is not None
+        batches = (cl.scan_bounded(start, cl.max_offset, keys=False, **({} if columns else {"columns": False}))
+                   if sink is not None and hasattr(cl, "scan_bounded")
                    else cl.scan(start, cl.max_offset, max_records=1 << 16))
         stack.callback(batches.close)  # (the read-ahead ends before the store is closed)
         for batch in batches:

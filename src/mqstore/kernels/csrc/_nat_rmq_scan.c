@@ -22,19 +22,23 @@
 
 /* scan(buf, base, start, end, check_crc, skip_mismatch, max_records, delay_ms, max_level, delay_ok,
  *      sched, off, size, qid, qoff, sysf, ts, tags, topic_id, rep_s, rep_l, table, key_row,
- *      key_hash, fallback, multi, mspan, skip_pos, skip_total, skip_computed[, with_keys])
+ *      key_hash, fallback, multi, mspan, skip_pos, skip_total, skip_computed[, with_keys[, with_columns]])
  * -> (n, pos, state, topics, skips, keys, fallbacks, 0, multis)
  * with_keys (default true) false: no index keys are hashed or written (a reader that does not use
- * them, the dump); everything else is the same. */
+ * them, the dump); everything else is the same.  with_columns (default true) false: only off and
+ * size are written for a record (no properties, topic, tags or keys: the other outputs are left
+ * as they are and the counts of topics, keys, fallbacks and multis are 0): the framing, CRC and
+ * length checks, stops and skips are the same. */
 static PyObject *scan(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)self;
-    if (nargs != 30 && nargs != 31) {
-        PyErr_SetString(PyExc_TypeError, "scan: expected 30 or 31 arguments");
+    if (nargs < 30 || nargs > 32) {
+        PyErr_SetString(PyExc_TypeError, "scan: expected 30 to 32 arguments");
         return NULL;
     }
     int64_t base = mq_i64(args[1]), start = mq_i64(args[2]), end = mq_i64(args[3]);
-    int with_keys = nargs == 31 ? PyObject_IsTrue(args[30]) : 1;
+    int with_keys = nargs >= 31 ? PyObject_IsTrue(args[30]) : 1;
+    int with_columns = nargs >= 32 ? PyObject_IsTrue(args[31]) : 1;
     int check_crc = PyObject_IsTrue(args[4]), skip_mismatch = PyObject_IsTrue(args[5]);
     int64_t max_records = mq_i64(args[6]);
     int64_t max_level = mq_i64(args[8]);
@@ -117,6 +121,13 @@ static PyObject *scan(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             skip_total[ns] = total;
             skip_computed[ns] = computed;
             ns++;
+            pos += total;
+            continue;
+        }
+        if (!with_columns) {  /* where the records are, nothing more */
+            off[n] = base + pos;
+            size[n] = (int32_t)total;
+            n++;
             pos += total;
             continue;
         }

@@ -122,6 +122,7 @@ def scan_segment_py(
     delay_table: dict[int, int] = DEFAULT_DELAY_TABLE,
     threads: int | None = 1,
     keys: bool = True,
+    columns: bool = True,
 ) -> DispatchBatch:
     """Reference scan of ``buf[start:end]`` (positions inside one segment whose global start is
     ``file_from_offset``).
@@ -132,8 +133,15 @@ def scan_segment_py(
     lengths is skipped (as the reput service does) when ``skip_length_mismatch``, otherwise it is
     an invalid stop (as recovery does).  ``threads`` only tunes the fast path.  Without ``keys``
     the batch has no index keys (``key_row``/``key_hash`` empty: for a reader that does not use
-    them, the dump); everything else is the same.
+    them, the dump); everything else is the same.  Without ``columns`` (nor keys) only
+    ``commit_log_offset`` and ``size`` are filled: the other per-record columns are zeros, and
+    there are no topics, keys or multi-dispatch rows (a reader that only needs where the records
+    are: the dump without filters); the stop, next offset, error and skipped records are the same.
     """
+    if not columns:
+        return without_columns(scan_segment_py(buf, file_from_offset, start, end, check_crc=check_crc,
+                                               skip_length_mismatch=skip_length_mismatch, max_records=max_records,
+                                               delay_table=delay_table, keys=False))
     cols: dict[str, list[int]] = {k: [] for k in ("off", "size", "qid", "qoff", "sys", "ts", "tags", "topic")}
     key_row: list[int] = []
     key_hash: list[int] = []
@@ -206,6 +214,14 @@ def scan_segment_py(
         multi_row=np.array(multi_row, np.int64),
         multi_value=multi_value,
     )
+
+
+def without_columns(b: DispatchBatch) -> DispatchBatch:
+    """``b`` as a scan without ``columns`` gives it: offsets and sizes, the rest zeros/empty."""
+    n = len(b)
+    i32, i64 = (lambda: np.zeros(n, np.int32)), (lambda: np.zeros(n, np.int64))
+    return DispatchBatch(b.commit_log_offset, b.size, i32(), i64(), i32(), i64(), i64(), i32(), [],
+                         np.empty(0, np.int64), np.empty(0, np.int32), b.next_offset, b.stop, b.error, b.skipped)
 
 
 def _all_zero(buf: bytes | bytearray | memoryview, a: int, b: int) -> bool:
@@ -339,13 +355,14 @@ class _Chunk:
 def _scan_chunk(
     u8: np.ndarray, file_from_offset: int, start: int, end: int, check_crc: bool, skip_length_mismatch: bool,
     limit: int, delay: DelayRule, delay_table: dict[int, int], nat: Any = None, keys: bool = True,
+    columns: bool = True,
 ) -> _Chunk:  # fmt: skip
     per_row = max(_BYTES_PER_ROW_GUESS, _ROW_BYTES_SEEN[0] // 2) if LEARN_ROW_BYTES else _BYTES_PER_ROW_GUESS
     cap = max(16, min((end - start) // per_row + 16, _MAX_CHUNK_ROWS))
     if limit >= 0:
         cap = max(1, min(cap, limit))
     kcap = cap * _KEYS_PER_ROW_GUESS + _MAX_KEYS_PER_RECORD  # the first record always fits: progress
-    if not keys and nat is not None:
+    if not (keys and columns) and nat is not None:
         kcap = 1  # the C pass writes none (the numba pass computes them; they are dropped below)
     i64, i32 = (lambda n: np.empty(n, np.int64)), (lambda n: np.empty(n, np.int32))
     rows = RowColumns(off=i64(cap), size=i32(cap), qid=i32(cap), qoff=i64(cap), sysf=i32(cap), ts=i64(cap),
@@ -364,7 +381,7 @@ def _scan_chunk(
                      bool(skip_length_mismatch), np.int64(limit))  # fmt: skip
     if nat is not None:
         counts = nat.scan(u8, *prm, *delay, *rows, *topics_t, *kcols, fallback, multi, mspan, *skips,
-                          *(() if keys else (False,)))  # fmt: skip
+                          *(() if keys and columns else (False,)), *(() if columns else (False,)))  # fmt: skip
     else:
         counts = _nb()._scan_kernel(u8, prm, delay, rows, topics_t, kcols, fallback, multi, mspan, skips, crcs)
     n, pos, state, nt, ns, nk, nf, nc, nm = (int(v) for v in counts)
@@ -381,6 +398,14 @@ def _scan_chunk(
             nf = int(np.searchsorted(fallback[:nf], n))
             nm = int(np.searchsorted(multi[:nm], n))
             nt = int(rows.topic_id[:n].max()) + 1 if n else 0
+    if not columns:  # (the C pass writes only the offsets and sizes; the numba pass's rest is dropped)
+        skipped = [
+            (int(skips.pos[i]), f"length mismatch: TOTALSIZE {int(skips.total[i])}, fields add up to {int(skips.computed[i])}")
+            for i in range(ns)
+        ]
+        z32, z64 = (lambda: np.zeros(n, np.int32)), (lambda: np.zeros(n, np.int64))
+        empty = RowColumns(rows.off[:n], rows.size[:n], z32(), z64(), z32(), z64(), z64(), z32())
+        return _Chunk(empty, [], kcols.row[:0], kcols.hash[:0], skipped, pos, state, multi[:0].copy(), [])
     # topics: ids of distinct byte strings → ids of distinct decoded strings (first appearance)
     topics: dict[str, int] = {}
     remap = np.empty(nt, np.int32)
@@ -457,6 +482,7 @@ def scan_segment_numba(
     delay_table: dict[int, int] = DEFAULT_DELAY_TABLE,
     threads: int | None = 1,
     keys: bool = True,
+    columns: bool = True,
 ) -> DispatchBatch:
     """Fast path of :func:`scan_segment_py` (same arguments, same result).
 
@@ -473,7 +499,7 @@ def scan_segment_numba(
     stopped.  The result is the sequential one whatever the data.
     """
     return _scan_segment(buf, file_from_offset, start, end, check_crc, skip_length_mismatch, max_records, delay_table,
-                         threads, None, keys)  # fmt: skip
+                         threads, None, keys, columns)  # fmt: skip
 
 
 def scan_segment_native(
@@ -488,15 +514,17 @@ def scan_segment_native(
     delay_table: dict[int, int] = DEFAULT_DELAY_TABLE,
     threads: int | None = 1,
     keys: bool = True,
+    columns: bool = True,
 ) -> DispatchBatch:
     """:func:`scan_segment_numba` on the C kernel ``_nat_rmq_scan.scan`` (same arguments, same result)."""
     return _scan_segment(buf, file_from_offset, start, end, check_crc, skip_length_mismatch, max_records, delay_table,
-                         threads, _NAT, keys)  # fmt: skip
+                         threads, _NAT, keys, columns)  # fmt: skip
 
 
 def _scan_segment(
     buf: object, file_from_offset: int, start: int, end: int, check_crc: bool, skip_length_mismatch: bool,
     max_records: int | None, delay_table: dict[int, int], threads: int | None, nat: Any, keys: bool = True,
+    columns: bool = True,
 ) -> DispatchBatch:  # fmt: skip
     u8 = as_u8(buf)
     check_range(u8, start, end)
@@ -509,7 +537,8 @@ def _scan_segment(
         cuts = _cuts(u8, file_from_offset, start, end, nthreads, nat)
         if len(cuts) > 2:
             parts = run_parallel(_scan_run, [
-                (u8, file_from_offset, a, b, check_crc, skip_length_mismatch, -1, delay, delay_table, nat, keys)
+                (u8, file_from_offset, a, b, check_crc, skip_length_mismatch, -1, delay, delay_table, nat, keys,
+                 columns)
                 for a, b in pairwise(cuts)
             ])  # fmt: skip
             for k, (part_chunks, part_pos, part_state) in enumerate(parts):
@@ -520,7 +549,7 @@ def _scan_segment(
                 if part_state != ST_RANGE or part_pos != cuts[k + 1]:
                     break  # the record chain did not land on the cut: go on sequentially from here
     more, _, _ = _scan_run(u8, file_from_offset, pos, end, check_crc, skip_length_mismatch, limit, delay, delay_table,
-                           nat, keys)  # fmt: skip
+                           nat, keys, columns)  # fmt: skip
     return _batch_of(chunks + more, u8, file_from_offset, end, check_crc)
 
 
@@ -546,6 +575,7 @@ def _cuts(u8: np.ndarray, base: int, start: int, end: int, parts: int, nat: Any 
 def _scan_run(
     u8: np.ndarray, file_from_offset: int, pos: int, end: int, check_crc: bool, skip_length_mismatch: bool,
     limit: int, delay: DelayRule, delay_table: dict[int, int], nat: Any = None, keys: bool = True,
+    columns: bool = True,
 ) -> tuple[list[_Chunk], int, int]:  # fmt: skip
     """Chunks of a sequential scan of ``[pos, end)`` until it stops: ``(chunks, pos, state)``."""
     chunks: list[_Chunk] = []
@@ -553,7 +583,7 @@ def _scan_run(
     while True:
         left = -1 if limit < 0 else limit - rows
         c = _scan_chunk(u8, file_from_offset, pos, end, check_crc, skip_length_mismatch, left, delay, delay_table, nat,
-                        keys)  # fmt: skip
+                        keys, columns)  # fmt: skip
         chunks.append(c)
         rows += len(c.rows.topic_id)
         pos = c.pos

@@ -290,9 +290,11 @@ class CommitLog:
         return int.from_bytes(mf.mm[tpos : tpos + 8], "big", signed=True)
 
     def scan(self, start: int, end: int | None = None, *, check_crc: bool = False, max_records: int | None = None,
-             skip_length_mismatch: bool = True, keys: bool = True) -> Iterator[DispatchBatch]:
+             skip_length_mismatch: bool = True, keys: bool = True, columns: bool = True) -> Iterator[DispatchBatch]:
         """Dispatch batches for the records in [start, end) segment by segment (the reput loop);
-        without ``keys``, batches without index keys (a reader that does not use them).
+        without ``keys``, batches without index keys (a reader that does not use them); without
+        ``columns``, batches with only the offsets and sizes filled (``scan_segment``'s
+        ``columns``: a reader that needs nothing else, the dump without filters).
 
         While the valid end is not settled (:meth:`defer_valid_end`), a scan of the whole log
         from at or before the recovery walk's start is that walk too: from there on every segment
@@ -303,7 +305,8 @@ class CommitLog:
             files = self.queue.files
             walk_from = files[pending[0]].file_from_offset
             if max(start, self.min_offset) <= walk_from and (end is None or end >= self.max_offset):
-                yield from self._scan_walked(start, pending, check_crc, max_records, skip_length_mismatch, keys)
+                yield from self._scan_walked(start, pending, check_crc, max_records, skip_length_mismatch, keys,
+                                             columns)
                 return
             self.settle_valid_end()
         end = self.max_offset if end is None else end
@@ -317,6 +320,7 @@ class CommitLog:
             batch = scan_segment(
                 mf.mm, mf.file_from_offset, pos, seg_end - mf.file_from_offset,
                 check_crc=check_crc, max_records=max_records, skip_length_mismatch=skip_length_mismatch, keys=keys,
+                **({} if columns else {"columns": False}),
             )
             yield batch
             nxt = self._after_batch(batch)
@@ -337,7 +341,7 @@ class CommitLog:
     def scan_bounded(self, start: int, end: int | None = None, *, check_crc: bool = False,
                      batch_records: int = 1 << 16, skip_length_mismatch: bool = True,
                      release_pages: bool = True, read_ahead: bool = True, populate_ahead: bool = False,
-                     keys: bool = True) -> Iterator[DispatchBatch]:
+                     keys: bool = True, columns: bool = True) -> Iterator[DispatchBatch]:
         """The batches of :meth:`scan` with ``max_records=batch_records``, for bulk consumers (the
         offline rebuild).  The next batch is scanned in a worker thread while the caller consumes
         the current one (the scan kernel releases the GIL), and the mapped CommitLog pages behind
@@ -349,7 +353,8 @@ class CommitLog:
         thread (``MADV_POPULATE_READ``) while the worker scans: the worker then takes no page
         fault (~8 % of its time), and this thread would only have waited for it."""
         batches = self.scan(start, end, check_crc=check_crc, max_records=max(1, batch_records),
-                            skip_length_mismatch=skip_length_mismatch, **({} if keys else {"keys": False}))
+                            skip_length_mismatch=skip_length_mismatch, **({} if keys else {"keys": False}),
+                            **({} if columns else {"columns": False}))
         released = max(start, self.min_offset)
         if not read_ahead:
             for batch in batches:
@@ -493,7 +498,7 @@ class CommitLog:
             self._pending_end = None
 
     def _scan_walked(self, start: int, pending: tuple[int, bool], check_crc: bool, max_records: int | None,
-                     skip_length_mismatch: bool, keys: bool) -> Iterator[DispatchBatch]:
+                     skip_length_mismatch: bool, keys: bool, columns: bool = True) -> Iterator[DispatchBatch]:
         """:meth:`scan` of the whole log that is also recovery's walk (``pending``: its first
         segment and CRC rule).  The segments before the walk's are scanned as always; from there
         each is scanned to its end with the walk's rules too (no skipping of length mismatches;
@@ -513,7 +518,8 @@ class CommitLog:
             base = mf.file_from_offset
             if base < walk_from:
                 batch = scan_segment(mf.mm, base, offset - base, mf.wrote_position, check_crc=check_crc,
-                                     max_records=max_records, skip_length_mismatch=skip_length_mismatch, keys=keys)
+                                     max_records=max_records, skip_length_mismatch=skip_length_mismatch, keys=keys,
+                                     **({} if columns else {"columns": False}))
                 yield batch
                 nxt_offset = self._after_batch(batch)
                 if nxt_offset is None:
@@ -522,7 +528,8 @@ class CommitLog:
                 continue
             idx = files.index(mf)
             batch = scan_segment(mf.mm, base, offset - base, mf.file_size, check_crc=check_crc or walk_crc,
-                                 max_records=max_records, skip_length_mismatch=False, keys=keys)
+                                 max_records=max_records, skip_length_mismatch=False, keys=keys,
+                                 **({} if columns else {"columns": False}))
             if batch.stop == STOP_LIMIT:
                 yield batch
                 offset = batch.next_offset
