@@ -14,7 +14,6 @@ from __future__ import annotations
 import functools
 import itertools
 import os
-import socket
 import struct
 import time
 from collections import deque
@@ -248,6 +247,8 @@ class _UniqKeyGenerator:
         if not _HEX4:
             _HEX4 = [f"{i:04X}" for i in range(65536)]
         if not self._hex_prefix:
+            import socket  # (only here: a reader never imports it, ~5 ms of a one-shot command)
+
             try:
                 ip = socket.inet_aton(socket.gethostbyname(socket.gethostname()))
             except OSError:

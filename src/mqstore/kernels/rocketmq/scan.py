@@ -403,7 +403,8 @@ def _scan_chunk(
             (int(skips.pos[i]), f"length mismatch: TOTALSIZE {int(skips.total[i])}, fields add up to {int(skips.computed[i])}")
             for i in range(ns)
         ]
-        z32, z64 = (lambda: np.zeros(n, np.int32)), (lambda: np.zeros(n, np.int64))
+        # (read-only zero views: nothing is allocated or written for columns no one reads)
+        z32, z64 = (lambda: np.broadcast_to(np.int32(0), (n,))), (lambda: np.broadcast_to(np.int64(0), (n,)))
         empty = RowColumns(rows.off[:n], rows.size[:n], z32(), z64(), z32(), z64(), z64(), z32())
         return _Chunk(empty, [], kcols.row[:0], kcols.hash[:0], skipped, pos, state, multi[:0].copy(), [])
     # topics: ids of distinct byte strings → ids of distinct decoded strings (first appearance)

@@ -34,7 +34,6 @@ assumed non-decreasing along a queue (records are stamped under the put lock in 
 from __future__ import annotations
 
 import os
-import shutil
 from bisect import bisect_left
 from collections.abc import Callable
 from pathlib import Path
@@ -325,6 +324,8 @@ class QueueTimeIndex:
     def destroy(self) -> None:
         for f in list(self.files):
             self._delete(f)
+        import shutil  # (only here: shutil and its compression modules stay out of a reader's start-up)
+
         shutil.rmtree(self.directory, ignore_errors=True)
 
     # ------------------------------------------------------------------ read
