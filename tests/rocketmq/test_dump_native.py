@@ -128,3 +128,32 @@ def test_dump_json_as_a_whole_process(stores: dict[str, Path], name: str) -> Non
     assert [(r.returncode, r.stdout, r.stderr) for r in runs[1:]] == [(runs[0].returncode, runs[0].stdout,
                                                                         runs[0].stderr)]
     assert runs[0].returncode == 0 and runs[0].stdout.count(b"\n") > 0
+
+
+def test_json_lines_hosts_of_every_octet_width() -> None:
+    """IPv4 hosts whose bytes take 1, 2 and 3 digits (0, 9, 10, 99, 100, 255) and ports of any
+    width, born and store host, IPv6 beside them: every implementation gives the reference's lines."""
+    import numpy as np
+
+    from mqstore.formats.rocketmq.record import MessageRecord, encode_record
+    from mqstore.kernels.registry import kernel_impls
+
+    octets = [0, 9, 10, 99, 100, 255, 1, 254]
+    buf = bytearray()
+    positions = []
+    for i in range(64):
+        a, b, c, d = (octets[(i + k * 3) % len(octets)] for k in range(4))
+        port = [0, 7, 80, 10911, 65535, 2**31 - 1, -1][i % 7]
+        born = f"{a}.{b}.{c}.{d}:{port}" if i % 5 else "[2001:db8::ff]:9876"
+        rec = MessageRecord(topic="T", body=b"x" * (i % 5), queue_id=0, queue_offset=i, commit_log_offset=len(buf),
+                            born_host=born, store_host=f"{d}.{c}.{b}.{a}:{abs(port) % 65536}",
+                            sys_flag=0 if i % 5 else 0x10)  # fmt: skip
+        positions.append(len(buf))
+        buf += encode_record(rec)
+    u8 = np.frombuffer(bytes(buf), np.uint8)
+    pos = np.array(positions, np.int64)
+    impls = kernel_impls("rocketmq.json_lines")
+    want = bytes(impls.reference(u8, 0, pos))
+    assert b'"bornHost":"0.9.10.99:0"' in want or b'"bornHost":"255.' in want
+    for _, fn in impls.items():
+        assert bytes(fn(u8, 0, pos)) == want
