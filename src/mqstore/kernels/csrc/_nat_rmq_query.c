@@ -593,22 +593,34 @@ static const uint8_t *utf8_of(PyObject *s, Py_ssize_t *len)
  * plan is missing or stale: make it and call again), QUERY_FALLBACK (the key is not encodable or
  * holds U+FFFD), EXACT_UNCLEAN (a candidate is not a clean record) or SELECT_FILES_CYCLE - i (a
  * looping chain in IndexFile i of the plan, newest first). */
+/* the UTF-8 of topic and key and the key's IndexFile hash (hash of "topic#key"); 0 (no exception)
+ * when the compiled path cannot compare the key (not encodable, or holding U+FFFD) */
+static int key_hash(PyObject *topic_s, PyObject *key_s, const uint8_t **topic, Py_ssize_t *tl, const uint8_t **key,
+                    Py_ssize_t *kl, int64_t *h)
+{
+    *topic = utf8_of(topic_s, tl);
+    *key = utf8_of(key_s, kl);
+    if (!*topic || !*key) return 0;
+    const uint8_t *k = *key;
+    if (!PyUnicode_IS_ASCII(key_s))
+        for (Py_ssize_t i = 0; i + 2 < *kl; i++)
+            if (k[i] == 0xEF && k[i + 1] == 0xBF && k[i + 2] == 0xBD) return 0;
+    uint32_t st = mq_hash_continue(*topic, 0, *tl, 0);
+    st = st * 31u + (uint32_t)'#';
+    *h = mq_index_hash_of_state(mq_hash_continue(k, 0, *kl, st));
+    return 1;
+}
+
+/* the query of query(); hashed: the caller gave topic, key and h from key_hash (else made here) */
 static PyObject *query_run(PyObject *index_plan, PyObject *index_files, PyObject *segment_plan, PyObject *segments,
-                           PyObject *topic_s, PyObject *key_s, int64_t b, int64_t e, int64_t max_num)
+                           PyObject *topic_s, PyObject *key_s, int64_t b, int64_t e, int64_t max_num, int hashed,
+                           const uint8_t *topic, Py_ssize_t tl, const uint8_t *key, Py_ssize_t kl, int64_t h)
 {
     const int64_t *files, *stab;
     int64_t nfiles, nsegs;
     if (!plan_current(index_plan, index_files, &files, &nfiles)) return PyLong_FromLong(QUERY_NEED_INDEX_PLAN);
-    Py_ssize_t tl, kl;
-    const uint8_t *topic = utf8_of(topic_s, &tl), *key = utf8_of(key_s, &kl);
-    if (!topic || !key) return PyLong_FromLong(QUERY_FALLBACK);
-    if (!PyUnicode_IS_ASCII(key_s))
-        for (Py_ssize_t i = 0; i + 2 < kl; i++)
-            if (key[i] == 0xEF && key[i + 1] == 0xBF && key[i + 2] == 0xBD) return PyLong_FromLong(QUERY_FALLBACK);
-    /* the key's hash first: its slots load while the segment table is made */
-    uint32_t st = mq_hash_continue(topic, 0, tl, 0);
-    st = st * 31u + (uint32_t)'#';
-    int64_t h = mq_index_hash_of_state(mq_hash_continue(key, 0, kl, st));
+    if (!hashed && !key_hash(topic_s, key_s, &topic, &tl, &key, &kl, &h)) return PyLong_FromLong(QUERY_FALLBACK);
+    /* the key's slots load while the segment table is made */
     prefetch_slots(files, nfiles, h);
     if (!plan_current(segment_plan, segments, &stab, &nsegs)) return PyLong_FromLong(QUERY_NEED_SEGMENT_PLAN);
     /* the segment table with the live readable length of the last segment */
@@ -691,7 +703,7 @@ static PyObject *query(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     if (b == -1 && PyErr_Occurred()) return NULL;
     if ((e = mq_i64(args[7])) == -1 && PyErr_Occurred()) return NULL;
     if ((max_num = mq_i64(args[8])) == -1 && PyErr_Occurred()) return NULL;
-    return query_run(args[0], args[1], args[2], args[3], args[4], args[5], b, e, max_num);
+    return query_run(args[0], args[1], args[2], args[3], args[4], args[5], b, e, max_num, 0, NULL, 0, NULL, 0, 0);
 }
 
 /* ---------------------------------------------------------------- the query bound to a store */
@@ -711,6 +723,12 @@ typedef struct {
     PyObject_HEAD
     vectorcallfunc vectorcall;
     PyObject *engine, *index, *commit_log, *queue, *topics_ok;
+    /* the instance dicts of engine, index, commit_log and queue when their attributes read here
+     * are plain instance attributes (read from the dict; NULL: read with getattr) */
+    PyObject *d_engine, *d_index, *d_commit_log, *d_queue;
+    /* the last current index plan seen (its table: where the next key's slots are prefetched
+     * before the plan is checked; a prefetch is a hint, never a read) */
+    PyObject *last_plan;
     int read_only;
 } KeyQuery;
 
@@ -736,6 +754,41 @@ static int plain_i64(PyObject *o, int64_t dflt, int64_t *out)
     return 1;
 }
 
+/* obj.name (a new reference): from the instance dict d when given and holding it, else getattr */
+static inline PyObject *attr_of(PyObject *obj, PyObject *d, PyObject *name)
+{
+    if (d) {
+        PyObject *v = PyDict_GetItemWithError(d, name);
+        if (v) return Py_NewRef(v);
+        if (PyErr_Occurred()) return NULL;
+    }
+    return PyObject_GetAttr(obj, name);
+}
+
+/* the instance dict of obj when every name of names (NULL-terminated) is a plain instance
+ * attribute (no attribute of that name on its type, present in the dict), else NULL; no exception */
+static PyObject *plain_dict(PyObject *obj, PyObject *const *names)
+{
+    if (!Py_TYPE(obj)->tp_dictoffset) return NULL;
+    for (int i = 0; names[i]; i++) {
+        int on_type = PyObject_HasAttr((PyObject *)Py_TYPE(obj), names[i]);
+        if (on_type) return NULL;
+    }
+    PyObject *d = PyObject_GenericGetDict(obj, NULL);
+    if (!d) {
+        PyErr_Clear();
+        return NULL;
+    }
+    for (int i = 0; names[i]; i++) {
+        if (!PyDict_CheckExact(d) || !PyDict_GetItemWithError(d, names[i])) {
+            PyErr_Clear();
+            Py_DECREF(d);
+            return NULL;
+        }
+    }
+    return d;
+}
+
 static PyObject *key_query_call(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
     KeyQuery *q = (KeyQuery *)self;
@@ -751,7 +804,17 @@ static PyObject *key_query_call(PyObject *self, PyObject *const *args, size_t na
         !plain_i64(nargs > 3 ? args[3] : Py_None, INT64_MAX, &e) || !plain_i64(nargs > 4 ? args[4] : Py_None, -1, &mn) ||
         mn == 0 || mn < -1 || (mn == -1 && nargs > 4 && args[4] != Py_None))
         return PyLong_FromLong(QUERY_SLOW);
-    PyObject *closed = PyObject_GetAttr(q->engine, str_closed);
+    /* the key's hash first, and its slots prefetched where the last plan had its files: they load
+     * while the store's state is read and the plans are checked */
+    const uint8_t *tb, *kb;
+    Py_ssize_t tl, kl;
+    int64_t h = 0;
+    int hashed = key_hash(topic, key, &tb, &tl, &kb, &kl, &h);
+    if (hashed && q->last_plan) {
+        PyObject *tab = PyTuple_GET_ITEM(q->last_plan, 3);
+        prefetch_slots((const int64_t *)PyBytes_AS_STRING(tab), PyBytes_GET_SIZE(tab) / 32, h);
+    }
+    PyObject *closed = attr_of(q->engine, q->d_engine, str_closed);
     if (!closed) return NULL;
     Py_DECREF(closed);
     if (closed != Py_False) return PyLong_FromLong(QUERY_SLOW);
@@ -760,10 +823,17 @@ static PyObject *key_query_call(PyObject *self, PyObject *const *args, size_t na
         if (!r) return NULL;
         Py_DECREF(r);
     }
-    PyObject *ip = PyObject_GetAttr(q->index, str_plan), *ifl = ip ? PyObject_GetAttr(q->index, str_files) : NULL;
-    PyObject *sp = ifl ? PyObject_GetAttr(q->commit_log, str_seg_plan) : NULL;
-    PyObject *sf = sp ? PyObject_GetAttr(q->queue, str_files) : NULL;
-    PyObject *res = sf ? query_run(ip, ifl, sp, sf, topic, key, b, e, mn) : NULL;
+    if (!hashed) return PyLong_FromLong(QUERY_FALLBACK);
+    PyObject *ip = attr_of(q->index, q->d_index, str_plan), *ifl = ip ? attr_of(q->index, q->d_index, str_files) : NULL;
+    PyObject *sp = ifl ? attr_of(q->commit_log, q->d_commit_log, str_seg_plan) : NULL;
+    PyObject *sf = sp ? attr_of(q->queue, q->d_queue, str_files) : NULL;
+    PyObject *res = NULL;
+    if (sf) {
+        const int64_t *ft;
+        int64_t nf;
+        if (ip != q->last_plan && plan_current(ip, ifl, &ft, &nf)) Py_XSETREF(q->last_plan, Py_NewRef(ip));
+        res = query_run(ip, ifl, sp, sf, topic, key, b, e, mn, 1, tb, tl, kb, kl, h);
+    }
     Py_XDECREF(ip);
     Py_XDECREF(ifl);
     Py_XDECREF(sp);
@@ -779,6 +849,11 @@ static int key_query_traverse(PyObject *self, visitproc visit, void *arg)
     Py_VISIT(q->commit_log);
     Py_VISIT(q->queue);
     Py_VISIT(q->topics_ok);
+    Py_VISIT(q->d_engine);
+    Py_VISIT(q->d_index);
+    Py_VISIT(q->d_commit_log);
+    Py_VISIT(q->d_queue);
+    Py_VISIT(q->last_plan);
     return 0;
 }
 
@@ -790,6 +865,11 @@ static int key_query_clear(PyObject *self)
     Py_CLEAR(q->commit_log);
     Py_CLEAR(q->queue);
     Py_CLEAR(q->topics_ok);
+    Py_CLEAR(q->d_engine);
+    Py_CLEAR(q->d_index);
+    Py_CLEAR(q->d_commit_log);
+    Py_CLEAR(q->d_queue);
+    Py_CLEAR(q->last_plan);
     return 0;
 }
 
@@ -816,6 +896,13 @@ static PyObject *key_query_new(PyTypeObject *type, PyObject *args, PyObject *kwd
     q->commit_log = Py_NewRef(cl);
     q->queue = Py_NewRef(queue);
     q->topics_ok = Py_NewRef(topics_ok);
+    PyObject *n_engine[] = {str_closed, NULL}, *n_index[] = {str_plan, str_files, NULL}, *n_cl[] = {str_seg_plan, NULL},
+             *n_queue[] = {str_files, NULL};
+    q->d_engine = plain_dict(engine, n_engine);
+    q->d_index = plain_dict(index, n_index);
+    q->d_commit_log = plain_dict(cl, n_cl);
+    q->d_queue = plain_dict(queue, n_queue);
+    q->last_plan = NULL;
     q->read_only = read_only;
     PyObject_GC_Track(q);
     return (PyObject *)q;
