@@ -229,3 +229,27 @@ def test_dledger_commitlog_stays_on_the_python_path(tmp_path: Path) -> None:
                 assert got == s._query_by_key_records(topic, key, 0, LONG_MAX, None)
                 seen += len(got)
         assert seen > 40 and s._key_query is api._no_key_query
+
+
+def test_key_query_keeps_no_references_and_releases_the_mappings(tmp_path: Path) -> None:
+    import gc
+    import sys
+
+    with _store(tmp_path) as s:
+        _fill(s, 300)
+        s.dispatch()
+        kq = _bound(s)
+        topic, key = "".join(["Topic", "A"]), "".join(["k", "1"])
+        s.query_by_key(topic, key)
+        refs = (sys.getrefcount(topic), sys.getrefcount(key))
+        for _ in range(200):
+            got = kq(topic, key, None, None, 3)
+            assert type(got) is list and len(got) == 3
+            assert kq(topic, key, 10**18, None, None) == []
+        del got
+        assert (sys.getrefcount(topic), sys.getrefcount(key)) == refs
+        segs, ixf = list(s.engine.commit_log.queue.files), list(s.engine.index.files)
+    assert all(f._mm is None for f in segs) and all(f._words is None for f in ixf)
+    assert kq(topic, key) == key_match.QUERY_SLOW
+    del s, kq
+    gc.collect()
