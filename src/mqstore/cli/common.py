@@ -93,6 +93,11 @@ def preload_tables() -> None:
     following it.  :func:`print_table` then finds the modules loaded (or waits for them)."""
     import threading
 
+    from mqstore.cli import plain_table
+
+    if plain_table.console_width() is not None:
+        return  # (print_table draws a plain table itself; it imports rich only for what it cannot draw)
+
     def load() -> None:
         try:
             import rich.console
@@ -104,14 +109,26 @@ def preload_tables() -> None:
 
 
 def print_table(title: str | None, columns: list[str], rows: Iterable[Iterable[Any]]) -> None:
+    """Print a table the way rich prints it (rich's default box, fitted to the console's width).
+    On a plain console (stdout not a terminal) a table of plain text is drawn by
+    :mod:`mqstore.cli.plain_table` without importing rich (~85 ms of CPU), with the same bytes."""
+    from mqstore.cli import plain_table
+
+    cells = [["" if v is None else str(v) for v in row] for row in rows]
+    width = plain_table.console_width()
+    text = None if width is None else plain_table.render(title, columns, cells, width)
+    if text is not None:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return
     from rich.console import Console
     from rich.table import Table
 
     table = Table(title=title, show_lines=False)
     for col in columns:
         table.add_column(col)
-    for row in rows:
-        table.add_row(*("" if v is None else str(v) for v in row))
+    for row in cells:
+        table.add_row(*row)
     Console().print(table)
 
 
