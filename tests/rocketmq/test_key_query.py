@@ -253,3 +253,38 @@ def test_key_query_keeps_no_references_and_releases_the_mappings(tmp_path: Path)
     assert kq(topic, key) == key_match.QUERY_SLOW
     del s, kq
     gc.collect()
+
+
+def test_queries_beside_a_putting_thread_and_the_reput_service(tmp_path: Path) -> None:
+    """Queries while another thread puts (background services on: the reput thread dispatches,
+    segments and IndexFiles roll): every key put before a query is found by it, as the reference
+    finds it."""
+    import threading
+
+    cfg = StoreConfig(commit_log_file_size=1 << 15, hash_slot_num=13, index_num=60)
+    with MessageStore.open(tmp_path / "bg", cfg) as s:
+        s.put("TopicA", b"0", keys=["p0"])
+        assert s.query_by_key("TopicA", "p0") and type(s._key_query) is key_match.KeyQuery
+        done = threading.Event()
+        errors: list[BaseException] = []
+
+        def putter() -> None:
+            try:
+                for i in range(1, 600):
+                    s.put("TopicA", b"p" * (i % 90), keys=[f"p{i}", "pall"])
+            except BaseException as exc:  # pragma: no cover - reported below
+                errors.append(exc)
+            finally:
+                done.set()
+
+        t = threading.Thread(target=putter)
+        t.start()
+        checked = 0
+        while not done.is_set() or checked < 5:
+            got = s.query_by_key("TopicA", "pall")
+            assert [m.keys[0] for m in got] == [f"p{i}" for i in range(len(got), 0, -1)]
+            checked += 1
+        t.join()
+        assert not errors
+        assert s.query_by_key("TopicA", "pall") == _reference(s, "TopicA", "pall", None, None, None)
+        assert len(s.query_by_key("TopicA", "pall")) == 599
