@@ -88,22 +88,39 @@ def test_hands_back_what_does_not_fit() -> None:
     assert plain_table.render("t", ["a", "b"], [["only one"]], 80) is None
 
 
-def test_console_width_follows_rich(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_console_width(monkeypatch: pytest.MonkeyPatch) -> None:
+    """None where rich's Console would be a terminal; else COLUMNS (rich's width too) or FULL."""
     monkeypatch.setattr(sys, "stdout", io.StringIO())
     for env in [{}, {"COLUMNS": "123"}, {"COLUMNS": "abc"}, {"COLUMNS": "123", "LINES": "9"}, {"FORCE_COLOR": "1"},
                 {"FORCE_COLOR": ""}, {"TTY_COMPATIBLE": "1"}, {"TTY_COMPATIBLE": "0", "COLUMNS": "90"},
-                {"TTY_COMPATIBLE": "0", "FORCE_COLOR": "1"}]:
+                {"TTY_COMPATIBLE": "0", "FORCE_COLOR": "1"}, {"NO_COLOR": "1"}]:
         console = Console(_environ=env)
-        assert plain_table.console_width(env) == (None if console.is_terminal else console.size.width), env
+        got = plain_table.console_width(env)
+        if console.is_terminal:
+            assert got is None, env
+        elif env.get("COLUMNS", "").isdigit():
+            assert got == console.size.width == int(env["COLUMNS"]), env
+        else:
+            assert got == plain_table.FULL, env
+
+
+def test_full_width_keeps_every_value() -> None:
+    rows = [[f"orders-{i}/{i * 1000:020d}.log", str(25165 + i), str(1073741824 - i), "262143", "262143", "0",
+             str(10**15 + i)] for i in range(3)]
+    text = plain_table.render("rebuilt indexes", REBUILD, rows, plain_table.FULL)
+    assert text is not None and "…" not in text
+    assert text == rich_text("rebuilt indexes", REBUILD, rows, plain_table.FULL)
+    for r in rows:
+        assert all(f" {c} " in text for c in r)
 
 
 CHILD = r"""
-import sys
+import os, sys
 from mqstore.cli.common import print_table
 rows = [[f"orders-{i}/{i * 1000:020d}.log", str(25165 + i), str(1073741824 - i), "262143", "262143", "0", str(i)]
         for i in range(int(sys.argv[2]))]
 headers = ["segment", "batches", "valid bytes", "offset entries", "time entries", "aborted txns", "next offset"]
-if sys.argv[1] == "rich":
+if sys.argv[1] == "rich":  # rich, with the one rule of print_table: a plain console without COLUMNS is unlimited
     from rich.console import Console
     from rich.table import Table
     t = Table(title="rebuilt indexes", show_lines=False)
@@ -111,7 +128,10 @@ if sys.argv[1] == "rich":
         t.add_column(h)
     for r in rows:
         t.add_row(*r)
-    Console().print(t)
+    console = Console()
+    if not console.is_terminal and not os.environ.get("COLUMNS", "").isdigit():
+        console = Console(width=1_000_000)
+    console.print(t)
 else:
     print_table("rebuilt indexes", headers, rows)
     print("rich imported" if "rich" in sys.modules else "rich not imported", file=sys.stderr)
@@ -133,9 +153,8 @@ def _env(**extra: str) -> dict[str, str]:
                                    {"FORCE_COLOR": "1"}, {"FORCE_COLOR": ""}, {"TTY_COMPATIBLE": "1"},
                                    {"TTY_COMPATIBLE": "0"}, {"NO_COLOR": "1"}])
 def test_print_table_in_a_process_matches_rich(extra: dict[str, str]) -> None:
-    """The whole decision (terminal or not, width from COLUMNS or the terminals on fds 0-2, colour
-    forced) gives what rich's Console prints in the same environment, and rich is not imported
-    when the plain renderer draws."""
+    """The whole decision (terminal or not, COLUMNS, colour forced) gives what rich's Console
+    prints in the same environment, and rich is not imported when the plain renderer draws."""
     env = _env(**extra)
     for nrows in (0, 3):
         ours, theirs = _run("ours", nrows, env, subprocess.DEVNULL), _run("rich", nrows, env, subprocess.DEVNULL)
@@ -144,17 +163,18 @@ def test_print_table_in_a_process_matches_rich(extra: dict[str, str]) -> None:
     assert ours.stderr.decode().strip() == ("rich not imported" if plain else "rich imported")
 
 
-@pytest.mark.parametrize("columns", [97, 140])
-def test_width_from_a_terminal_on_stdin(columns: int) -> None:
-    """rich takes its width from the first of stdin/stdout/stderr that is a terminal, even with
-    stdout redirected: so does the plain renderer."""
+@pytest.mark.parametrize("columns", [60, 140])
+def test_a_terminal_on_stdin_does_not_narrow_a_piped_table(columns: int) -> None:
+    """rich would take its width from a terminal on stdin even with stdout redirected (and cut
+    values): a piped table is as wide as its content whatever the terminal."""
     master, slave = pty.openpty()
     try:
         fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, columns, 0, 0))
         ours, theirs = _run("ours", 2, _env(), slave), _run("rich", 2, _env(), slave)
+        wide = _run("ours", 2, _env(), subprocess.DEVNULL)
     finally:
         os.close(master)
         os.close(slave)
-    assert ours.stdout == theirs.stdout
-    assert max(len(x) for x in ours.stdout.decode().splitlines()) > 80  # the terminal's width was used
+    assert ours.stdout == theirs.stdout == wide.stdout
+    assert "…" not in ours.stdout.decode()
     assert ours.stderr.decode().strip() == "rich not imported"

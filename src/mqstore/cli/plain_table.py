@@ -12,6 +12,11 @@ problem, and this module solves it the way rich 13-15 does, character for charac
   bottom of their row, the title is centred over the table;
 * the box is rich's default heavy-headed one.
 
+Its one departure from a bare ``rich.console.Console()``, on both paths: on a plain console without
+``COLUMNS`` a table is as wide as its content (:data:`FULL`), where rich would fit it in 80
+columns (or in the width of a terminal on stdin) and cut values with ``…``.  A table written to a
+file or a pipe keeps every digit; ``COLUMNS=N`` fits it in ``N`` columns.
+
 :func:`render` returns ``None`` for anything outside that domain (a character rich would
 interpret as markup or emoji, or would measure as other than one cell; a column narrower than
 three cells; a table wider than the console), and the caller then hands the table to rich.  The
@@ -42,9 +47,13 @@ _PAD = 1  # one space each side of every cell
 _MIN_COLUMN = 3  # below this rich's edge cases (zero-width renders) are not reproduced
 
 
+FULL = 1_000_000  # the width of a plain console without COLUMNS: wider than any table
+
+
 def console_width(environ: os._Environ[str] | dict[str, str] | None = None) -> int | None:
-    """The width rich's ``Console()`` would use for ``sys.stdout``, or ``None`` when that console
-    would be a terminal (colours, styles) or anything else this module does not reproduce."""
+    """The width of a table on ``sys.stdout``: ``COLUMNS`` when set, else :data:`FULL`; or ``None``
+    when rich's ``Console()`` would treat stdout as a terminal (colours, styles, the terminal's
+    width) or as anything else this module does not reproduce."""
     env = os.environ if environ is None else environ
     if sys.platform == "win32" or hasattr(builtins, "get_ipython"):
         return None
@@ -66,16 +75,7 @@ def console_width(environ: os._Environ[str] | dict[str, str] | None = None) -> i
     if not encoding.startswith("utf"):
         return None
     columns = env.get("COLUMNS")
-    if columns is not None and columns.isdigit():
-        return int(columns)
-    width = None
-    for fd in (0, 1, 2):
-        try:
-            width = os.get_terminal_size(fd).columns
-        except (AttributeError, ValueError, OSError):
-            continue
-        break
-    return width or 80
+    return int(columns) if columns is not None and columns.isdigit() else FULL
 
 
 def _measure(text: str, width: int) -> tuple[int, int]:
