@@ -16,6 +16,7 @@ import pytest
 
 from mqstore import MessageStore, StoreConfig
 from mqstore.api import rocketmq as api
+from mqstore.errors import InvalidArgumentError
 from mqstore.formats.rocketmq.javahash import index_key_hash
 from mqstore.kernels.rocketmq import key_match
 
@@ -288,3 +289,20 @@ def test_queries_beside_a_putting_thread_and_the_reput_service(tmp_path: Path) -
         assert not errors
         assert s.query_by_key("TopicA", "pall") == _reference(s, "TopicA", "pall", None, None, None)
         assert len(s.query_by_key("TopicA", "pall")) == 599
+
+
+def test_bounds_outside_int64_are_clamped_and_bad_ones_typed(tmp_path: Path) -> None:
+    """Time bounds and caps beyond int64 answer as the widest window / no cap (every store time is
+    an int64); bounds int() cannot take, and caps that are not integers, raise InvalidArgumentError."""
+    with _store(tmp_path) as s:
+        _fill(s, 120)
+        s.dispatch()
+        every = s.query_by_key("TopicA", "k1")
+        assert every
+        assert s.query_by_key("TopicA", "k1", -(2**70), 2**64) == every
+        assert s.query_by_key("TopicA", "k1", None, None, 2**70) == every
+        assert s.query_by_key("TopicA", "k1", 2**64) == []
+        for args in [(math.inf,), (None, math.inf), (None, -math.inf), (math.nan,), ("soon",), (object(),),
+                     (None, None, 2.5), (None, None, "3")]:
+            with pytest.raises(InvalidArgumentError):
+                s.query_by_key("TopicA", "k1", *args)

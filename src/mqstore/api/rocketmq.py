@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import operator
 import os
 import socket
 import struct
@@ -486,6 +487,16 @@ def _native_query() -> Any:
 
 
 _NAT_QUERY: list[Any] = []  # [the native whole query (key_match.query_native), or None], bound with _NAT_BUILD
+
+
+def _ms_arg(name: str, value: object) -> int:
+    """A time bound of a query (ms; anything ``int()`` takes), clamped to the int64 range every
+    store time is in (so the answer is the same); a :class:`InvalidArgumentError` otherwise."""
+    try:
+        v = int(value)  # type: ignore[call-overload]
+    except (TypeError, ValueError, OverflowError):
+        raise InvalidArgumentError(f"{name} must be a time in ms, got {value!r}") from None
+    return min(max(v, -LONG_MAX - 1), LONG_MAX)
 
 
 def _no_key_query(topic: object, key: object, begin: object, end: object, max_num: object) -> None:
@@ -1142,10 +1153,15 @@ class MessageStore:
         if type(key) is not str or not key:
             if not isinstance(key, str) or not key:
                 raise InvalidKeyError("key must be a non-empty string")
-        b = 0 if begin is None else int(begin)
-        e = LONG_MAX if end is None else int(end)
-        if max_num is not None and max_num <= 0:
-            raise InvalidArgumentError("max_num must be positive")
+        b = 0 if begin is None else _ms_arg("begin", begin)
+        e = LONG_MAX if end is None else _ms_arg("end", end)
+        if max_num is not None:
+            try:
+                max_num = min(operator.index(max_num), LONG_MAX)  # (no cap can exceed the store)
+            except TypeError:
+                raise InvalidArgumentError(f"max_num must be an integer, got {max_num!r}") from None
+            if max_num <= 0:
+                raise InvalidArgumentError("max_num must be positive")
         engine = self._engine
         if engine._closed:
             engine.check_open()
