@@ -28,6 +28,10 @@ file (new, ``consumequeue.APPEND_THROUGH_FILE``); ``put-batch-dispatch`` both to
 bodies, queue ids and flags checked by C-level passes (old) and one native pass (new,
 ``put_one.gather_columns``).  Every ``put-batch*`` mode also gives the CPU per
 message of the reput thread.
+``query-direct`` compares the base version's ``query_by_key`` text (Python argument checks, then the
+native whole-query call) with this tree's (``key_match.KeyQuery``, the checks in the same native
+call), both on this tree's native modules: rounds of the same 20,000 keys alternating, thread CPU
+per call.
 ``put-batch-base`` compares ``put_batch`` of the base version
 (its ``_put_fast`` text, ``build_common_props`` and ``queue_ranks`` on numba, as they were) with this
 tree's (native properties and queue ranks), both on the native encoder.
@@ -366,6 +370,44 @@ def bench_query(base: Path, root: str, seg: int, rounds: int) -> None:
           f"{max(rates['old']):,.0f} / {max(rates['new']):,.0f}; {rounds} rounds of 2,000 keys")
 
 
+def bench_query_direct(base: Path, root: str, seg: int, rounds: int) -> None:
+    """The base version's ``MessageStore.query_by_key`` (its text: argument checks in Python, then the
+    native whole-query call) against this tree's (``key_match.KeyQuery``: the checks in the same
+    native call), on this tree's native modules, rounds of the same 20,000 keys alternating."""
+    ans = dict(vars(api))
+    old_q = grab(base / "mqstore/api/rocketmq.py", "    def query_by_key(self, topic: str",
+                 "    _query_by_key = query_by_key", ans)["query_by_key"]
+    impls = {"old": old_q, "new": MessageStore.query_by_key}
+    with MessageStore.open(root, StoreConfig(commit_log_file_size=seg, background_services=False), read_only=True) as s:
+        cl = s.engine.commit_log
+        batch = next(cl.scan(0, min(cl.max_offset, 64 << 20)))
+        picks = batch.commit_log_offset[:: max(1, len(batch) // 20000)][:20000]
+        keys = [(m.topic, m.keys[0]) for m in (s.get_by_offset(o, check_crc=False) for o in picks.tolist())]
+        try:
+            got = {}
+            for name in ("old", "new"):
+                MessageStore.query_by_key = impls[name]  # type: ignore[method-assign]
+                got[name] = [s.query_by_key(t, k) for t, k in keys[:3000]]
+            if got["old"] != got["new"]:
+                raise SystemExit("old and new query_by_key differ")
+            us: dict[str, list[float]] = {"old": [], "new": []}
+            for r in range(rounds):
+                for name in ("old", "new") if r % 2 == 0 else ("new", "old"):
+                    MessageStore.query_by_key = impls[name]  # type: ignore[method-assign]
+                    q = s.query_by_key
+                    c = time.thread_time()
+                    for t, k in keys:
+                        q(t, k)
+                    us[name].append((time.thread_time() - c) / len(keys) * 1e6)
+        finally:
+            MessageStore.query_by_key = impls["new"]  # type: ignore[method-assign]
+    mo, mn = statistics.median(us["old"]), statistics.median(us["new"])
+    ratios = [o / n for o, n in zip(us["old"], us["new"], strict=True)]
+    print(f"query_by_key, exact, single key: old {mo:.3f} us, new {mn:.3f} us CPU per call ({1e6 / mo:,.0f} -> "
+          f"{1e6 / mn:,.0f}/s, {mo / mn:.2f}x; median of the rounds' ratios {statistics.median(ratios):.2f}x); "
+          f"best rounds {min(us['old']):.3f} / {min(us['new']):.3f} us; {rounds} rounds of {len(keys):,} keys")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--base-src", type=Path, required=True, help="the src directory of the earlier version")
@@ -404,6 +446,10 @@ def main() -> None:
     q.add_argument("store")
     q.add_argument("segment_bytes", type=int)
     q.add_argument("--rounds", type=int, default=40)
+    qd = sub.add_parser("query-direct")
+    qd.add_argument("store")
+    qd.add_argument("segment_bytes", type=int)
+    qd.add_argument("--rounds", type=int, default=41)
     args = ap.parse_args()
     if args.what == "put":
         bench_put(args.base_src, args.messages, args.rounds)
@@ -425,6 +471,8 @@ def main() -> None:
         bench_put_batch_scan(args.messages, args.rounds)
     elif args.what == "put-batch-base":
         bench_put_batch_base(args.base_src, args.messages, args.rounds)
+    elif args.what == "query-direct":
+        bench_query_direct(args.base_src, args.store, args.segment_bytes, args.rounds)
     else:
         bench_query(args.base_src, args.store, args.segment_bytes, args.rounds)
 

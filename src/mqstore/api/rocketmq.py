@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import functools
 import itertools
+import operator
 import os
 import struct
 import time
 from collections import deque
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, fields
 from itertools import islice, repeat
 from operator import itemgetter
@@ -489,6 +490,32 @@ def _native_query() -> Any:
 _NAT_QUERY: list[Any] = []  # [the native whole query (key_match.query_native), or None], bound with _NAT_BUILD
 
 
+def _ms_arg(name: str, value: object) -> int:
+    """A time bound of a query (ms; anything ``int()`` takes), clamped to the int64 range every
+    store time is in (so the answer is the same); a :class:`InvalidArgumentError` otherwise."""
+    try:
+        v = int(value)  # type: ignore[call-overload]
+    except (TypeError, ValueError, OverflowError):
+        raise InvalidArgumentError(f"{name} must be a time in ms, got {value!r}") from None
+    return min(max(v, -LONG_MAX - 1), LONG_MAX)
+
+
+def _no_key_query(topic: object, key: object, begin: object, end: object, max_num: object) -> None:
+    """``MessageStore._key_query`` before a native query bound it: no answer (the whole method runs)."""
+    return None
+
+
+def _key_query_of(engine: RocketMQStore) -> Callable[..., Any]:
+    """``key_match.KeyQuery`` bound to ``engine`` (a CommitLog with a segment table, the native
+    builder bound), or :func:`_no_key_query` when it cannot be made."""
+    from mqstore.kernels.rocketmq import key_match
+
+    if key_match.KeyQuery is None or _native_builder() is None:
+        return _no_key_query
+    cl = engine.commit_log
+    return key_match.KeyQuery(engine, engine.index, cl, cl.queue, engine.read_only, _QUERY_TOPICS_OK)  # type: ignore[no-any-return]
+
+
 def _messages_of_matches(rows: list[list[int]], segments: list[Any], topic: str) -> list[Message]:
     """The messages of the match rows of ``IndexService.exact_matches`` (already checked, newest
     first).  Their ``properties`` are parsed from the text on first access (``properties=None``)."""
@@ -555,6 +582,8 @@ class MessageStore:
         # put() of ASCII string keys and tags into an async-flush store: one call (native when
         # built); a sync-flush store writes through the engine's append_one, which flushes
         self._put_plain = None if engine._sync_flush else _put_plain
+        # query_by_key's common case in one native call, bound by its first native query
+        self._key_query: Callable[..., Any] = _no_key_query
 
     # ------------------------------------------------------------------ lifecycle
     @classmethod
@@ -1109,15 +1138,31 @@ class MessageStore:
                      max_num: int | None = None) -> list[Message]:
         """Messages of ``topic`` whose KEYS contain ``key`` or whose unique key is ``key``, with a
         store time in [begin, end] (ms, inclusive), newest first; no cap unless ``max_num``."""
+        # the common case in one native call, its argument checks included (key_match.KeyQuery);
+        # any other answer than a list: the whole method below checks, raises and answers
+        msgs = self._key_query(topic, key, begin, end, max_num)
+        if type(msgs) is list:
+            return msgs
+        return self._query_by_key_any(topic, key, begin, end, max_num)
+
+    def _query_by_key_any(self, topic: str, key: str, begin: int | None, end: int | None,
+                          max_num: int | None) -> list[Message]:
+        """:meth:`query_by_key` for every shape of arguments and store (the twin of ``KeyQuery``,
+        which answers its common case)."""
         if type(topic) is not str or topic not in _QUERY_TOPICS_OK:
             _check_query_topic(topic)
         if type(key) is not str or not key:
             if not isinstance(key, str) or not key:
                 raise InvalidKeyError("key must be a non-empty string")
-        b = 0 if begin is None else int(begin)
-        e = LONG_MAX if end is None else int(end)
-        if max_num is not None and max_num <= 0:
-            raise InvalidArgumentError("max_num must be positive")
+        b = 0 if begin is None else _ms_arg("begin", begin)
+        e = LONG_MAX if end is None else _ms_arg("end", end)
+        if max_num is not None:
+            try:
+                max_num = min(operator.index(max_num), LONG_MAX)  # (no cap can exceed the store)
+            except TypeError:
+                raise InvalidArgumentError(f"max_num must be an integer, got {max_num!r}") from None
+            if max_num <= 0:
+                raise InvalidArgumentError("max_num must be positive")
         engine = self._engine
         if engine._closed:
             engine.check_open()
@@ -1133,6 +1178,8 @@ class MessageStore:
                 # plan to make, a fallback, a cycle) goes to exact_query, which asks again and
                 # decides (a DLedger CommitLog has no segment table: exact_query says so)
                 if cl.has_segment_table:
+                    if self._key_query is _no_key_query:  # the next calls' common case in one call
+                        self._key_query = _key_query_of(engine)
                     msgs = q(idx._plan, idx.files, cl._seg_plan, cl.queue.files, topic, key, b, e, mn)
                     if type(msgs) is list:
                         return msgs

@@ -138,18 +138,24 @@ static int walk_chain(const uint8_t *p, int64_t nb, int64_t slots, int64_t index
     return WALK_OK;
 }
 
-/* chain_walk.select_files with max_num unlimited: the candidates of hash h in every file (their
- * records prefetched from segs when not NULL) */
-static int64_t select_files(const int64_t *files, int64_t nfiles, int64_t h, int64_t max_num, int64_t begin,
-                            int64_t end, int64_t *out, int64_t cap, const int64_t *segs, int64_t nsegs)
+/* start loading the hash slots of h in the first files of the table (a hint only, never a read) */
+static inline void prefetch_slots(const int64_t *files, int64_t nfiles, int64_t h)
 {
-    int64_t n = 0;
     for (int64_t f = 0; f < nfiles && f < 8; f++) { /* the slots of the first files load together */
         const int64_t *row = files + f * 4;
         int64_t slots = row[2];
         if (slots > 0 && (HEADER_WORDS + h % slots + 1) * 4 <= row[1] * 4)
             __builtin_prefetch((const uint8_t *)(intptr_t)row[0] + (HEADER_WORDS + h % slots) * 4);
     }
+}
+
+/* chain_walk.select_files with max_num unlimited: the candidates of hash h in every file (their
+ * records prefetched from segs when not NULL); prefetched: prefetch_slots was called for h */
+static int64_t select_files_p(const int64_t *files, int64_t nfiles, int64_t h, int64_t max_num, int64_t begin,
+                              int64_t end, int64_t *out, int64_t cap, const int64_t *segs, int64_t nsegs, int prefetched)
+{
+    int64_t n = 0;
+    if (!prefetched) prefetch_slots(files, nfiles, h);
     for (int64_t f = 0; f < nfiles; f++) {
         const int64_t *row = files + f * 4;
         const uint8_t *p = (const uint8_t *)(intptr_t)row[0];
@@ -170,6 +176,12 @@ static int64_t select_files(const int64_t *files, int64_t nfiles, int64_t h, int
         if (fb < begin || n >= max_num) break;
     }
     return n;
+}
+
+static int64_t select_files(const int64_t *files, int64_t nfiles, int64_t h, int64_t max_num, int64_t begin,
+                            int64_t end, int64_t *out, int64_t cap, const int64_t *segs, int64_t nsegs)
+{
+    return select_files_p(files, nfiles, h, max_num, begin, end, out, cap, segs, nsegs, 0);
 }
 
 /* ---------------------------------------------------------------- the record checks */
@@ -581,38 +593,42 @@ static const uint8_t *utf8_of(PyObject *s, Py_ssize_t *len)
  * plan is missing or stale: make it and call again), QUERY_FALLBACK (the key is not encodable or
  * holds U+FFFD), EXACT_UNCLEAN (a candidate is not a clean record) or SELECT_FILES_CYCLE - i (a
  * looping chain in IndexFile i of the plan, newest first). */
-static PyObject *query(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+/* the UTF-8 of topic and key and the key's IndexFile hash (hash of "topic#key"); 0 (no exception)
+ * when the compiled path cannot compare the key (not encodable, or holding U+FFFD) */
+static int key_hash(PyObject *topic_s, PyObject *key_s, const uint8_t **topic, Py_ssize_t *tl, const uint8_t **key,
+                    Py_ssize_t *kl, int64_t *h)
 {
-    (void)self;
-    if (nargs != 9 || !PyUnicode_Check(args[4]) || !PyUnicode_Check(args[5])) {
-        PyErr_SetString(PyExc_TypeError,
-                        "query(index_plan, index_files, segment_plan, segments, topic: str, key: str, begin, end, max_num)");
-        return NULL;
-    }
-    if (!msg_type) {
-        PyErr_SetString(PyExc_RuntimeError, "query: bind_messages was not called");
-        return NULL;
-    }
-    int64_t b = mq_i64(args[6]), e, max_num;
-    if (b == -1 && PyErr_Occurred()) return NULL;
-    if ((e = mq_i64(args[7])) == -1 && PyErr_Occurred()) return NULL;
-    if ((max_num = mq_i64(args[8])) == -1 && PyErr_Occurred()) return NULL;
+    *topic = utf8_of(topic_s, tl);
+    *key = utf8_of(key_s, kl);
+    if (!*topic || !*key) return 0;
+    const uint8_t *k = *key;
+    if (!PyUnicode_IS_ASCII(key_s))
+        for (Py_ssize_t i = 0; i + 2 < *kl; i++)
+            if (k[i] == 0xEF && k[i + 1] == 0xBF && k[i + 2] == 0xBD) return 0;
+    uint32_t st = mq_hash_continue(*topic, 0, *tl, 0);
+    st = st * 31u + (uint32_t)'#';
+    *h = mq_index_hash_of_state(mq_hash_continue(k, 0, *kl, st));
+    return 1;
+}
+
+/* the query of query(); hashed: the caller gave topic, key and h from key_hash (else made here) */
+static PyObject *query_run(PyObject *index_plan, PyObject *index_files, PyObject *segment_plan, PyObject *segments,
+                           PyObject *topic_s, PyObject *key_s, int64_t b, int64_t e, int64_t max_num, int hashed,
+                           const uint8_t *topic, Py_ssize_t tl, const uint8_t *key, Py_ssize_t kl, int64_t h)
+{
     const int64_t *files, *stab;
     int64_t nfiles, nsegs;
-    if (!plan_current(args[0], args[1], &files, &nfiles)) return PyLong_FromLong(QUERY_NEED_INDEX_PLAN);
-    if (!plan_current(args[2], args[3], &stab, &nsegs)) return PyLong_FromLong(QUERY_NEED_SEGMENT_PLAN);
-    Py_ssize_t tl, kl;
-    const uint8_t *topic = utf8_of(args[4], &tl), *key = utf8_of(args[5], &kl);
-    if (!topic || !key) return PyLong_FromLong(QUERY_FALLBACK);
-    if (!PyUnicode_IS_ASCII(args[5]))
-        for (Py_ssize_t i = 0; i + 2 < kl; i++)
-            if (key[i] == 0xEF && key[i + 1] == 0xBF && key[i + 2] == 0xBD) return PyLong_FromLong(QUERY_FALLBACK);
+    if (!plan_current(index_plan, index_files, &files, &nfiles)) return PyLong_FromLong(QUERY_NEED_INDEX_PLAN);
+    if (!hashed && !key_hash(topic_s, key_s, &topic, &tl, &key, &kl, &h)) return PyLong_FromLong(QUERY_FALLBACK);
+    /* the key's slots load while the segment table is made */
+    prefetch_slots(files, nfiles, h);
+    if (!plan_current(segment_plan, segments, &stab, &nsegs)) return PyLong_FromLong(QUERY_NEED_SEGMENT_PLAN);
     /* the segment table with the live readable length of the last segment */
     int64_t seg_small[QUERY_SEGS * 4];
     int64_t *segs = seg_small;
     int64_t lo = 0, hi = 0;
     if (nsegs > 0) {
-        PyObject *wp = PyObject_GetAttr(PyList_GET_ITEM(args[3], nsegs - 1), str_wrote_position);
+        PyObject *wp = PyObject_GetAttr(PyList_GET_ITEM(segments, nsegs - 1), str_wrote_position);
         if (!wp) return NULL;
         int64_t last_limit = mq_i64(wp);
         Py_DECREF(wp);
@@ -624,13 +640,10 @@ static PyObject *query(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         hi = segs[(nsegs - 1) * 4 + SEG_BASE] + last_limit;
     }
     int64_t prm[7] = {0, b > 1000 ? b - 1000 : 0, e, lo, hi, b, e};
-    uint32_t st = mq_hash_continue(topic, 0, tl, 0);
-    st = st * 31u + (uint32_t)'#';
-    int64_t h = mq_index_hash_of_state(mq_hash_continue(key, 0, kl, st));
     PyObject *res = NULL;
     int64_t cand_small[64], rows_small[QUERY_ROWS * MATCH_COLUMNS];
     int64_t *cand = cand_small, cap = 64, *rows = rows_small, nrows = QUERY_ROWS;
-    int64_t n = select_files(files, nfiles, h, INT64_MAX, prm[1], prm[2], cand, cap, segs, nsegs);
+    int64_t n = select_files_p(files, nfiles, h, INT64_MAX, prm[1], prm[2], cand, cap, segs, nsegs, 1);
     while (n == SELECT_ONE_ROOM) {
         if (cand != cand_small) PyMem_RawFree(cand);
         cap *= 16;
@@ -666,13 +679,249 @@ static PyObject *query(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         goto done;
     }
     if (max_num >= 0 && m > max_num) m = max_num;
-    res = build_messages(rows, m, segs, nsegs, args[4]);
+    res = build_messages(rows, m, segs, nsegs, topic_s);
 done:
     if (cand != cand_small) PyMem_RawFree(cand);
     if (rows != rows_small) PyMem_RawFree(rows);
     if (segs != seg_small) PyMem_Free(segs);
     return res;
 }
+
+static PyObject *query(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (nargs != 9 || !PyUnicode_Check(args[4]) || !PyUnicode_Check(args[5])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "query(index_plan, index_files, segment_plan, segments, topic: str, key: str, begin, end, max_num)");
+        return NULL;
+    }
+    if (!msg_type) {
+        PyErr_SetString(PyExc_RuntimeError, "query: bind_messages was not called");
+        return NULL;
+    }
+    int64_t b = mq_i64(args[6]), e, max_num;
+    if (b == -1 && PyErr_Occurred()) return NULL;
+    if ((e = mq_i64(args[7])) == -1 && PyErr_Occurred()) return NULL;
+    if ((max_num = mq_i64(args[8])) == -1 && PyErr_Occurred()) return NULL;
+    return query_run(args[0], args[1], args[2], args[3], args[4], args[5], b, e, max_num, 0, NULL, 0, NULL, 0, 0);
+}
+
+/* ---------------------------------------------------------------- the query bound to a store */
+
+/* KeyQuery(engine, index, commit_log, segments_queue, read_only, topics_ok): MessageStore.query_by_key's
+ * common case in one call, arguments included.  Called as kq(topic, key[, begin[, end[, max_num]]])
+ * it answers the list of query() when every argument has the plain shape the Python method would
+ * accept without converting anything: topic an exact str already in the set topics_ok (topics that
+ * passed validate_topic), key a non-empty exact str, begin/end None or an exact int of int64,
+ * max_num None or an exact positive int; and the engine is open (engine._closed is False).  A
+ * writable engine's pending records are dispatched first (engine.dispatch_pending()).  Any other
+ * case answers an int (QUERY_SLOW, or query()'s codes: a plan to make, a fallback, a cycle): the
+ * caller then runs the whole Python method, which checks, raises and answers as it always did. */
+#define QUERY_SLOW (-6)
+
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    PyObject *engine, *index, *commit_log, *queue, *topics_ok;
+    /* the instance dicts of engine, index, commit_log and queue when their attributes read here
+     * are plain instance attributes (read from the dict; NULL: read with getattr) */
+    PyObject *d_engine, *d_index, *d_commit_log, *d_queue;
+    /* the last current index plan seen (its table: where the next key's slots are prefetched
+     * before the plan is checked; a prefetch is a hint, never a read) */
+    PyObject *last_plan;
+    int read_only;
+} KeyQuery;
+
+static PyObject *str_closed = NULL, *str_plan = NULL, *str_files = NULL, *str_seg_plan = NULL,
+                *str_dispatch_pending = NULL;
+
+/* an int64 argument: None -> dflt, an exact int in range -> its value; 0 when the argument has
+ * another shape (no exception set) */
+static int plain_i64(PyObject *o, int64_t dflt, int64_t *out)
+{
+    if (o == Py_None) {
+        *out = dflt;
+        return 1;
+    }
+    if (!PyLong_CheckExact(o)) return 0;
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
+    if (overflow || (v == -1 && PyErr_Occurred())) {
+        PyErr_Clear();
+        return 0;
+    }
+    *out = (int64_t)v;
+    return 1;
+}
+
+/* obj.name (a new reference): from the instance dict d when given and holding it, else getattr */
+static inline PyObject *attr_of(PyObject *obj, PyObject *d, PyObject *name)
+{
+    if (d) {
+        PyObject *v = PyDict_GetItemWithError(d, name);
+        if (v) return Py_NewRef(v);
+        if (PyErr_Occurred()) return NULL;
+    }
+    return PyObject_GetAttr(obj, name);
+}
+
+/* the instance dict of obj when every name of names (NULL-terminated) is a plain instance
+ * attribute (no attribute of that name on its type, present in the dict), else NULL; no exception */
+static PyObject *plain_dict(PyObject *obj, PyObject *const *names)
+{
+    if (!Py_TYPE(obj)->tp_dictoffset) return NULL;
+    for (int i = 0; names[i]; i++) {
+        int on_type = PyObject_HasAttr((PyObject *)Py_TYPE(obj), names[i]);
+        if (on_type) return NULL;
+    }
+    PyObject *d = PyObject_GenericGetDict(obj, NULL);
+    if (!d) {
+        PyErr_Clear();
+        return NULL;
+    }
+    for (int i = 0; names[i]; i++) {
+        if (!PyDict_CheckExact(d) || !PyDict_GetItemWithError(d, names[i])) {
+            PyErr_Clear();
+            Py_DECREF(d);
+            return NULL;
+        }
+    }
+    return d;
+}
+
+static PyObject *key_query_call(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    KeyQuery *q = (KeyQuery *)self;
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    if (kwnames || nargs < 2 || nargs > 5 || !msg_type) return PyLong_FromLong(QUERY_SLOW);
+    PyObject *topic = args[0], *key = args[1];
+    if (!PyUnicode_CheckExact(topic) || !PyUnicode_CheckExact(key) || PyUnicode_GET_LENGTH(key) == 0)
+        return PyLong_FromLong(QUERY_SLOW);
+    int known = PySet_Contains(q->topics_ok, topic);
+    if (known < 0) return NULL;
+    int64_t b, e, mn;
+    if (!known || !plain_i64(nargs > 2 ? args[2] : Py_None, 0, &b) ||
+        !plain_i64(nargs > 3 ? args[3] : Py_None, INT64_MAX, &e) || !plain_i64(nargs > 4 ? args[4] : Py_None, -1, &mn) ||
+        mn == 0 || mn < -1 || (mn == -1 && nargs > 4 && args[4] != Py_None))
+        return PyLong_FromLong(QUERY_SLOW);
+    /* the key's hash first, and its slots prefetched where the last plan had its files: they load
+     * while the store's state is read and the plans are checked */
+    const uint8_t *tb, *kb;
+    Py_ssize_t tl, kl;
+    int64_t h = 0;
+    int hashed = key_hash(topic, key, &tb, &tl, &kb, &kl, &h);
+    if (hashed && q->last_plan) {
+        PyObject *tab = PyTuple_GET_ITEM(q->last_plan, 3);
+        prefetch_slots((const int64_t *)PyBytes_AS_STRING(tab), PyBytes_GET_SIZE(tab) / 32, h);
+    }
+    PyObject *closed = attr_of(q->engine, q->d_engine, str_closed);
+    if (!closed) return NULL;
+    Py_DECREF(closed);
+    if (closed != Py_False) return PyLong_FromLong(QUERY_SLOW);
+    if (!q->read_only) {
+        PyObject *r = PyObject_CallMethodNoArgs(q->engine, str_dispatch_pending);
+        if (!r) return NULL;
+        Py_DECREF(r);
+    }
+    if (!hashed) return PyLong_FromLong(QUERY_FALLBACK);
+    PyObject *ip = attr_of(q->index, q->d_index, str_plan), *ifl = ip ? attr_of(q->index, q->d_index, str_files) : NULL;
+    PyObject *sp = ifl ? attr_of(q->commit_log, q->d_commit_log, str_seg_plan) : NULL;
+    PyObject *sf = sp ? attr_of(q->queue, q->d_queue, str_files) : NULL;
+    PyObject *res = NULL;
+    if (sf) {
+        const int64_t *ft;
+        int64_t nf;
+        if (ip != q->last_plan && plan_current(ip, ifl, &ft, &nf)) Py_XSETREF(q->last_plan, Py_NewRef(ip));
+        res = query_run(ip, ifl, sp, sf, topic, key, b, e, mn, 1, tb, tl, kb, kl, h);
+    }
+    Py_XDECREF(ip);
+    Py_XDECREF(ifl);
+    Py_XDECREF(sp);
+    Py_XDECREF(sf);
+    return res;
+}
+
+static int key_query_traverse(PyObject *self, visitproc visit, void *arg)
+{
+    KeyQuery *q = (KeyQuery *)self;
+    Py_VISIT(q->engine);
+    Py_VISIT(q->index);
+    Py_VISIT(q->commit_log);
+    Py_VISIT(q->queue);
+    Py_VISIT(q->topics_ok);
+    Py_VISIT(q->d_engine);
+    Py_VISIT(q->d_index);
+    Py_VISIT(q->d_commit_log);
+    Py_VISIT(q->d_queue);
+    Py_VISIT(q->last_plan);
+    return 0;
+}
+
+static int key_query_clear(PyObject *self)
+{
+    KeyQuery *q = (KeyQuery *)self;
+    Py_CLEAR(q->engine);
+    Py_CLEAR(q->index);
+    Py_CLEAR(q->commit_log);
+    Py_CLEAR(q->queue);
+    Py_CLEAR(q->topics_ok);
+    Py_CLEAR(q->d_engine);
+    Py_CLEAR(q->d_index);
+    Py_CLEAR(q->d_commit_log);
+    Py_CLEAR(q->d_queue);
+    Py_CLEAR(q->last_plan);
+    return 0;
+}
+
+static void key_query_dealloc(PyObject *self)
+{
+    PyObject_GC_UnTrack(self);
+    key_query_clear(self);
+    PyObject_GC_Del(self);
+}
+
+static PyObject *key_query_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    PyObject *engine, *index, *cl, *queue, *topics_ok;
+    int read_only;
+    static char *kw[] = {"engine", "index", "commit_log", "segments_queue", "read_only", "topics_ok", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOpO!:KeyQuery", kw, &engine, &index, &cl, &queue, &read_only,
+                                     &PySet_Type, &topics_ok))
+        return NULL;
+    KeyQuery *q = PyObject_GC_New(KeyQuery, type);
+    if (!q) return NULL;
+    q->vectorcall = key_query_call;
+    q->engine = Py_NewRef(engine);
+    q->index = Py_NewRef(index);
+    q->commit_log = Py_NewRef(cl);
+    q->queue = Py_NewRef(queue);
+    q->topics_ok = Py_NewRef(topics_ok);
+    PyObject *n_engine[] = {str_closed, NULL}, *n_index[] = {str_plan, str_files, NULL}, *n_cl[] = {str_seg_plan, NULL},
+             *n_queue[] = {str_files, NULL};
+    q->d_engine = plain_dict(engine, n_engine);
+    q->d_index = plain_dict(index, n_index);
+    q->d_commit_log = plain_dict(cl, n_cl);
+    q->d_queue = plain_dict(queue, n_queue);
+    q->last_plan = NULL;
+    q->read_only = read_only;
+    PyObject_GC_Track(q);
+    return (PyObject *)q;
+}
+
+static PyTypeObject KeyQueryType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "mqstore.kernels._nat_rmq_query.KeyQuery",
+    .tp_basicsize = sizeof(KeyQuery),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_doc = "KeyQuery(engine, index, commit_log, segments_queue, read_only, topics_ok): a store's "
+              "query_by_key common case in one call (list), else an int (the caller's Python path answers)",
+    .tp_new = key_query_new,
+    .tp_dealloc = key_query_dealloc,
+    .tp_traverse = key_query_traverse,
+    .tp_clear = key_query_clear,
+    .tp_call = PyVectorcall_Call,
+    .tp_vectorcall_offset = offsetof(KeyQuery, vectorcall),
+};
 
 
 /* ---------------------------------------------------------------- many keys of one file (chain_walk.select_many) */
@@ -776,9 +1025,17 @@ PyMODINIT_FUNC PyInit__nat_rmq_query(void)
     (void)mq_crc32c; /* (mq_common.h's; only CRC-32 is used here) */
     mq_init_checksums(NULL);
     if (!str_wrote_position && !(str_wrote_position = PyUnicode_InternFromString("wrote_position"))) return NULL;
+    if (!str_closed && !(str_closed = PyUnicode_InternFromString("_closed"))) return NULL;
+    if (!str_plan && !(str_plan = PyUnicode_InternFromString("_plan"))) return NULL;
+    if (!str_files && !(str_files = PyUnicode_InternFromString("files"))) return NULL;
+    if (!str_seg_plan && !(str_seg_plan = PyUnicode_InternFromString("_seg_plan"))) return NULL;
+    if (!str_dispatch_pending && !(str_dispatch_pending = PyUnicode_InternFromString("dispatch_pending"))) return NULL;
+    if (PyType_Ready(&KeyQueryType) < 0) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (!m) return NULL;
-    if (PyModule_AddIntConstant(m, "QUERY_NEED_INDEX_PLAN", QUERY_NEED_INDEX_PLAN) < 0 ||
+    if (PyModule_AddObjectRef(m, "KeyQuery", (PyObject *)&KeyQueryType) < 0 ||
+        PyModule_AddIntConstant(m, "QUERY_SLOW", QUERY_SLOW) < 0 ||
+        PyModule_AddIntConstant(m, "QUERY_NEED_INDEX_PLAN", QUERY_NEED_INDEX_PLAN) < 0 ||
         PyModule_AddIntConstant(m, "QUERY_NEED_SEGMENT_PLAN", QUERY_NEED_SEGMENT_PLAN) < 0 ||
         PyModule_AddIntConstant(m, "QUERY_FALLBACK", QUERY_FALLBACK) < 0) {
         Py_DECREF(m);

@@ -165,12 +165,18 @@ messages_native = _NAT.messages if _NAT is not None else None
 #: the whole single-key query in one native call (``_nat_rmq_query.query``: hash, chain walk,
 #: record checks and the Messages; ``IndexService.exact_query`` calls it), None without it
 query_native = _NAT.query if _NAT is not None else None
+#: ``KeyQuery(engine, index, commit_log, segments_queue, read_only, topics_ok)``: a store's
+#: ``query_by_key`` common case (plain arguments, open engine) in one native call, checks included;
+#: any other case answers an int and the caller's Python method answers (None without the build)
+KeyQuery = _NAT.KeyQuery if _NAT is not None else None
 #: its answers other than a list: a plan to make first, a key the compiled path cannot compare
+#: (``KeyQuery`` also: QUERY_SLOW, arguments or a store its caller's Python path handles)
+QUERY_SLOW = -6
 QUERY_NEED_INDEX_PLAN = -3
 QUERY_NEED_SEGMENT_PLAN = -4
 QUERY_FALLBACK = -5
-if _NAT is not None and (_NAT.QUERY_NEED_INDEX_PLAN, _NAT.QUERY_NEED_SEGMENT_PLAN, _NAT.QUERY_FALLBACK) != (
-        QUERY_NEED_INDEX_PLAN, QUERY_NEED_SEGMENT_PLAN, QUERY_FALLBACK):  # pragma: no cover - a stale build
+if _NAT is not None and (_NAT.QUERY_NEED_INDEX_PLAN, _NAT.QUERY_NEED_SEGMENT_PLAN, _NAT.QUERY_FALLBACK,
+                         _NAT.QUERY_SLOW) != (QUERY_NEED_INDEX_PLAN, QUERY_NEED_SEGMENT_PLAN, QUERY_FALLBACK, QUERY_SLOW):  # pragma: no cover - a stale build
     raise ImportError("mqstore.kernels._nat_rmq_query: its query codes differ from key_match's (rebuild it)")
 
 
