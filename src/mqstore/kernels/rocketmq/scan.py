@@ -352,6 +352,13 @@ class _Chunk:
     multi_value: list[tuple[str, str | None]]
 
 
+def _skipped(skips: Any, ns: int) -> list[tuple[int, str]]:
+    """The records a scan skipped for a length mismatch (the reput service's rule), as
+    ``(position, reason)``."""
+    return [(int(skips.pos[i]), f"length mismatch: TOTALSIZE {int(skips.total[i])}, fields add up to "
+                                f"{int(skips.computed[i])}") for i in range(ns)]
+
+
 def _scan_chunk(
     u8: np.ndarray, file_from_offset: int, start: int, end: int, check_crc: bool, skip_length_mismatch: bool,
     limit: int, delay: DelayRule, delay_table: dict[int, int], nat: Any = None, keys: bool = True,
@@ -399,10 +406,7 @@ def _scan_chunk(
             nm = int(np.searchsorted(multi[:nm], n))
             nt = int(rows.topic_id[:n].max()) + 1 if n else 0
     if not columns:  # (the C pass writes only the offsets and sizes; the numba pass's rest is dropped)
-        skipped = [
-            (int(skips.pos[i]), f"length mismatch: TOTALSIZE {int(skips.total[i])}, fields add up to {int(skips.computed[i])}")
-            for i in range(ns)
-        ]
+        skipped = _skipped(skips, ns)
         # (read-only zero views: nothing is allocated or written for columns no one reads)
         z32, z64 = (lambda: np.broadcast_to(np.int32(0), (n,))), (lambda: np.broadcast_to(np.int64(0), (n,)))
         empty = RowColumns(rows.off[:n], rows.size[:n], z32(), z64(), z32(), z64(), z64(), z32())
@@ -429,10 +433,7 @@ def _scan_chunk(
         (u8[a:b].tobytes().decode("utf-8", "replace"), u8[c:d].tobytes().decode("utf-8", "replace") if c >= 0 else None)
         for a, b, c, d in mspan[:nm].tolist()
     ]
-    skipped = [
-        (int(skips.pos[i]), f"length mismatch: TOTALSIZE {int(skips.total[i])}, fields add up to {int(skips.computed[i])}")
-        for i in range(ns)
-    ]
+    skipped = _skipped(skips, ns)
     trimmed = RowColumns(rows.off[:n], rows.size[:n], rows.qid[:n], rows.qoff[:n], rows.sysf[:n], rows.ts[:n], tags,
                          tid)  # fmt: skip
     if not keys:
