@@ -299,6 +299,15 @@ def bench_put_columns_gather(n: int, rounds: int) -> None:
     _ab_put_batch("put_columns, columns checked in one C pass", use, n, rounds, columns=True)
 
 
+def _query_keys(s: MessageStore) -> list[tuple[str, str]]:
+    """The bench row's 20,000 (topic, key) pairs: the first key of messages spread over the first
+    64 MiB of the store (as bench_commands' query row picks them)."""
+    cl = s.engine.commit_log
+    batch = next(cl.scan(0, min(cl.max_offset, 64 << 20)))
+    picks = batch.commit_log_offset[:: max(1, len(batch) // 20000)][:20000]
+    return [(m.topic, m.keys[0]) for m in (s.get_by_offset(o, check_crc=False) for o in picks.tolist())]
+
+
 def bench_query(base: Path, root: str, seg: int, rounds: int) -> None:
     from mqstore.formats.rocketmq import properties
     from mqstore.kernels.rocketmq import chain_walk, columns, key_match
@@ -340,10 +349,7 @@ def bench_query(base: Path, root: str, seg: int, rounds: int) -> None:
     with MessageStore.open(root, StoreConfig(commit_log_file_size=seg, background_services=False), read_only=True) as s:
         s.engine.index._topic_bytes = {}  # type: ignore[attr-defined]  # the old exact_matches' cache
         pools.append(s.engine.index)
-        cl = s.engine.commit_log
-        batch = next(cl.scan(0, min(cl.max_offset, 64 << 20)))
-        picks = batch.commit_log_offset[:: max(1, len(batch) // 20000)][:20000]
-        keys = [(m.topic, m.keys[0]) for m in (s.get_by_offset(o, check_crc=False) for o in picks.tolist())]
+        keys = _query_keys(s)
         try:
             got = {}
             for name in ("old", "new"):
@@ -379,10 +385,7 @@ def bench_query_direct(base: Path, root: str, seg: int, rounds: int) -> None:
                  "    _query_by_key = query_by_key", ans)["query_by_key"]
     impls = {"old": old_q, "new": MessageStore.query_by_key}
     with MessageStore.open(root, StoreConfig(commit_log_file_size=seg, background_services=False), read_only=True) as s:
-        cl = s.engine.commit_log
-        batch = next(cl.scan(0, min(cl.max_offset, 64 << 20)))
-        picks = batch.commit_log_offset[:: max(1, len(batch) // 20000)][:20000]
-        keys = [(m.topic, m.keys[0]) for m in (s.get_by_offset(o, check_crc=False) for o in picks.tolist())]
+        keys = _query_keys(s)
         try:
             got = {}
             for name in ("old", "new"):
