@@ -319,8 +319,7 @@ class CommitLog:
             pos = offset - mf.file_from_offset
             batch = scan_segment(
                 mf.mm, mf.file_from_offset, pos, seg_end - mf.file_from_offset,
-                check_crc=check_crc, max_records=max_records, skip_length_mismatch=skip_length_mismatch, keys=keys,
-                **({} if columns else {"columns": False}),
+                check_crc=check_crc, max_records=max_records, skip_length_mismatch=skip_length_mismatch, keys=keys, columns=columns,
             )
             yield batch
             nxt = self._after_batch(batch)
@@ -353,8 +352,7 @@ class CommitLog:
         thread (``MADV_POPULATE_READ``) while the worker scans: the worker then takes no page
         fault (~8 % of its time), and this thread would only have waited for it."""
         batches = self.scan(start, end, check_crc=check_crc, max_records=max(1, batch_records),
-                            skip_length_mismatch=skip_length_mismatch, **({} if keys else {"keys": False}),
-                            **({} if columns else {"columns": False}))
+                            skip_length_mismatch=skip_length_mismatch, keys=keys, columns=columns)
         released = max(start, self.min_offset)
         if not read_ahead:
             for batch in batches:
@@ -519,7 +517,7 @@ class CommitLog:
             if base < walk_from:
                 batch = scan_segment(mf.mm, base, offset - base, mf.wrote_position, check_crc=check_crc,
                                      max_records=max_records, skip_length_mismatch=skip_length_mismatch, keys=keys,
-                                     **({} if columns else {"columns": False}))
+                                     columns=columns)
                 yield batch
                 nxt_offset = self._after_batch(batch)
                 if nxt_offset is None:
@@ -529,7 +527,7 @@ class CommitLog:
             idx = files.index(mf)
             batch = scan_segment(mf.mm, base, offset - base, mf.file_size, check_crc=check_crc or walk_crc,
                                  max_records=max_records, skip_length_mismatch=False, keys=keys,
-                                 **({} if columns else {"columns": False}))
+                                 columns=columns)
             if batch.stop == STOP_LIMIT:
                 yield batch
                 offset = batch.next_offset
