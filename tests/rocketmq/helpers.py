@@ -191,18 +191,3 @@ def lenient_properties(text: str) -> list[tuple[str, str]]:
         assert sep, part
         pairs.append((name, value))
     return pairs
-
-
-def record_buffer(n: int, make: Callable[[int, int], Any]) -> tuple[np.ndarray, np.ndarray]:
-    """``n`` encoded records back to back, ``make(i, position)`` giving the ``i``-th as a
-    ``MessageRecord`` (its CommitLog offset is ``position``) or as its encoded bytes; the buffer as
-    ``uint8`` and the records' positions."""
-    from mqstore.formats.rocketmq.record import encode_record
-
-    buf = bytearray()
-    positions = []
-    for i in range(n):
-        rec = make(i, len(buf))
-        positions.append(len(buf))
-        buf += rec if isinstance(rec, (bytes, bytearray)) else encode_record(rec)
-    return np.frombuffer(bytes(buf), np.uint8), np.array(positions, np.int64)

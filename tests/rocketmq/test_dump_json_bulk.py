@@ -19,8 +19,6 @@ from mqstore import MessageStore, StoreConfig
 from mqstore.cli import rocketmq as cli_rocketmq
 from mqstore.cli.main import cli
 
-from .helpers import record_buffer
-
 ODD = ['quote " and \\ back', "tab\tnew\nline\r\x00\x1f\x7f", "é漢字🎉", "", "  two  spaces ", "\u2028x"]
 
 
@@ -104,19 +102,21 @@ def test_json_lines_implementations_agree_on_any_properties(texts: list[bytes], 
     from mqstore.formats.rocketmq.record import MessageRecord, encode_record
     from mqstore.kernels.registry import kernel_impls
 
-    def make(i: int, at_pos: int) -> bytearray:
-        raw = texts[i]
+    buf = bytearray()
+    positions = []
+    for i, raw in enumerate(texts):
         placeholder = "p" * len(raw)  # ASCII of the same length, patched below with the raw bytes
-        rec = MessageRecord(topic=topic, body=body, queue_id=i, flag=at - 500, queue_offset=i, commit_log_offset=at_pos,
+        rec = MessageRecord(topic=topic, body=body, queue_id=i, flag=at - 500, queue_offset=i, commit_log_offset=len(buf),
                             born_host="[2001:db8::1]:-7" if v6 and i % 2 else "10.1.2.3:65535",
                             properties_text=placeholder, born_timestamp=at * 1000 + i)  # fmt: skip
         enc = bytearray(encode_record(rec))
         k = enc.rfind(placeholder.encode()) if raw else -1
         if raw:
             enc[k : k + len(raw)] = raw
-        return enc
-
-    u8, pos = record_buffer(len(texts), make)
+        positions.append(len(buf))
+        buf += enc
+    u8 = np.frombuffer(bytes(buf), np.uint8)
+    pos = np.array(positions, np.int64)
     impls = kernel_impls("rocketmq.json_lines")
     want = impls.reference(u8, 0, pos)
     for _, fn in impls.items():
@@ -129,30 +129,42 @@ def test_json_lines_implementations_agree_on_any_properties(texts: list[bytes], 
 def test_json_lines_on_several_threads_is_byte_identical() -> None:
     """A batch large enough to be cut into one part per thread (the native implementation writes
     the parts side by side and moves them together): the same bytes as one thread and as the twin."""
-    from mqstore.formats.rocketmq.record import MessageRecord
+    from mqstore.formats.rocketmq.record import MessageRecord, encode_record
     from mqstore.kernels.registry import kernel_impls
 
-    u8, pos = record_buffer(9000, lambda i, at: MessageRecord(
-        topic=f"T{i % 7}", body=b"x" * (i % 50), queue_id=i % 4, queue_offset=i, commit_log_offset=at,
-        properties_text=f"KEYS\x01k{i} s\x02TAGS\x01t{i % 3}\x02"))
+    buf = bytearray()
+    positions = []
+    for i in range(9000):
+        rec = MessageRecord(topic=f"T{i % 7}", body=b"x" * (i % 50), queue_id=i % 4, queue_offset=i,
+                            commit_log_offset=len(buf), properties_text=f"KEYS\x01k{i} s\x02TAGS\x01t{i % 3}\x02")  # fmt: skip
+        positions.append(len(buf))
+        buf += encode_record(rec)
+    u8 = np.frombuffer(bytes(buf), np.uint8)
+    pos = np.array(positions, np.int64)
     impls = kernel_impls("rocketmq.json_lines")
     want = bytes(impls.reference(u8, 0, pos))
     for _, fn in impls.items():
         for threads in (1, 2, 3):
             assert bytes(fn(u8, 0, pos, [], threads=threads)) == want
-    broken = bytearray(u8.tobytes())
-    broken[int(pos[7000]) + 4] ^= 0xFF  # a bad magic in the last part: the whole batch declines
+    broken = bytearray(buf)
+    broken[positions[7000] + 4] ^= 0xFF  # a bad magic in the last part: the whole batch declines
     for _, fn in impls.items():
         assert fn(np.frombuffer(bytes(broken), np.uint8), 0, pos, [], threads=3) is None
 
 
 def _records(n: int, body_len: Any = lambda i: i % 50) -> tuple[np.ndarray, np.ndarray]:
-    from mqstore.formats.rocketmq.record import MessageRecord
+    from mqstore.formats.rocketmq.record import MessageRecord, encode_record
 
-    return record_buffer(n, lambda i, at: MessageRecord(
-        topic=f"T{i % 7}", body=bytes((i * 31 + k * 7) & 0xFF for k in range(body_len(i))), queue_id=i % 4,
-        queue_offset=i, commit_log_offset=at, properties_text=f"KEYS\x01k{i} s\x02TAGS\x01t{i % 3}\x02",
-        flag=-i * 1_000_003, born_timestamp=10 ** (i % 19)))
+    buf = bytearray()
+    positions = []
+    for i in range(n):
+        body = bytes((i * 31 + k * 7) & 0xFF for k in range(body_len(i)))
+        rec = MessageRecord(topic=f"T{i % 7}", body=body, queue_id=i % 4, queue_offset=i, commit_log_offset=len(buf),
+                            properties_text=f"KEYS\x01k{i} s\x02TAGS\x01t{i % 3}\x02", flag=-i * 1_000_003,
+                            born_timestamp=10 ** (i % 19))  # fmt: skip
+        positions.append(len(buf))
+        buf += encode_record(rec)
+    return np.frombuffer(bytes(buf), np.uint8), np.array(positions, np.int64)
 
 
 @pytest.mark.parametrize("impl", twins("rocketmq.json_lines"))
@@ -169,22 +181,24 @@ def _string_records(n: int = 240) -> tuple[np.ndarray, np.ndarray]:
     """Records whose topic, property names and values, keys and tags are 0..60 bytes long with a
     character JSON escapes (or a multi-byte one) at every position, or none; the last record's
     properties end at the buffer's end (no readable byte after them)."""
-    from mqstore.formats.rocketmq.record import MessageRecord
+    from mqstore.formats.rocketmq.record import MessageRecord, encode_record
 
     specials = ['"', "\\", "\n", "\x1f", "\x00", "é", "\u20ac", "\x7f", "/"]
-
-    def make(i: int, at: int) -> MessageRecord:
+    buf = bytearray()
+    positions = []
+    for i in range(n):
         length = i % 61
-        cut = (i * 7) % (length + 1)
+        at = (i * 7) % (length + 1)
         sp = specials[i % len(specials)] if i % 4 else ""
         text = ("abcdefghijklmnopqrstuvwxyz0123456789" * 2)[:length]
-        text = text[:cut] + sp + text[cut:]
+        text = text[:at] + sp + text[at:]
         key = text.replace(" ", "_") or "k"
         props = f"KEYS\x01{key} {key[::-1]}\x02TAGS\x01{text or 't'}\x02N{text}\x01v{i}\x02UNIQ_KEY\x01{text or 'u'}"
-        return MessageRecord(topic=f"T{text[:20].strip() or 'x'}", body=b"b", queue_id=0, queue_offset=i,
-                             commit_log_offset=at, properties_text=props)
-
-    return record_buffer(n, make)
+        rec = MessageRecord(topic=f"T{text[:20].strip() or 'x'}", body=b"b", queue_id=0, queue_offset=i,
+                            commit_log_offset=len(buf), properties_text=props)
+        positions.append(len(buf))
+        buf += encode_record(rec)
+    return np.frombuffer(bytes(buf), np.uint8), np.array(positions, np.int64)
 
 
 @pytest.mark.parametrize("impl", twins("rocketmq.json_lines"))
@@ -213,7 +227,7 @@ def test_scalar_string_path_gives_the_same_bytes() -> None:
     from mqstore.kernels.rocketmq.json_lines import json_lines_py
 
     code = ("import sys, hashlib; sys.path.insert(0, sys.argv[1]); import numpy as np\n"
-            "from rocketmq.test_dump_json_bulk import _string_records\n"
+            "from test_dump_json_bulk import _string_records\n"
             "from mqstore.kernels.rocketmq.json_lines import json_lines\n"
             "u8, pos = _string_records()\n"
             "print(hashlib.sha256(bytes(json_lines(u8, 0, pos))).hexdigest())")  # fmt: skip
@@ -235,7 +249,7 @@ def test_scalar_base64_path_gives_the_same_bytes() -> None:
     from mqstore.kernels.rocketmq.json_lines import json_lines_py
 
     code = ("import sys, hashlib; sys.path.insert(0, sys.argv[1]); import numpy as np\n"
-            "from rocketmq.test_dump_json_bulk import _records\n"
+            "from test_dump_json_bulk import _records\n"
             "from mqstore.kernels.rocketmq.json_lines import json_lines\n"
             "u8, pos = _records(201, lambda i: i)\n"
             "print(hashlib.sha256(bytes(json_lines(u8, 0, pos))).hexdigest())")  # fmt: skip

@@ -21,7 +21,6 @@ import pytest
 
 from mqstore.kernels import backend
 
-from .helpers import record_buffer
 from .test_deferred_end import DAMAGE
 from .test_deferred_end import _make as _make_segments
 from .test_dump_json_bulk import _make as _make_odd
@@ -134,21 +133,25 @@ def test_dump_json_as_a_whole_process(stores: dict[str, Path], name: str) -> Non
 def test_json_lines_hosts_of_every_octet_width() -> None:
     """IPv4 hosts whose bytes take 1, 2 and 3 digits (0, 9, 10, 99, 100, 255) and ports of any
     width, born and store host, IPv6 beside them: every implementation gives the reference's lines."""
+    import numpy as np
 
-    from mqstore.formats.rocketmq.record import MessageRecord
+    from mqstore.formats.rocketmq.record import MessageRecord, encode_record
     from mqstore.kernels.registry import kernel_impls
 
     octets = [0, 9, 10, 99, 100, 255, 1, 254]
-
-    def make(i: int, at: int) -> MessageRecord:
+    buf = bytearray()
+    positions = []
+    for i in range(64):
         a, b, c, d = (octets[(i + k * 3) % len(octets)] for k in range(4))
         port = [0, 7, 80, 10911, 65535, 2**31 - 1, -1][i % 7]
         born = f"{a}.{b}.{c}.{d}:{port}" if i % 5 else "[2001:db8::ff]:9876"
-        return MessageRecord(topic="T", body=b"x" * (i % 5), queue_id=0, queue_offset=i, commit_log_offset=at,
-                             born_host=born, store_host=f"{d}.{c}.{b}.{a}:{abs(port) % 65536}",
-                             sys_flag=0 if i % 5 else 0x10)  # fmt: skip
-
-    u8, pos = record_buffer(64, make)
+        rec = MessageRecord(topic="T", body=b"x" * (i % 5), queue_id=0, queue_offset=i, commit_log_offset=len(buf),
+                            born_host=born, store_host=f"{d}.{c}.{b}.{a}:{abs(port) % 65536}",
+                            sys_flag=0 if i % 5 else 0x10)  # fmt: skip
+        positions.append(len(buf))
+        buf += encode_record(rec)
+    u8 = np.frombuffer(bytes(buf), np.uint8)
+    pos = np.array(positions, np.int64)
     impls = kernel_impls("rocketmq.json_lines")
     want = bytes(impls.reference(u8, 0, pos))
     assert b'"bornHost":"0.9.10.99:0"' in want or b'"bornHost":"255.' in want
