@@ -260,7 +260,7 @@ def dump(store: Path, topic: str | None, from_offset: int, limit: int | None, fr
         # (without the index keys: they only serve the --key filter; without any column but the
         # offsets when no filter reads them)
         columns = topic is not None or lo is not None or hi is not None
-        batches = (cl.scan_bounded(start, cl.max_offset, keys=False, columns=columns)
+        batches = (cl.scan_bounded(start, cl.max_offset, keys=False, **({} if columns else {"columns": False}))
                    if sink is not None and hasattr(cl, "scan_bounded")
                    else cl.scan(start, cl.max_offset, max_records=1 << 16))
         stack.callback(batches.close)  # (the read-ahead ends before the store is closed)

@@ -319,7 +319,8 @@ class CommitLog:
             pos = offset - mf.file_from_offset
             batch = scan_segment(
                 mf.mm, mf.file_from_offset, pos, seg_end - mf.file_from_offset,
-                check_crc=check_crc, max_records=max_records, skip_length_mismatch=skip_length_mismatch, keys=keys, columns=columns,
+                check_crc=check_crc, max_records=max_records, skip_length_mismatch=skip_length_mismatch, keys=keys,
+                **({} if columns else {"columns": False}),
             )
             yield batch
             nxt = self._after_batch(batch)
@@ -352,7 +353,8 @@ class CommitLog:
         thread (``MADV_POPULATE_READ``) while the worker scans: the worker then takes no page
         fault (~8 % of its time), and this thread would only have waited for it."""
         batches = self.scan(start, end, check_crc=check_crc, max_records=max(1, batch_records),
-                            skip_length_mismatch=skip_length_mismatch, keys=keys, columns=columns)
+                            skip_length_mismatch=skip_length_mismatch, **({} if keys else {"keys": False}),
+                            **({} if columns else {"columns": False}))
         released = max(start, self.min_offset)
         if not read_ahead:
             for batch in batches:
@@ -517,7 +519,7 @@ class CommitLog:
             if base < walk_from:
                 batch = scan_segment(mf.mm, base, offset - base, mf.wrote_position, check_crc=check_crc,
                                      max_records=max_records, skip_length_mismatch=skip_length_mismatch, keys=keys,
-                                     columns=columns)
+                                     **({} if columns else {"columns": False}))
                 yield batch
                 nxt_offset = self._after_batch(batch)
                 if nxt_offset is None:
@@ -527,7 +529,7 @@ class CommitLog:
             idx = files.index(mf)
             batch = scan_segment(mf.mm, base, offset - base, mf.file_size, check_crc=check_crc or walk_crc,
                                  max_records=max_records, skip_length_mismatch=False, keys=keys,
-                                 columns=columns)
+                                 **({} if columns else {"columns": False}))
             if batch.stop == STOP_LIMIT:
                 yield batch
                 offset = batch.next_offset
